@@ -1,0 +1,128 @@
+//! Bit packing of unsigned integers into little-endian u64 words.
+//!
+//! Value `i` occupies bits `[i*bits, (i+1)*bits)` of the word stream, least significant bit
+//! first. The packed form always carries one extra zero word at the end so that the unpacker
+//! may read `word + 1` without a bounds branch. `bits` ranges over 0..=64; with 0 bits the
+//! stream is a single zero word and every value equals the frame's base.
+
+/// Number of bits needed to represent `range` (0 for 0).
+pub fn bits_needed(range: u64) -> u8 {
+    (64 - range.leading_zeros()) as u8
+}
+
+/// Bytes that [`pack`] produces for `n` values of `bits` bits.
+pub fn packed_len(n: usize, bits: u8) -> usize {
+    ((n * bits as usize).div_ceil(64) + 1) * 8
+}
+
+/// Packs `values` (each `< 2^bits`) and appends the words to `out`.
+pub fn pack(values: impl Iterator<Item = u64>, n: usize, bits: u8, out: &mut Vec<u8>) {
+    let words = packed_len(n, bits) / 8;
+    let start = out.len();
+    out.resize(start + words * 8, 0);
+    if bits == 0 {
+        return;
+    }
+    let dst = &mut out[start..];
+    let bits = bits as usize;
+    let mut acc: u64 = 0;
+    let mut fill = 0usize; // bits used in acc
+    let mut w = 0usize;
+    for v in values.take(n) {
+        acc |= v << fill;
+        let used = fill + bits;
+        if used >= 64 {
+            dst[w * 8..w * 8 + 8].copy_from_slice(&acc.to_le_bytes());
+            w += 1;
+            let spill = used - 64;
+            acc = if spill == 0 { 0 } else { v >> (bits - spill) };
+            fill = spill;
+        } else {
+            fill = used;
+        }
+    }
+    if fill > 0 {
+        dst[w * 8..w * 8 + 8].copy_from_slice(&acc.to_le_bytes());
+    }
+}
+
+/// Reads value `i` from a packed stream (`packed` must be at least [`packed_len`] long).
+#[inline]
+pub fn get(packed: &[u8], bits: u8, i: usize) -> u64 {
+    if bits == 0 {
+        return 0;
+    }
+    let bit = i * bits as usize;
+    let w = bit / 64;
+    let shift = (bit % 64) as u32;
+    let lo = word(packed, w);
+    let mut v = lo >> shift;
+    if shift as usize + bits as usize > 64 {
+        v |= word(packed, w + 1) << (64 - shift);
+    }
+    if bits == 64 { v } else { v & ((1u64 << bits) - 1) }
+}
+
+#[inline]
+fn word(packed: &[u8], w: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&packed[w * 8..w * 8 + 8]);
+    u64::from_le_bytes(a)
+}
+
+/// Unpacks `n` values, calling `f(i, value)` for each in order.
+#[inline]
+pub fn unpack(packed: &[u8], bits: u8, n: usize, mut f: impl FnMut(usize, u64)) {
+    if bits == 0 {
+        for i in 0..n {
+            f(i, 0);
+        }
+        return;
+    }
+    let mask = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
+    let b = bits as usize;
+    let mut bit = 0usize;
+    for i in 0..n {
+        let w = bit / 64;
+        let shift = bit % 64;
+        let mut v = word(packed, w) >> shift;
+        if shift + b > 64 {
+            v |= word(packed, w + 1) << (64 - shift);
+        }
+        f(i, v & mask);
+        bit += b;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn round_trip(bits in 0u8..=64, raw in proptest::collection::vec(any::<u64>(), 0..300)) {
+            let mask = if bits == 64 { u64::MAX } else if bits == 0 { 0 } else { (1u64 << bits) - 1 };
+            let vals: Vec<u64> = raw.iter().map(|v| v & mask).collect();
+            let mut out = vec![1u8, 2, 3];
+            pack(vals.iter().copied(), vals.len(), bits, &mut out);
+            let packed = &out[3..];
+            prop_assert_eq!(packed.len(), packed_len(vals.len(), bits));
+            let mut got = Vec::new();
+            unpack(packed, bits, vals.len(), |_, v| got.push(v));
+            prop_assert_eq!(&got, &vals);
+            for (i, v) in vals.iter().enumerate() {
+                prop_assert_eq!(get(packed, bits, i), *v);
+            }
+        }
+    }
+
+    #[test]
+    fn bits_needed_edges() {
+        assert_eq!(bits_needed(0), 0);
+        assert_eq!(bits_needed(1), 1);
+        assert_eq!(bits_needed(255), 8);
+        assert_eq!(bits_needed(256), 9);
+        assert_eq!(bits_needed(u64::MAX), 64);
+    }
+}

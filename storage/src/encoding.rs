@@ -1,0 +1,1172 @@
+//! Column-chunk encodings: choosing one by measured size, encoding an Arrow array into a
+//! block of 64-byte-aligned sections, and decoding a block back into an Arrow array.
+//!
+//! A *block* is the unit of compression and checksumming. Its uncompressed form is a
+//! sequence of sections, each starting at a multiple of 64 bytes (zero padding between);
+//! the section lengths live in the segment footer, never in the block. Sections by
+//! encoding (the validity bitmap comes first whenever the chunk has nulls, except `Ipc`):
+//!
+//! | encoding      | physical kinds        | sections                                      |
+//! |---------------|-----------------------|-----------------------------------------------|
+//! | `Plain`       | bool                  | value bits (LSB first)                        |
+//! | `Plain`       | int, float, decimal   | values, little-endian, native width           |
+//! | `Plain`       | bytes (utf8, binary)  | offsets `(n+1) × i32` from 0, data            |
+//! | `Plain`       | vector                | `n × D × f32` (never compressed)              |
+//! | `Dict`        | bytes                 | dict offsets, dict data, codes (1/2/4 bytes)  |
+//! | `Dict`        | f32, f64              | dict values, codes (1/2/4 bytes)              |
+//! | `ForPacked`   | int                   | `(v - base)` bit-packed (see [`crate::bitpack`]) |
+//! | `DeltaPacked` | int                   | `(v[i] - v[i-1] - base)` bit-packed, i ≥ 1    |
+//! | `Ipc`         | generic               | one Arrow IPC stream holding a 1-column batch |
+//!
+//! Dictionaries are sorted (bytes lexicographically, floats by IEEE total order), so code
+//! order equals value order and range predicates / ORDER BY can compare codes. Null slots
+//! hold code 0 / the frame base / the previous value; they are masked by the validity bitmap.
+//!
+//! This module must not know about files, offsets or checksums: that is [`crate::segment`].
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow_array::{Array, ArrayRef, BooleanArray, make_array};
+use arrow_buffer::{BooleanBuffer, Buffer, MutableBuffer, NullBuffer};
+use arrow_schema::{DataType, Field, Schema};
+
+use crate::bitpack;
+use crate::codec::{Dec, Enc, align64};
+use crate::error::{Error, Result};
+use crate::types::Physical;
+
+/// How a chunk's values are encoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Encoding {
+    /// Values as they are in Arrow.
+    Plain,
+    /// Sorted dictionary plus fixed-width codes.
+    Dict {
+        /// Bytes per code: 1, 2 or 4.
+        code_width: u8,
+        /// Number of dictionary entries.
+        dict_len: u32,
+    },
+    /// Frame of reference: `v - base` in `bits` bits.
+    ForPacked {
+        /// The frame base (minimum), as sign- or zero-extended 64-bit pattern.
+        base: u64,
+        /// Bits per value.
+        bits: u8,
+    },
+    /// Deltas between consecutive values, frame-of-reference packed.
+    DeltaPacked {
+        /// First value (64-bit pattern).
+        first: u64,
+        /// Minimum delta (wrapping 64-bit pattern).
+        base: u64,
+        /// Bits per delta.
+        bits: u8,
+    },
+    /// Generic Arrow IPC stream.
+    Ipc,
+}
+
+impl Encoding {
+    /// Serialises the encoding tag and parameters.
+    pub fn write(&self, e: &mut Enc) {
+        match self {
+            Encoding::Plain => e.u8(0),
+            Encoding::Dict { code_width, dict_len } => {
+                e.u8(1);
+                e.u8(*code_width);
+                e.u32(*dict_len);
+            }
+            Encoding::ForPacked { base, bits } => {
+                e.u8(2);
+                e.u64(*base);
+                e.u8(*bits);
+            }
+            Encoding::DeltaPacked { first, base, bits } => {
+                e.u8(3);
+                e.u64(*first);
+                e.u64(*base);
+                e.u8(*bits);
+            }
+            Encoding::Ipc => e.u8(4),
+        }
+    }
+
+    /// Reads what [`Encoding::write`] wrote.
+    pub fn read(d: &mut Dec<'_>) -> Result<Self> {
+        Ok(match d.u8("encoding tag")? {
+            0 => Encoding::Plain,
+            1 => {
+                let code_width = d.u8("code width")?;
+                if !matches!(code_width, 1 | 2 | 4) {
+                    return Err(d.err(format!("invalid dictionary code width {code_width}")));
+                }
+                Encoding::Dict { code_width, dict_len: d.u32("dictionary length")? }
+            }
+            2 => {
+                let base = d.u64("frame base")?;
+                let bits = d.u8("bit width")?;
+                if bits > 64 {
+                    return Err(d.err(format!("invalid bit width {bits}")));
+                }
+                Encoding::ForPacked { base, bits }
+            }
+            3 => {
+                let first = d.u64("first value")?;
+                let base = d.u64("delta base")?;
+                let bits = d.u8("bit width")?;
+                if bits > 64 {
+                    return Err(d.err(format!("invalid bit width {bits}")));
+                }
+                Encoding::DeltaPacked { first, base, bits }
+            }
+            4 => Encoding::Ipc,
+            t => return Err(d.err(format!("unknown encoding tag {t}"))),
+        })
+    }
+
+    /// Short name for diagnostics.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Encoding::Plain => "plain",
+            Encoding::Dict { .. } => "dict",
+            Encoding::ForPacked { .. } => "for",
+            Encoding::DeltaPacked { .. } => "delta",
+            Encoding::Ipc => "ipc",
+        }
+    }
+}
+
+/// A typed bound of a zone map.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StatValue {
+    /// Signed integers (and dates/timestamps).
+    Int(i64),
+    /// Unsigned integers and booleans (0/1).
+    UInt(u64),
+    /// Floats (NaN excluded from min/max).
+    Float(f64),
+    /// Byte strings (UTF-8 compares correctly as bytes). Only kept up to 64 bytes.
+    Bytes(Vec<u8>),
+}
+
+impl StatValue {
+    fn write(&self, e: &mut Enc) {
+        match self {
+            StatValue::Int(v) => {
+                e.u8(0);
+                e.u64(*v as u64);
+            }
+            StatValue::UInt(v) => {
+                e.u8(1);
+                e.u64(*v);
+            }
+            StatValue::Float(v) => {
+                e.u8(2);
+                e.u64(v.to_bits());
+            }
+            StatValue::Bytes(b) => {
+                e.u8(3);
+                e.bytes(b);
+            }
+        }
+    }
+    fn read(d: &mut Dec<'_>) -> Result<Self> {
+        Ok(match d.u8("stat tag")? {
+            0 => StatValue::Int(d.u64("stat")? as i64),
+            1 => StatValue::UInt(d.u64("stat")?),
+            2 => StatValue::Float(f64::from_bits(d.u64("stat")?)),
+            3 => StatValue::Bytes(d.bytes("stat")?.to_vec()),
+            t => return Err(d.err(format!("unknown stat tag {t}"))),
+        })
+    }
+}
+
+/// Min/max of the non-null values of a chunk.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ZoneMap {
+    /// Smallest non-null value.
+    pub min: StatValue,
+    /// Largest non-null value.
+    pub max: StatValue,
+}
+
+impl ZoneMap {
+    /// Serialises an optional zone map.
+    pub fn write_opt(z: &Option<ZoneMap>, e: &mut Enc) {
+        match z {
+            None => e.u8(0),
+            Some(z) => {
+                e.u8(1);
+                z.min.write(e);
+                z.max.write(e);
+            }
+        }
+    }
+    /// Reads what [`ZoneMap::write_opt`] wrote.
+    pub fn read_opt(d: &mut Dec<'_>) -> Result<Option<ZoneMap>> {
+        Ok(match d.bool("zone map flag")? {
+            false => None,
+            true => Some(ZoneMap { min: StatValue::read(d)?, max: StatValue::read(d)? }),
+        })
+    }
+}
+
+/// Whether and how hard to zstd-compress blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompressionPolicy {
+    /// Never compress (fastest scans, largest files).
+    Never,
+    /// Compress a block with zstd at `level` when that saves at least a quarter of its size.
+    Auto {
+        /// zstd level (1 = fastest).
+        level: i32,
+    },
+}
+
+impl Default for CompressionPolicy {
+    fn default() -> Self {
+        CompressionPolicy::Auto { level: 1 }
+    }
+}
+
+/// An encoded chunk before placement in a file.
+#[derive(Debug)]
+pub struct EncodedChunk {
+    /// The chosen encoding.
+    pub encoding: Encoding,
+    /// Number of null rows.
+    pub null_count: u32,
+    /// Length of each section in the uncompressed block.
+    pub sections: Vec<u64>,
+    /// The uncompressed block (sections padded to 64 bytes).
+    pub raw: Vec<u8>,
+    /// Whether `stored` is zstd-compressed.
+    pub compressed: bool,
+    /// The bytes to store: `raw` or its zstd frame.
+    pub stored: Vec<u8>,
+    /// Min/max, when the type has an order and the chunk a non-null value.
+    pub stats: Option<ZoneMap>,
+}
+
+struct Block {
+    buf: Vec<u8>,
+    lens: Vec<u64>,
+}
+
+impl Block {
+    fn new(cap: usize) -> Self {
+        Self { buf: Vec::with_capacity(cap), lens: Vec::new() }
+    }
+    fn section(&mut self, f: impl FnOnce(&mut Vec<u8>)) {
+        let start = self.buf.len();
+        f(&mut self.buf);
+        self.lens.push((self.buf.len() - start) as u64);
+        self.buf.resize(align64(self.buf.len()), 0);
+    }
+}
+
+/// Encodes `array` (already validated against the column type) choosing the smallest
+/// candidate encoding, then compresses the block per `policy`.
+pub fn encode(array: &dyn Array, phys: Physical, policy: CompressionPolicy) -> Result<EncodedChunk> {
+    let n = array.len();
+    let data = array.to_data();
+    let null_count = array.null_count();
+    let nulls = array.logical_nulls();
+    let is_valid = |i: usize| nulls.as_ref().is_none_or(|nb| nb.is_valid(i));
+    let mut block = Block::new(n * 4 + 128);
+    if null_count > 0 && phys != Physical::Generic {
+        if let Some(nb) = &nulls {
+            block.section(|b| b.extend_from_slice(nb.inner().sliced().as_slice()));
+        }
+    }
+    let all_null = null_count == n;
+    let mut stats = None;
+    let encoding = match phys {
+        Physical::Bool => {
+            let arr = array.as_any().downcast_ref::<BooleanArray>().ok_or_else(|| {
+                Error::arrow("encode", arrow_schema::ArrowError::CastError("not boolean".into()))
+            })?;
+            let values = arr.values();
+            if !all_null {
+                let (mut lo, mut hi) = (1u64, 0u64);
+                for i in (0..n).filter(|&i| is_valid(i)) {
+                    let v = u64::from(values.value(i));
+                    lo = lo.min(v);
+                    hi = hi.max(v);
+                }
+                stats = Some(ZoneMap { min: StatValue::UInt(lo), max: StatValue::UInt(hi) });
+            }
+            block.section(|b| b.extend_from_slice(values.sliced().as_slice()));
+            Encoding::Plain
+        }
+        Physical::Int { width, signed } => {
+            let vals = widen(&data, n, width, signed);
+            encode_int(&vals, width, signed, &is_valid, all_null, &mut block, &mut stats)
+        }
+        Physical::F32 => {
+            let vals: Vec<u64> = data.buffer::<f32>(0)[..n].iter().map(|v| u64::from(v.to_bits())).collect();
+            if !all_null {
+                stats = float_stats(data.buffer::<f32>(0)[..n].iter().map(|v| f64::from(*v)), &is_valid);
+            }
+            encode_float(&vals, 4, &is_valid, all_null, &mut block)
+        }
+        Physical::F64 => {
+            let vals: Vec<u64> = data.buffer::<f64>(0)[..n].iter().map(|v| v.to_bits()).collect();
+            if !all_null {
+                stats = float_stats(data.buffer::<f64>(0)[..n].iter().copied(), &is_valid);
+            }
+            encode_float(&vals, 8, &is_valid, all_null, &mut block)
+        }
+        Physical::Bytes => {
+            let offsets = &data.buffer::<i32>(0)[..n + 1];
+            let values = data.buffers()[1].as_slice();
+            let get = |i: usize| &values[offsets[i] as usize..offsets[i + 1] as usize];
+            if !all_null {
+                let mut lo: Option<&[u8]> = None;
+                let mut hi: Option<&[u8]> = None;
+                for i in (0..n).filter(|&i| is_valid(i)) {
+                    let v = get(i);
+                    if lo.is_none_or(|l| v < l) {
+                        lo = Some(v);
+                    }
+                    if hi.is_none_or(|h| v > h) {
+                        hi = Some(v);
+                    }
+                }
+                if let (Some(lo), Some(hi)) = (lo, hi) {
+                    if lo.len() <= 64 && hi.len() <= 64 {
+                        stats = Some(ZoneMap {
+                            min: StatValue::Bytes(lo.to_vec()),
+                            max: StatValue::Bytes(hi.to_vec()),
+                        });
+                    }
+                }
+            }
+            encode_bytes(n, &get, &is_valid, all_null, offsets, values, &mut block)
+        }
+        Physical::Decimal128 => {
+            let vals = &data.buffer::<i128>(0)[..n];
+            block.section(|b| {
+                for v in vals {
+                    b.extend_from_slice(&v.to_le_bytes());
+                }
+            });
+            Encoding::Plain
+        }
+        Physical::Vector { dim } => {
+            let child = &data.child_data()[0];
+            let start = data.offset() * dim;
+            let vals = &child.buffer::<f32>(0)[start..start + n * dim];
+            block.section(|b| {
+                b.reserve(vals.len() * 4);
+                for v in vals {
+                    b.extend_from_slice(&v.to_le_bytes());
+                }
+            });
+            Encoding::Plain
+        }
+        Physical::Generic => {
+            let bytes = ipc_encode(array)?;
+            block.section(|b| b.extend_from_slice(&bytes));
+            Encoding::Ipc
+        }
+    };
+    let raw = block.buf;
+    let (compressed, stored) = match policy {
+        CompressionPolicy::Auto { level }
+            if raw.len() >= 4096 && !matches!(phys, Physical::Vector { .. }) =>
+        {
+            match zstd::bulk::compress(&raw, level) {
+                Ok(c) if c.len() * 4 <= raw.len() * 3 => (true, c),
+                _ => (false, Vec::new()),
+            }
+        }
+        _ => (false, Vec::new()),
+    };
+    Ok(EncodedChunk {
+        encoding,
+        null_count: null_count as u32,
+        sections: block.lens,
+        raw,
+        compressed,
+        stored,
+        stats,
+    })
+}
+
+/// Sign- or zero-extends integer values to 64-bit patterns.
+fn widen(data: &arrow_data::ArrayData, n: usize, width: u8, signed: bool) -> Vec<u64> {
+    match (width, signed) {
+        (1, true) => data.buffer::<i8>(0)[..n].iter().map(|&v| v as i64 as u64).collect(),
+        (2, true) => data.buffer::<i16>(0)[..n].iter().map(|&v| v as i64 as u64).collect(),
+        (4, true) => data.buffer::<i32>(0)[..n].iter().map(|&v| v as i64 as u64).collect(),
+        (8, true) => data.buffer::<i64>(0)[..n].iter().map(|&v| v as u64).collect(),
+        (1, false) => data.buffer::<u8>(0)[..n].iter().map(|&v| u64::from(v)).collect(),
+        (2, false) => data.buffer::<u16>(0)[..n].iter().map(|&v| u64::from(v)).collect(),
+        (4, false) => data.buffer::<u32>(0)[..n].iter().map(|&v| u64::from(v)).collect(),
+        _ => data.buffer::<u64>(0)[..n].to_vec(),
+    }
+}
+
+fn encode_int(
+    vals: &[u64],
+    width: u8,
+    signed: bool,
+    is_valid: &dyn Fn(usize) -> bool,
+    all_null: bool,
+    block: &mut Block,
+    stats: &mut Option<ZoneMap>,
+) -> Encoding {
+    let n = vals.len();
+    let plain = |block: &mut Block| {
+        block.section(|b| {
+            b.reserve(n * width as usize);
+            for v in vals {
+                b.extend_from_slice(&v.to_le_bytes()[..width as usize]);
+            }
+        });
+        Encoding::Plain
+    };
+    if all_null || n == 0 {
+        return plain(block);
+    }
+    // Min / max in the column's own order.
+    let key = |v: u64| if signed { v as i64 as i128 } else { v as i128 };
+    let mut lo = u64::MAX;
+    let mut hi = 0u64;
+    let mut first_valid = None;
+    for (i, &v) in vals.iter().enumerate() {
+        if !is_valid(i) {
+            continue;
+        }
+        if first_valid.is_none() {
+            first_valid = Some(v);
+            lo = v;
+            hi = v;
+        } else {
+            if key(v) < key(lo) {
+                lo = v;
+            }
+            if key(v) > key(hi) {
+                hi = v;
+            }
+        }
+    }
+    *stats = Some(if signed {
+        ZoneMap { min: StatValue::Int(lo as i64), max: StatValue::Int(hi as i64) }
+    } else {
+        ZoneMap { min: StatValue::UInt(lo), max: StatValue::UInt(hi) }
+    });
+    let for_bits = bitpack::bits_needed(hi.wrapping_sub(lo));
+    // Deltas over values with nulls replaced by the previous value (delta 0).
+    let first = first_valid.unwrap_or(0);
+    let mut prev = first;
+    let mut dlo = i64::MAX;
+    let mut dhi = i64::MIN;
+    let filled = |i: usize, prev: u64| if is_valid(i) { vals[i] } else { prev };
+    for i in 1..n {
+        let v = filled(i, prev);
+        let d = v.wrapping_sub(prev) as i64;
+        dlo = dlo.min(d);
+        dhi = dhi.max(d);
+        prev = v;
+    }
+    let (dlo, dhi) = if n > 1 { (dlo, dhi) } else { (0, 0) };
+    let delta_bits = bitpack::bits_needed((dhi as u64).wrapping_sub(dlo as u64));
+    let plain_size = n * width as usize;
+    let for_size = bitpack::packed_len(n, for_bits);
+    let delta_size = bitpack::packed_len(n.saturating_sub(1), delta_bits);
+    if plain_size <= for_size && plain_size <= delta_size {
+        return plain(block);
+    }
+    if for_size <= delta_size {
+        block.section(|b| {
+            let it = (0..n).map(|i| if is_valid(i) { vals[i].wrapping_sub(lo) } else { 0 });
+            bitpack::pack(it, n, for_bits, b);
+        });
+        Encoding::ForPacked { base: lo, bits: for_bits }
+    } else {
+        block.section(|b| {
+            let mut prev = first;
+            let it = (1..n).map(|i| {
+                let v = filled(i, prev);
+                let d = v.wrapping_sub(prev).wrapping_sub(dlo as u64);
+                prev = v;
+                d
+            });
+            bitpack::pack(it, n - 1, delta_bits, b);
+        });
+        // A leading null takes the first valid value, so `first` is what slot 0 decodes to.
+        Encoding::DeltaPacked { first, base: dlo as u64, bits: delta_bits }
+    }
+}
+
+fn float_stats(vals: impl Iterator<Item = f64>, is_valid: &dyn Fn(usize) -> bool) -> Option<ZoneMap> {
+    let mut lo = f64::INFINITY;
+    let mut hi = f64::NEG_INFINITY;
+    let mut any = false;
+    for (i, v) in vals.enumerate() {
+        if is_valid(i) && !v.is_nan() {
+            any = true;
+            lo = lo.min(v);
+            hi = hi.max(v);
+        }
+    }
+    any.then_some(ZoneMap { min: StatValue::Float(lo), max: StatValue::Float(hi) })
+}
+
+/// Code width for a dictionary of `k` entries.
+fn code_width(k: usize) -> u8 {
+    if k <= 1 << 8 {
+        1
+    } else if k <= 1 << 16 {
+        2
+    } else {
+        4
+    }
+}
+
+fn push_codes(b: &mut Vec<u8>, codes: &[u32], cw: u8) {
+    b.reserve(codes.len() * cw as usize);
+    match cw {
+        1 => b.extend(codes.iter().map(|&c| c as u8)),
+        2 => {
+            for &c in codes {
+                b.extend_from_slice(&(c as u16).to_le_bytes());
+            }
+        }
+        _ => {
+            for &c in codes {
+                b.extend_from_slice(&c.to_le_bytes());
+            }
+        }
+    }
+}
+
+/// Estimates the number of distinct values from a pseudo-random sample of 2048 rows
+/// (fixed seed, so the same data always gets the same encoding),
+/// using the birthday bound: a sample of `s` rows drawn from `D` equally likely values
+/// shows about `s² / 2D` repeats, so `D ≈ s² / (2 · repeats)`. Returns `usize::MAX` when the
+/// sample has no repeat at all (likely unique values). Small chunks are counted exactly.
+fn estimate_distinct<K: std::hash::Hash + Eq>(n: usize, key: impl Fn(usize) -> Option<K>) -> usize {
+    const SAMPLE: usize = 2048;
+    let mut seen = std::collections::HashSet::with_capacity(SAMPLE.min(n));
+    if n <= SAMPLE {
+        seen.extend((0..n).filter_map(&key));
+        return seen.len();
+    }
+    let mut taken = 0usize;
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    for _ in 0..SAMPLE {
+        // xorshift64*: cheap, deterministic positions without the aliasing of a stride.
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        let i = (x.wrapping_mul(0x2545_F491_4F6C_DD1D) % n as u64) as usize;
+        if let Some(k) = key(i) {
+            seen.insert(k);
+            taken += 1;
+        }
+    }
+    let repeats = taken - seen.len();
+    if repeats == 0 {
+        return usize::MAX;
+    }
+    (taken * taken / (2 * repeats)).max(seen.len())
+}
+
+/// Builds a sorted dictionary: returns (sorted distinct keys, code per row; 0 for nulls).
+/// Gives up (`None`) as soon as more than `max_k` distinct values are seen.
+fn build_dict<K: std::hash::Hash + Eq + Copy>(
+    n: usize,
+    key: impl Fn(usize) -> Option<K>,
+    cmp: impl Fn(&K, &K) -> std::cmp::Ordering,
+    max_k: usize,
+) -> Option<(Vec<K>, Vec<u32>)> {
+    let mut ids: HashMap<K, u32> = HashMap::new();
+    let mut uniq: Vec<K> = Vec::new();
+    let mut tmp = Vec::with_capacity(n);
+    for i in 0..n {
+        match key(i) {
+            Some(k) => {
+                let id = *ids.entry(k).or_insert_with(|| {
+                    uniq.push(k);
+                    (uniq.len() - 1) as u32
+                });
+                if uniq.len() > max_k {
+                    return None;
+                }
+                tmp.push(id);
+            }
+            None => tmp.push(u32::MAX),
+        }
+    }
+    let mut order: Vec<u32> = (0..uniq.len() as u32).collect();
+    order.sort_unstable_by(|a, b| cmp(&uniq[*a as usize], &uniq[*b as usize]));
+    let mut rank = vec![0u32; uniq.len()];
+    for (r, &o) in order.iter().enumerate() {
+        rank[o as usize] = r as u32;
+    }
+    let codes = tmp.iter().map(|&t| if t == u32::MAX { 0 } else { rank[t as usize] }).collect();
+    let sorted = order.iter().map(|&o| uniq[o as usize]).collect();
+    Some((sorted, codes))
+}
+
+fn encode_float(
+    bits: &[u64],
+    width: usize,
+    is_valid: &dyn Fn(usize) -> bool,
+    all_null: bool,
+    block: &mut Block,
+) -> Encoding {
+    let n = bits.len();
+    let plain = |block: &mut Block| {
+        block.section(|b| {
+            b.reserve(n * width);
+            for v in bits {
+                b.extend_from_slice(&v.to_le_bytes()[..width]);
+            }
+        });
+        Encoding::Plain
+    };
+    let key = |i: usize| is_valid(i).then_some(bits[i]);
+    // Largest dictionary that is still smaller than plain: k·w + n·cw(k) < n·w.
+    let max_k = (1..=4u8)
+        .filter(|&cw| (cw as usize) < width)
+        .map(|cw| ((n * (width - cw as usize)) / width).min(if cw == 1 { 256 } else if cw == 2 { 65536 } else { usize::MAX }))
+        .max()
+        .unwrap_or(0);
+    if all_null || estimate_distinct(n, key) > max_k {
+        return plain(block);
+    }
+    let as_f64 = |b: &u64| if width == 8 { f64::from_bits(*b) } else { f64::from(f32::from_bits(*b as u32)) };
+    let Some((dict, codes)) = build_dict(n, key, |a, b| as_f64(a).total_cmp(&as_f64(b)), max_k) else {
+        return plain(block);
+    };
+    let cw = code_width(dict.len());
+    if dict.len() * width + n * cw as usize >= n * width {
+        return plain(block);
+    }
+    block.section(|b| {
+        for v in &dict {
+            b.extend_from_slice(&v.to_le_bytes()[..width]);
+        }
+    });
+    block.section(|b| push_codes(b, &codes, cw));
+    Encoding::Dict { code_width: cw, dict_len: dict.len() as u32 }
+}
+
+fn encode_bytes<'a>(
+    n: usize,
+    get: &dyn Fn(usize) -> &'a [u8],
+    is_valid: &dyn Fn(usize) -> bool,
+    all_null: bool,
+    offsets: &[i32],
+    values: &[u8],
+    block: &mut Block,
+) -> Encoding {
+    let plain = |block: &mut Block| {
+        let base = offsets[0];
+        block.section(|b| {
+            b.reserve((n + 1) * 4);
+            for o in offsets {
+                b.extend_from_slice(&(o - base).to_le_bytes());
+            }
+        });
+        block.section(|b| b.extend_from_slice(&values[base as usize..offsets[n] as usize]));
+        Encoding::Plain
+    };
+    let key = |i: usize| is_valid(i).then(|| get(i));
+    let plain_size = (n + 1) * 4 + (offsets[n] - offsets[0]) as usize;
+    // Each distinct value costs at least 4 bytes of offset plus its bytes; codes 1+ bytes.
+    let avg = plain_size / n.max(1);
+    let max_k = plain_size.saturating_sub(n) / avg.max(1);
+    if all_null || estimate_distinct(n, key) > max_k {
+        return plain(block);
+    }
+    let Some((dict, codes)) = build_dict(n, key, |a, b| a.cmp(b), max_k) else {
+        return plain(block);
+    };
+    let cw = code_width(dict.len());
+    let dict_bytes: usize = dict.iter().map(|d| d.len()).sum();
+    if (dict.len() + 1) * 4 + dict_bytes + n * cw as usize >= plain_size {
+        return plain(block);
+    }
+    block.section(|b| {
+        let mut off = 0i32;
+        b.extend_from_slice(&off.to_le_bytes());
+        for d in &dict {
+            off += d.len() as i32;
+            b.extend_from_slice(&off.to_le_bytes());
+        }
+    });
+    block.section(|b| {
+        b.reserve(dict_bytes);
+        for d in &dict {
+            b.extend_from_slice(d);
+        }
+    });
+    block.section(|b| push_codes(b, &codes, cw));
+    Encoding::Dict { code_width: cw, dict_len: dict.len() as u32 }
+}
+
+fn ipc_encode(array: &dyn Array) -> Result<Vec<u8>> {
+    let field = Field::new("c", array.data_type().clone(), true);
+    let schema = Arc::new(Schema::new(vec![field]));
+    let batch = arrow_array::RecordBatch::try_new(schema.clone(), vec![make_array(array.to_data())])
+        .map_err(|e| Error::arrow("encode generic column", e))?;
+    let mut out = Vec::new();
+    {
+        let mut w = arrow_ipc::writer::StreamWriter::try_new(&mut out, &schema)
+            .map_err(|e| Error::arrow("encode generic column", e))?;
+        w.write(&batch).map_err(|e| Error::arrow("encode generic column", e))?;
+        w.finish().map_err(|e| Error::arrow("encode generic column", e))?;
+    }
+    Ok(out)
+}
+
+/// What [`decode`] should produce for dictionary chunks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecodeMode {
+    /// Materialise values in the column's own type.
+    Values,
+    /// Hand dictionary chunks out as `DictionaryArray<UInt8|16|32, _>` (codes + sorted
+    /// dictionary; float dictionaries in the column's float type). Other chunks as values.
+    Codes,
+}
+
+/// Everything [`decode`] needs to know about a chunk besides its bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct ChunkInfo<'a> {
+    /// Encoding.
+    pub encoding: &'a Encoding,
+    /// Null count.
+    pub null_count: u32,
+    /// Section lengths.
+    pub sections: &'a [u64],
+    /// Rows in the chunk.
+    pub rows: usize,
+    /// The column's Arrow type.
+    pub data_type: &'a DataType,
+    /// Its physical kind.
+    pub phys: Physical,
+    /// File, for error messages.
+    pub file: &'a Path,
+    /// Block offset in the file, for error messages.
+    pub offset: u64,
+}
+
+/// Decodes an uncompressed block (starting 64-byte aligned) into an Arrow array.
+/// Every length is checked; damaged metadata yields [`Error::Corrupt`], never a panic.
+pub fn decode(raw: &Buffer, c: ChunkInfo<'_>, mode: DecodeMode) -> Result<ArrayRef> {
+    let n = c.rows;
+    let corrupt = |reason: String| Error::corrupt(c.file, c.offset, reason);
+    // Section buffers.
+    let mut secs = Vec::with_capacity(c.sections.len());
+    let mut pos = 0usize;
+    for &len in c.sections {
+        let len = usize::try_from(len).map_err(|_| corrupt("section length overflows".into()))?;
+        let end = pos.checked_add(len).filter(|&e| e <= raw.len());
+        let Some(end) = end else {
+            return Err(corrupt(format!("section [{pos}, +{len}) exceeds block of {}", raw.len())));
+        };
+        secs.push(raw.slice_with_length(pos, end - pos));
+        pos = align64(end);
+    }
+    let has_validity = c.null_count > 0 && c.phys != Physical::Generic;
+    let expected_secs = usize::from(has_validity)
+        + match (&c.encoding, c.phys) {
+            (Encoding::Ipc, _) => 1,
+            (Encoding::Plain, Physical::Bytes) => 2,
+            (Encoding::Plain, _) => 1,
+            (Encoding::Dict { .. }, Physical::Bytes) => 3,
+            (Encoding::Dict { .. }, _) => 2,
+            (Encoding::ForPacked { .. } | Encoding::DeltaPacked { .. }, _) => 1,
+        };
+    if secs.len() != expected_secs {
+        return Err(corrupt(format!("expected {expected_secs} sections, found {}", secs.len())));
+    }
+    let mut secs = secs.into_iter();
+    let nulls = if has_validity {
+        let v = secs.next().ok_or_else(|| corrupt("missing validity".into()))?;
+        if v.len() < n.div_ceil(8) {
+            return Err(corrupt("validity bitmap too short".into()));
+        }
+        let nb = NullBuffer::new(BooleanBuffer::new(v, 0, n));
+        if nb.null_count() != c.null_count as usize {
+            return Err(corrupt("null count does not match the validity bitmap".into()));
+        }
+        Some(nb)
+    } else {
+        None
+    };
+    let mut next = || secs.next().ok_or_else(|| corrupt("missing section".into()));
+    let need = |b: &Buffer, len: usize, what: &str| {
+        if b.len() < len {
+            Err(corrupt(format!("{what} section has {} bytes, needs {len}", b.len())))
+        } else {
+            Ok(())
+        }
+    };
+    let build = |dt: DataType, buffers: Vec<Buffer>, children: Vec<arrow_data::ArrayData>, nulls: Option<NullBuffer>| {
+        arrow_data::ArrayData::builder(dt)
+            .len(n)
+            .buffers(buffers)
+            .child_data(children)
+            .nulls(nulls)
+            .build()
+            .map(make_array)
+            .map_err(|e| corrupt(format!("invalid column data: {e}")))
+    };
+    match (c.encoding, c.phys) {
+        (Encoding::Ipc, _) => {
+            let bytes = next()?;
+            let mut reader = arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes.as_slice()), None)
+                .map_err(|e| corrupt(format!("generic column: {e}")))?;
+            let batch = reader
+                .next()
+                .ok_or_else(|| corrupt("generic column: empty stream".into()))?
+                .map_err(|e| corrupt(format!("generic column: {e}")))?;
+            let col = batch.column(0).clone();
+            if col.len() != n || col.data_type() != c.data_type {
+                return Err(corrupt("generic column: length or type mismatch".into()));
+            }
+            Ok(col)
+        }
+        (Encoding::Plain, Physical::Bool) => {
+            let v = next()?;
+            need(&v, n.div_ceil(8), "bool")?;
+            build(c.data_type.clone(), vec![v], vec![], nulls)
+        }
+        (Encoding::Plain, Physical::Bytes) => {
+            let offs = next()?;
+            let data = next()?;
+            need(&offs, (n + 1) * 4, "offsets")?;
+            build(c.data_type.clone(), vec![offs.slice_with_length(0, (n + 1) * 4), data], vec![], nulls)
+        }
+        (Encoding::Plain, Physical::Vector { dim }) => {
+            let v = next()?;
+            let len = n.checked_mul(dim).and_then(|x| x.checked_mul(4)).ok_or_else(|| corrupt("vector size overflows".into()))?;
+            need(&v, len, "vector")?;
+            let DataType::FixedSizeList(f, _) = c.data_type else {
+                return Err(corrupt("vector chunk for a non-vector column".into()));
+            };
+            let child = arrow_data::ArrayData::builder(f.data_type().clone())
+                .len(n * dim)
+                .buffers(vec![v.slice_with_length(0, len)])
+                .build()
+                .map_err(|e| corrupt(format!("invalid vector data: {e}")))?;
+            build(c.data_type.clone(), vec![], vec![child], nulls)
+        }
+        (Encoding::Plain, phys) => {
+            let w = match phys {
+                Physical::Int { width, .. } => width as usize,
+                Physical::F32 => 4,
+                Physical::F64 => 8,
+                Physical::Decimal128 => 16,
+                _ => return Err(corrupt("plain encoding for an unexpected kind".into())),
+            };
+            let v = next()?;
+            need(&v, n * w, "values")?;
+            build(c.data_type.clone(), vec![v.slice_with_length(0, n * w)], vec![], nulls)
+        }
+        (Encoding::ForPacked { base, bits }, Physical::Int { width, .. }) => {
+            let p = next()?;
+            need(&p, bitpack::packed_len(n, *bits), "packed")?;
+            let base = *base;
+            let values = unpack_ints(width, n, |f| bitpack::unpack(p.as_slice(), *bits, n, |i, d| f(i, base.wrapping_add(d))));
+            build(c.data_type.clone(), vec![values], vec![], nulls)
+        }
+        (Encoding::DeltaPacked { first, base, bits }, Physical::Int { width, .. }) => {
+            let p = next()?;
+            need(&p, bitpack::packed_len(n.saturating_sub(1), *bits), "packed")?;
+            let (first, base) = (*first, *base);
+            let values = unpack_ints(width, n, |f| {
+                if n == 0 {
+                    return;
+                }
+                let mut cur = first;
+                f(0, cur);
+                bitpack::unpack(p.as_slice(), *bits, n - 1, |i, d| {
+                    cur = cur.wrapping_add(base).wrapping_add(d);
+                    f(i + 1, cur);
+                });
+            });
+            build(c.data_type.clone(), vec![values], vec![], nulls)
+        }
+        (Encoding::Dict { code_width, dict_len }, phys) => {
+            let k = *dict_len as usize;
+            let cw = *code_width as usize;
+            let (dict, key_type) = match phys {
+                Physical::Bytes => {
+                    let offs = next()?;
+                    let data = next()?;
+                    need(&offs, (k + 1) * 4, "dictionary offsets")?;
+                    let d = arrow_data::ArrayData::builder(c.data_type.clone())
+                        .len(k)
+                        .buffers(vec![offs.slice_with_length(0, (k + 1) * 4), data])
+                        .build()
+                        .map_err(|e| corrupt(format!("invalid dictionary: {e}")))?;
+                    (d, c.data_type.clone())
+                }
+                Physical::F32 | Physical::F64 => {
+                    let w = if phys == Physical::F32 { 4 } else { 8 };
+                    let v = next()?;
+                    need(&v, k * w, "dictionary")?;
+                    let d = arrow_data::ArrayData::builder(c.data_type.clone())
+                        .len(k)
+                        .buffers(vec![v.slice_with_length(0, k * w)])
+                        .build()
+                        .map_err(|e| corrupt(format!("invalid dictionary: {e}")))?;
+                    (d, c.data_type.clone())
+                }
+                _ => return Err(corrupt("dictionary encoding for an unexpected kind".into())),
+            };
+            let codes = next()?;
+            need(&codes, n * cw, "codes")?;
+            let key = match cw {
+                1 => DataType::UInt8,
+                2 => DataType::UInt16,
+                _ => DataType::UInt32,
+            };
+            let dict_type = DataType::Dictionary(Box::new(key), Box::new(key_type));
+            let arr = arrow_data::ArrayData::builder(dict_type)
+                .len(n)
+                .buffers(vec![codes.slice_with_length(0, n * cw)])
+                .child_data(vec![dict])
+                .nulls(nulls)
+                .build()
+                .map(make_array)
+                .map_err(|e| corrupt(format!("invalid dictionary codes: {e}")))?;
+            match mode {
+                DecodeMode::Codes => Ok(arr),
+                DecodeMode::Values => arrow_cast::cast(&arr, c.data_type)
+                    .map_err(|e| corrupt(format!("cannot materialise dictionary: {e}"))),
+            }
+        }
+        (e, p) => Err(corrupt(format!("encoding {} is invalid for {p:?}", e.name()))),
+    }
+}
+
+/// Runs `fill(set)` where `set(i, pattern)` stores the low `width` bytes of a 64-bit
+/// pattern at row `i`; returns the values buffer.
+fn unpack_ints(width: u8, n: usize, fill: impl FnOnce(&mut dyn FnMut(usize, u64))) -> Buffer {
+    fn go<T: arrow_buffer::ArrowNativeType>(
+        n: usize,
+        conv: fn(u64) -> T,
+        fill: impl FnOnce(&mut dyn FnMut(usize, u64)),
+    ) -> Buffer {
+        let mut out = vec![T::default(); n];
+        fill(&mut |i, v| out[i] = conv(v));
+        Buffer::from_vec(out)
+    }
+    match width {
+        1 => go::<u8>(n, |v| v as u8, fill),
+        2 => go::<u16>(n, |v| v as u16, fill),
+        4 => go::<u32>(n, |v| v as u32, fill),
+        _ => go::<u64>(n, |v| v, fill),
+    }
+}
+
+/// Decompresses a zstd block into a 64-byte-aligned buffer of exactly `raw_len` bytes.
+pub fn decompress(stored: &[u8], raw_len: usize, file: &Path, offset: u64) -> Result<Buffer> {
+    let mut out = MutableBuffer::from_len_zeroed(raw_len);
+    let written = zstd::bulk::decompress_to_buffer(stored, out.as_slice_mut())
+        .map_err(|e| Error::corrupt(file, offset, format!("zstd block does not decompress: {e}")))?;
+    if written != raw_len {
+        return Err(Error::corrupt(file, offset, format!("block decompressed to {written} bytes, expected {raw_len}")));
+    }
+    Ok(out.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::builder::{ListBuilder, Int32Builder};
+    use arrow_array::*;
+    use arrow_array::cast::AsArray;
+    use arrow_schema::{Fields, TimeUnit};
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::types::{physical, vector_type};
+
+    /// Encodes with both policies, decodes both ways, checks equality; returns encodings seen.
+    fn round_trip(array: &ArrayRef) -> Vec<Encoding> {
+        let phys = physical("c", array.data_type()).unwrap();
+        let mut seen = Vec::new();
+        for policy in [CompressionPolicy::Never, CompressionPolicy::Auto { level: 1 }] {
+            for sliced in [false, true] {
+                let a = if sliced && array.len() > 2 { array.slice(1, array.len() - 2) } else { array.clone() };
+                let enc = encode(a.as_ref(), phys, policy).unwrap();
+                let raw: Buffer = if enc.compressed {
+                    decompress(&enc.stored, enc.raw.len(), Path::new("t"), 0).unwrap()
+                } else {
+                    let mut m = MutableBuffer::new(enc.raw.len());
+                    m.extend_from_slice(&enc.raw);
+                    m.into()
+                };
+                let info = ChunkInfo {
+                    encoding: &enc.encoding,
+                    null_count: enc.null_count,
+                    sections: &enc.sections,
+                    rows: a.len(),
+                    data_type: a.data_type(),
+                    phys,
+                    file: Path::new("t"),
+                    offset: 0,
+                };
+                let got = decode(&raw, info, DecodeMode::Values).unwrap();
+                assert_eq!(got.as_ref(), a.as_ref(), "encoding {:?}", enc.encoding);
+                let codes = decode(&raw, info, DecodeMode::Codes).unwrap();
+                if let DataType::Dictionary(_, _) = codes.data_type() {
+                    let back = arrow_cast::cast(&codes, a.data_type()).unwrap();
+                    assert_eq!(back.as_ref(), a.as_ref());
+                    // Sorted dictionary: values strictly ascending.
+                    let d = codes.as_any_dictionary().values().clone();
+                    let sorted = arrow_ord::sort::sort(&d, None).unwrap();
+                    assert_eq!(sorted.as_ref(), d.as_ref());
+                }
+                seen.push(enc.encoding.clone());
+            }
+        }
+        seen
+    }
+
+    fn opt_vec<T: std::fmt::Debug + Clone>(s: impl Strategy<Value = T>) -> impl Strategy<Value = Vec<Option<T>>> {
+        proptest::collection::vec(proptest::option::weighted(0.85, s), 0..1500)
+    }
+
+    fn ints(mode: u8) -> BoxedStrategy<Vec<Option<i64>>> {
+        match mode {
+            0 => opt_vec(any::<i64>()).boxed(),
+            1 => opt_vec(-3i64..4).boxed(),
+            _ => (any::<i32>(), 0i64..3, 0usize..1500)
+                .prop_map(|(start, step, n)| {
+                    (0..n).map(|i| if i % 17 == 5 { None } else { Some(i64::from(start) + step * i as i64) }).collect()
+                })
+                .boxed(),
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+        #[test]
+        fn integers(mode in 0u8..3, v in (0u8..3).prop_flat_map(ints)) {
+            let _ = mode;
+            let i64s: ArrayRef = Arc::new(Int64Array::from(v.clone()));
+            round_trip(&i64s);
+            let narrow = |f: fn(i64) -> i64| v.iter().map(|x| x.map(f)).collect::<Vec<_>>();
+            round_trip(&(Arc::new(Int8Array::from(narrow(|x| x % 128).iter().map(|x| x.map(|x| x as i8)).collect::<Vec<_>>())) as ArrayRef));
+            round_trip(&(Arc::new(Int16Array::from(narrow(|x| x % 30000).iter().map(|x| x.map(|x| x as i16)).collect::<Vec<_>>())) as ArrayRef));
+            round_trip(&(Arc::new(Int32Array::from(v.iter().map(|x| x.map(|x| x as i32)).collect::<Vec<_>>())) as ArrayRef));
+            round_trip(&(Arc::new(UInt8Array::from(v.iter().map(|x| x.map(|x| x as u8)).collect::<Vec<_>>())) as ArrayRef));
+            round_trip(&(Arc::new(UInt16Array::from(v.iter().map(|x| x.map(|x| x as u16)).collect::<Vec<_>>())) as ArrayRef));
+            round_trip(&(Arc::new(UInt32Array::from(v.iter().map(|x| x.map(|x| x as u32)).collect::<Vec<_>>())) as ArrayRef));
+            round_trip(&(Arc::new(UInt64Array::from(v.iter().map(|x| x.map(|x| x as u64)).collect::<Vec<_>>())) as ArrayRef));
+            round_trip(&(Arc::new(Date32Array::from(v.iter().map(|x| x.map(|x| x as i32)).collect::<Vec<_>>())) as ArrayRef));
+            round_trip(&(Arc::new(TimestampMicrosecondArray::from(v.clone()).with_timezone("UTC")) as ArrayRef));
+            round_trip(&(Arc::new(Decimal128Array::from(v.iter().map(|x| x.map(i128::from)).collect::<Vec<_>>()).with_precision_and_scale(38, 2).unwrap()) as ArrayRef));
+        }
+
+        #[test]
+        fn floats(v in prop_oneof![opt_vec(any::<f64>()), opt_vec((0i32..20).prop_map(|x| f64::from(x) / 4.0)), opt_vec(prop_oneof![Just(f64::NAN), Just(-0.0), Just(0.0), Just(f64::INFINITY)])]) {
+            round_trip(&(Arc::new(Float64Array::from(v.clone())) as ArrayRef));
+            round_trip(&(Arc::new(Float32Array::from(v.iter().map(|x| x.map(|x| x as f32)).collect::<Vec<_>>())) as ArrayRef));
+        }
+
+        #[test]
+        fn strings_and_binary(v in prop_oneof![opt_vec(".{0,20}"), opt_vec(prop_oneof![Just("Beijing".to_string()), Just("Xi'an".into()), Just("".into()), Just("東京".into())])]) {
+            round_trip(&(Arc::new(StringArray::from(v.clone())) as ArrayRef));
+            let b: Vec<Option<&[u8]>> = v.iter().map(|x| x.as_deref().map(str::as_bytes)).collect();
+            round_trip(&(Arc::new(BinaryArray::from(b)) as ArrayRef));
+            round_trip(&(Arc::new(LargeStringArray::from(v.clone())) as ArrayRef));
+        }
+
+        #[test]
+        fn booleans(v in opt_vec(any::<bool>())) {
+            round_trip(&(Arc::new(BooleanArray::from(v)) as ArrayRef));
+        }
+
+        #[test]
+        fn vectors(dim in 1usize..9, rows in proptest::collection::vec(proptest::option::weighted(0.9, proptest::collection::vec(-1e3f32..1e3, 8)), 0..200)) {
+            let values: Vec<f32> = rows.iter().flat_map(|r| r.clone().unwrap_or_else(|| vec![0.0; 8])[..dim].to_vec()).collect();
+            let nulls = NullBuffer::from(rows.iter().map(Option::is_some).collect::<Vec<_>>());
+            let DataType::FixedSizeList(f, _) = vector_type(dim) else { unreachable!() };
+            let a = FixedSizeListArray::try_new(f, dim as i32, Arc::new(Float32Array::from(values)), Some(nulls)).unwrap();
+            round_trip(&(Arc::new(a) as ArrayRef));
+        }
+
+        #[test]
+        fn nested_generic(v in proptest::collection::vec(proptest::option::weighted(0.8, proptest::collection::vec(proptest::option::of(any::<i32>()), 0..4)), 0..200)) {
+            let mut b = ListBuilder::new(Int32Builder::new());
+            for row in &v {
+                match row {
+                    Some(items) => { for x in items { b.values().append_option(*x); } b.append(true); }
+                    None => b.append(false),
+                }
+            }
+            let list: ArrayRef = Arc::new(b.finish());
+            round_trip(&list);
+            let ints: ArrayRef = Arc::new(Int32Array::from((0..v.len() as i32).collect::<Vec<_>>()));
+            let s = StructArray::new(Fields::from(vec![Field::new("l", list.data_type().clone(), true), Field::new("i", DataType::Int32, false)]), vec![list, ints], None);
+            round_trip(&(Arc::new(s) as ArrayRef));
+        }
+    }
+
+    #[test]
+    fn encodings_are_chosen_by_size() {
+        let seq: ArrayRef = Arc::new(UInt64Array::from_iter_values(1..=70_000));
+        assert!(matches!(round_trip(&seq)[0], Encoding::DeltaPacked { bits: 0, .. }));
+        let ages: ArrayRef = Arc::new(Int64Array::from_iter_values((0..70_000).map(|i| 18 + (i * 7919) % 63)));
+        assert!(matches!(round_trip(&ages)[0], Encoding::ForPacked { bits: 6, .. }));
+        let cities: ArrayRef = Arc::new(StringArray::from_iter_values((0..70_000).map(|i| ["Beijing", "Wuhan", "Xian"][(i * 31) % 3])));
+        assert!(matches!(round_trip(&cities)[0], Encoding::Dict { code_width: 1, dict_len: 3 }));
+        let scores: ArrayRef = Arc::new(Float64Array::from_iter_values((0..70_000).map(|i| f64::from((i * 7919) % 10_001) / 100.0)));
+        assert!(matches!(round_trip(&scores)[0], Encoding::Dict { code_width: 2, .. }));
+        let names: ArrayRef = Arc::new(StringArray::from_iter_values((0..70_000).map(|i| format!("user_{i}"))));
+        assert_eq!(round_trip(&names)[0], Encoding::Plain);
+        let random: ArrayRef = Arc::new(Float64Array::from_iter_values((0..70_000).map(|i| (f64::from(i) * 1.618).sin())));
+        assert_eq!(round_trip(&random)[0], Encoding::Plain);
+        let ts: ArrayRef = Arc::new(TimestampNanosecondArray::from_iter_values(0..10).with_timezone("+08:00"));
+        assert_eq!(ts.data_type(), &DataType::Timestamp(TimeUnit::Nanosecond, Some("+08:00".into())));
+        round_trip(&ts);
+    }
+
+    #[test]
+    fn damaged_metadata_is_an_error_not_a_panic() {
+        let a: ArrayRef = Arc::new(StringArray::from(vec![Some("a"), None, Some("bb")]));
+        let enc = encode(a.as_ref(), Physical::Bytes, CompressionPolicy::Never).unwrap();
+        let mut m = MutableBuffer::new(enc.raw.len());
+        m.extend_from_slice(&enc.raw);
+        let raw: Buffer = m.into();
+        let mut info = ChunkInfo {
+            encoding: &enc.encoding,
+            null_count: enc.null_count,
+            sections: &enc.sections,
+            rows: 3,
+            data_type: a.data_type(),
+            phys: Physical::Bytes,
+            file: Path::new("t"),
+            offset: 0,
+        };
+        info.rows = 1000;
+        assert!(decode(&raw, info, DecodeMode::Values).is_err());
+        info.rows = 3;
+        info.null_count = 2;
+        assert!(decode(&raw, info, DecodeMode::Values).is_err());
+        info.null_count = 1;
+        let big = [u64::MAX, 1, 1];
+        info.sections = &big;
+        assert!(decode(&raw, info, DecodeMode::Values).is_err());
+        let wrong = Encoding::Dict { code_width: 1, dict_len: 9 };
+        info.sections = &enc.sections;
+        info.encoding = &wrong;
+        assert!(decode(&raw, info, DecodeMode::Values).is_err());
+    }
+}

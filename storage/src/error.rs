@@ -1,0 +1,171 @@
+//! The storage error type. Every variant carries enough context (table, column, file,
+//! offset) for a user to tell what went wrong without a debugger.
+
+use std::path::PathBuf;
+
+use arrow_schema::{ArrowError, DataType};
+
+/// Result alias used throughout the storage crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in the storage layer.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An operating-system I/O call failed.
+    #[error("I/O error during {op} on {path}: {source}")]
+    Io {
+        /// What was being done (`"write"`, `"fsync"`, `"rename"`, ...).
+        op: &'static str,
+        /// The file or directory involved.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file's bytes do not match what was written: checksum mismatch, truncation,
+    /// impossible lengths or offsets.
+    #[error("corrupt file {file} at offset {offset}: {reason}")]
+    Corrupt {
+        /// The damaged file.
+        file: PathBuf,
+        /// Byte offset of the damaged region (start of the block or structure).
+        offset: u64,
+        /// What check failed.
+        reason: String,
+    },
+    /// A file was written by a format version this build cannot read.
+    #[error("{file} has format version {found}; this build reads version {supported}")]
+    UnsupportedFormatVersion {
+        /// The file.
+        file: PathBuf,
+        /// Version found in the file.
+        found: u32,
+        /// Highest version this build understands.
+        supported: u32,
+    },
+    /// Another writer (in this or another process) holds the database's lock.
+    #[error("database {path} is locked by another writer (open it read-only, or close the other handle)")]
+    Locked {
+        /// The database directory.
+        path: PathBuf,
+    },
+    /// A write was attempted on a read-only handle.
+    #[error("database {path} is open read-only")]
+    ReadOnly {
+        /// The database directory (or `:memory:`).
+        path: PathBuf,
+    },
+    /// The database handle was closed.
+    #[error("database is closed")]
+    Closed,
+    /// A table with that name already exists.
+    #[error("table '{table}' already exists")]
+    TableExists {
+        /// The table name.
+        table: String,
+    },
+    /// No table with that name exists.
+    #[error("table '{table}' does not exist")]
+    TableNotFound {
+        /// The table name.
+        table: String,
+    },
+    /// A column named in a request is not in the table.
+    #[error("table '{table}' has no column '{column}'")]
+    ColumnNotFound {
+        /// The table name.
+        table: String,
+        /// The column name.
+        column: String,
+    },
+    /// A name (table or column) is not acceptable.
+    #[error("invalid name '{name}': {reason}")]
+    InvalidName {
+        /// The offending name.
+        name: String,
+        /// Why it is refused.
+        reason: &'static str,
+    },
+    /// A column's Arrow type cannot be stored.
+    #[error("column '{column}': type {data_type} is not supported ({reason})")]
+    UnsupportedType {
+        /// The column.
+        column: String,
+        /// The type asked for.
+        data_type: DataType,
+        /// Why.
+        reason: &'static str,
+    },
+    /// A value given for a column does not have the column's type.
+    #[error("table '{table}', column '{column}': expected {expected}, got {found}")]
+    TypeMismatch {
+        /// The table.
+        table: String,
+        /// The column.
+        column: String,
+        /// The column's type.
+        expected: DataType,
+        /// What was supplied.
+        found: String,
+    },
+    /// A vector of the wrong dimension was given for a `VECTOR(D)` column.
+    #[error("table '{table}', column '{column}': expected a vector of dimension {expected}, got {found}")]
+    VectorDimension {
+        /// The table.
+        table: String,
+        /// The column.
+        column: String,
+        /// The column's dimension.
+        expected: usize,
+        /// The dimension supplied.
+        found: usize,
+    },
+    /// A NULL was given for a NOT NULL column (or a required column was missing).
+    #[error("table '{table}', column '{column}' is NOT NULL but a null (or no value) was given")]
+    NullViolation {
+        /// The table.
+        table: String,
+        /// The column.
+        column: String,
+    },
+    /// The request itself is malformed (for example a reserved column supplied by the caller).
+    #[error("invalid request on table '{table}': {reason}")]
+    InvalidInput {
+        /// The table.
+        table: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// An Arrow operation failed.
+    #[error("{context}: {source}")]
+    Arrow {
+        /// What was being done.
+        context: String,
+        /// The Arrow error.
+        #[source]
+        source: ArrowError,
+    },
+}
+
+impl Error {
+    /// Builds a [`Error::Corrupt`].
+    pub fn corrupt(file: impl Into<PathBuf>, offset: u64, reason: impl Into<String>) -> Self {
+        Error::Corrupt { file: file.into(), offset, reason: reason.into() }
+    }
+
+    /// Builds an [`Error::Io`].
+    pub fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io { op, path: path.into(), source }
+    }
+
+    /// Wraps an Arrow error with context.
+    pub fn arrow(context: impl Into<String>, source: ArrowError) -> Self {
+        Error::Arrow { context: context.into(), source }
+    }
+
+    /// True for errors that mean on-disk data is damaged.
+    pub fn is_corruption(&self) -> bool {
+        matches!(self, Error::Corrupt { .. } | Error::UnsupportedFormatVersion { .. })
+    }
+}

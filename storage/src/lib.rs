@@ -1,0 +1,29 @@
+//! # basalt-storage
+//!
+//! Bytes on disk and in memory for Basalt: the segment file format and its encodings, the
+//! memtable, the manifest, the I/O layer, and the database-level [`Store`] with its
+//! snapshots, inserts, point lookups and scans.
+//!
+//! What this crate owns: every byte layout (see `ARCHITECTURE.md` and the module docs of
+//! [`segment`] and [`manifest`]), integrity checks, durability ordering, and the `_id` →
+//! location index. What it must not do: depend on DataFusion or any SQL notion (it speaks
+//! Arrow arrays and its own types only), or expose anything the engine crate does not
+//! re-export as public API.
+
+pub mod bitpack;
+pub mod codec;
+pub mod encoding;
+pub mod error;
+pub mod io;
+pub mod manifest;
+pub mod memtable;
+pub mod segment;
+pub mod store;
+pub mod types;
+
+pub use encoding::{CompressionPolicy, DecodeMode};
+pub use error::{Error, Result};
+pub use io::{FaultFs, FaultKind, MemFs, OsFs, Vfs};
+pub use segment::{ROW_GROUP_ROWS, SEGMENT_FORMAT_VERSION, WriteOptions};
+pub use store::{DbSnapshot, IdRange, RowLocation, Scan, Store, StoreOptions, TableSnapshot};
+pub use types::{ID_COLUMN, TableSchema, vector_type};

@@ -1,0 +1,276 @@
+//! The manifest: the single source of truth for which tables and segments exist.
+//!
+//! # Byte layout (format version 1), file `MANIFEST`
+//!
+//! ```text
+//! magic "BSLTMAN\0" (8) | format version u32 | body length u64 | body | CRC-32C u32
+//! ```
+//! The CRC covers everything before it (magic, version, length, body). Body: manifest
+//! version (u64, +1 per install), next table id (u64), next segment id (u64), table count
+//! (u32), then per table: id (u64), name, next row id (u64), next column id (u32), column
+//! count (u32) and ids (u32 each), the user schema as an Arrow IPC flatbuffer, segment count
+//! (u32) and per segment: id, rows, min `_id`, max `_id`, file size (u64 each).
+//!
+//! # Atomic replacement
+//!
+//! [`install`] writes `MANIFEST.tmp`, fsyncs it, renames it over `MANIFEST`, and fsyncs the
+//! directory. A crash before the rename leaves the old manifest in force (the temp file is
+//! removed at the next writer open); after the rename, the new one. A torn or damaged
+//! manifest fails its CRC and the database refuses to open with [`Error::Corrupt`] rather than
+//! guessing.
+
+use std::path::{Path, PathBuf};
+
+use arrow_schema::Schema;
+
+use crate::codec::{Dec, Enc, crc};
+use crate::error::{Error, Result};
+use crate::io::Vfs;
+use crate::types::{ColumnDef, TableSchema};
+
+/// Current manifest format version.
+pub const MANIFEST_FORMAT_VERSION: u32 = 1;
+/// File name of the manifest inside the database directory.
+pub const MANIFEST_FILE: &str = "MANIFEST";
+/// Temporary name used while replacing the manifest.
+pub const MANIFEST_TMP: &str = "MANIFEST.tmp";
+const MAGIC: &[u8; 8] = b"BSLTMAN\0";
+
+/// A live segment of a table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentEntry {
+    /// Segment id; the file is `t<table id>/s<segment id as 16 hex digits>.bsg`.
+    pub id: u64,
+    /// Rows in the segment.
+    pub rows: u64,
+    /// Smallest `_id`.
+    pub id_min: u64,
+    /// Largest `_id`.
+    pub id_max: u64,
+    /// File size in bytes.
+    pub bytes: u64,
+}
+
+/// A table as the manifest records it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableEntry {
+    /// Table id (names can be reused after a drop; ids never are).
+    pub id: u64,
+    /// Table name.
+    pub name: String,
+    /// Schema.
+    pub schema: TableSchema,
+    /// Next `_id` to assign.
+    pub next_row_id: u64,
+    /// Live segments, oldest first.
+    pub segments: Vec<SegmentEntry>,
+}
+
+/// The whole manifest.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Manifest {
+    /// Incremented by every install.
+    pub version: u64,
+    /// Next table id to assign.
+    pub next_table_id: u64,
+    /// Next segment id to assign.
+    pub next_segment_id: u64,
+    /// Tables, in creation order.
+    pub tables: Vec<TableEntry>,
+}
+
+/// Path of a table's directory.
+pub fn table_dir(root: &Path, table_id: u64) -> PathBuf {
+    root.join(format!("t{table_id}"))
+}
+
+/// Path of a segment file.
+pub fn segment_path(root: &Path, table_id: u64, segment_id: u64) -> PathBuf {
+    table_dir(root, table_id).join(format!("s{segment_id:016x}.bsg"))
+}
+
+impl Manifest {
+    /// Serialises the manifest.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = Enc::new();
+        b.u64(self.version);
+        b.u64(self.next_table_id);
+        b.u64(self.next_segment_id);
+        b.u32(self.tables.len() as u32);
+        for t in &self.tables {
+            b.u64(t.id);
+            b.str(&t.name);
+            b.u64(t.next_row_id);
+            b.u32(t.schema.next_column_id());
+            b.u32(t.schema.columns().len() as u32);
+            for c in t.schema.columns() {
+                b.u32(c.id);
+            }
+            b.bytes(&crate::types::schema_to_bytes(&t.schema.user_schema()));
+            b.u32(t.segments.len() as u32);
+            for s in &t.segments {
+                b.u64(s.id);
+                b.u64(s.rows);
+                b.u64(s.id_min);
+                b.u64(s.id_max);
+                b.u64(s.bytes);
+            }
+        }
+        let body = b.finish();
+        let mut out = Vec::with_capacity(body.len() + 24);
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&MANIFEST_FORMAT_VERSION.to_le_bytes());
+        out.extend_from_slice(&(body.len() as u64).to_le_bytes());
+        out.extend_from_slice(&body);
+        let c = crc(&out);
+        out.extend_from_slice(&c.to_le_bytes());
+        out
+    }
+
+    /// Parses and verifies a manifest read from `file`.
+    pub fn decode(bytes: &[u8], file: &Path) -> Result<Manifest> {
+        if bytes.len() < 24 {
+            return Err(Error::corrupt(file, 0, "manifest too short (truncated?)"));
+        }
+        if &bytes[..8] != MAGIC {
+            return Err(Error::corrupt(file, 0, "bad manifest magic"));
+        }
+        let (head, tail) = bytes.split_at(bytes.len() - 4);
+        let stored = u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]);
+        if crc(head) != stored {
+            return Err(Error::corrupt(file, (bytes.len() - 4) as u64, "manifest checksum mismatch"));
+        }
+        let version = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
+        if version != MANIFEST_FORMAT_VERSION {
+            return Err(Error::UnsupportedFormatVersion {
+                file: file.to_path_buf(),
+                found: version,
+                supported: MANIFEST_FORMAT_VERSION,
+            });
+        }
+        let mut d = Dec::new(&head[12..], file, 12);
+        let body_len = d.usize("body length")?;
+        if body_len != d.remaining() {
+            return Err(d.err("manifest body length does not match the file size"));
+        }
+        let mut m = Manifest {
+            version: d.u64("manifest version")?,
+            next_table_id: d.u64("next table id")?,
+            next_segment_id: d.u64("next segment id")?,
+            tables: Vec::new(),
+        };
+        let ntables = d.count(8, "table count")?;
+        for _ in 0..ntables {
+            let id = d.u64("table id")?;
+            let name = d.str("table name")?.to_string();
+            let next_row_id = d.u64("next row id")?;
+            let next_column_id = d.u32("next column id")?;
+            let ncols = d.count(4, "column count")?;
+            let mut ids = Vec::with_capacity(ncols);
+            for _ in 0..ncols {
+                ids.push(d.u32("column id")?);
+            }
+            let fb = d.bytes("schema")?;
+            let schema: Schema = crate::types::schema_from_bytes(fb)
+                .map_err(|e| d.err(format!("table schema does not decode: {e}")))?;
+            if schema.fields().len() != ncols {
+                return Err(d.err("schema and column-id counts differ"));
+            }
+            let columns = ids
+                .into_iter()
+                .zip(schema.fields().iter())
+                .map(|(id, f)| ColumnDef { id, field: f.clone() })
+                .collect();
+            let schema = TableSchema::from_parts(columns, next_column_id)
+                .map_err(|e| d.err(format!("invalid schema for table '{name}': {e}")))?;
+            let nseg = d.count(40, "segment count")?;
+            let mut segments = Vec::with_capacity(nseg);
+            for _ in 0..nseg {
+                segments.push(SegmentEntry {
+                    id: d.u64("segment id")?,
+                    rows: d.u64("segment rows")?,
+                    id_min: d.u64("segment id min")?,
+                    id_max: d.u64("segment id max")?,
+                    bytes: d.u64("segment size")?,
+                });
+            }
+            m.tables.push(TableEntry { id, name, schema, next_row_id, segments });
+        }
+        d.finish("manifest")?;
+        Ok(m)
+    }
+
+    /// Reads the manifest of the database at `root`; `Ok(None)` if there is none yet.
+    pub fn load(vfs: &dyn Vfs, root: &Path) -> Result<Option<Manifest>> {
+        let path = root.join(MANIFEST_FILE);
+        if !vfs.exists(&path) {
+            return Ok(None);
+        }
+        let bytes = vfs.read(&path)?;
+        Manifest::decode(&bytes, &path).map(Some)
+    }
+}
+
+/// Atomically replaces the manifest of the database at `root` with `m`.
+pub fn install(vfs: &dyn Vfs, root: &Path, m: &Manifest) -> Result<()> {
+    let tmp = root.join(MANIFEST_TMP);
+    vfs.write_file(&tmp, &[&m.encode()], true)?;
+    vfs.rename(&tmp, &root.join(MANIFEST_FILE))?;
+    vfs.sync_dir(root)
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow_schema::{DataType, Field};
+
+    use super::*;
+
+    fn sample() -> Manifest {
+        let s = Schema::new(vec![Field::new("a", DataType::Int64, false), Field::new("b", DataType::Utf8, true)]);
+        Manifest {
+            version: 7,
+            next_table_id: 3,
+            next_segment_id: 9,
+            tables: vec![TableEntry {
+                id: 2,
+                name: "t".into(),
+                schema: TableSchema::from_user_schema(&s).unwrap(),
+                next_row_id: 101,
+                segments: vec![SegmentEntry { id: 8, rows: 100, id_min: 1, id_max: 100, bytes: 4096 }],
+            }],
+        }
+    }
+
+    #[test]
+    fn round_trip() {
+        let m = sample();
+        let bytes = m.encode();
+        assert_eq!(Manifest::decode(&bytes, Path::new("M")).unwrap(), m);
+    }
+
+    #[test]
+    fn every_flipped_byte_is_detected() {
+        let bytes = sample().encode();
+        for i in 0..bytes.len() {
+            let mut b = bytes.clone();
+            b[i] ^= 0x5a;
+            let r = Manifest::decode(&b, Path::new("M"));
+            assert!(r.as_ref().is_err_and(|e| e.is_corruption()), "byte {i}: {r:?}");
+        }
+        for cut in 0..bytes.len() {
+            assert!(Manifest::decode(&bytes[..cut], Path::new("M")).is_err());
+        }
+    }
+
+    #[test]
+    fn install_replaces_atomically() {
+        let fs = crate::io::MemFs::new();
+        let root = Path::new("/db");
+        let mut m = sample();
+        install(&fs, root, &m).unwrap();
+        m.version += 1;
+        install(&fs, root, &m).unwrap();
+        assert_eq!(Manifest::load(&fs, root).unwrap(), Some(m));
+        assert!(!fs.exists(&root.join(MANIFEST_TMP)));
+    }
+}

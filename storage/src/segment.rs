@@ -1,0 +1,544 @@
+//! Segment files: immutable, checksummed, memory-mapped column storage.
+//!
+//! # Byte layout (format version 1)
+//!
+//! ```text
+//! offset 0    header, 64 bytes
+//!             magic  "BSLTSEG\0"            8 bytes
+//!             format version (u32 LE)       4 bytes   = 1
+//!             reserved, zero               52 bytes   (a non-zero byte is corruption)
+//! offset 64   blocks: one per (row group, column) chunk, each starting 64-byte aligned,
+//!             zero-padded to the next multiple of 64. A block is the chunk's encoded
+//!             sections (see `encoding`), optionally as one zstd frame.
+//! offset F    footer (F is 64-aligned), `footer_len` bytes, see below
+//! end - 32    trailer, 32 bytes
+//!             footer offset F (u64), footer_len (u64), CRC-32C of the footer (u32),
+//!             format version (u32), magic "BSLTEND\0"
+//! ```
+//!
+//! Footer: segment id (u64), table id (u64), column count (u32) and the column ids (u32
+//! each), the segment's Arrow schema as an IPC flatbuffer (length-prefixed), row count (u64),
+//! row-group count (u32), then per row group: rows (u32), min and max `_id` (u64),
+//! `ids_sorted` and `ids_dense` (bool), and one chunk descriptor per column: encoding (tag +
+//! parameters), compression (u8), null count (u32), section count (u8) and lengths (u64),
+//! block offset, stored length, raw length (u64 each), block CRC-32C (u32), zone map.
+//!
+//! # Integrity
+//!
+//! Every byte of the file is covered by a check: header magic/version/zero padding at open,
+//! the footer CRC and the trailer's self-consistency (`F + footer_len + 32 == file length`)
+//! at open, and each block's CRC — computed over the block *including its zero padding* —
+//! verified lazily the first time that block is read (never as a whole-file pass at open,
+//! never again afterwards). A failed check is [`Error::Corrupt`] naming file and offset.
+//!
+//! # Crash analysis
+//!
+//! A segment becomes part of the database only when a manifest naming it is installed, and
+//! the writer syncs the segment file and its directory first. A crash before the manifest
+//! rename leaves an unreferenced file that the next writer open deletes; a crash after it
+//! leaves a complete, synced segment. Segments are never modified after they are written.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use arrow_array::{Array, ArrayRef, RecordBatch, UInt64Array};
+use arrow_buffer::Buffer;
+use arrow_schema::{Schema, SchemaRef};
+use rayon::prelude::*;
+
+use crate::codec::{Dec, Enc, align64, crc};
+use crate::encoding::{self, ChunkInfo, CompressionPolicy, DecodeMode, Encoding, ZoneMap};
+use crate::error::{Error, Result};
+use crate::io::Vfs;
+use crate::types::{Physical, physical};
+
+/// Current (and only) segment format version. Readers refuse any other version; a future
+/// version bump must keep a reader for every older version it claims to read.
+pub const SEGMENT_FORMAT_VERSION: u32 = 1;
+/// Rows per row group (the last row group of a segment may be shorter).
+pub const ROW_GROUP_ROWS: usize = 64 * 1024;
+
+const HEADER_MAGIC: &[u8; 8] = b"BSLTSEG\0";
+const TRAILER_MAGIC: &[u8; 8] = b"BSLTEND\0";
+const HEADER_LEN: usize = 64;
+const TRAILER_LEN: usize = 32;
+
+/// Compression codec of a stored block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    /// Stored as is.
+    None,
+    /// One zstd frame.
+    Zstd,
+}
+
+/// Where a chunk's block lives and how to check it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChunkMeta {
+    /// Encoding of the values.
+    pub encoding: Encoding,
+    /// Block compression.
+    pub compression: Compression,
+    /// Number of null rows.
+    pub null_count: u32,
+    /// Section lengths of the uncompressed block.
+    pub sections: Vec<u64>,
+    /// Absolute file offset of the block (64-aligned).
+    pub offset: u64,
+    /// Stored (possibly compressed) length, without padding.
+    pub stored_len: u64,
+    /// Uncompressed length.
+    pub raw_len: u64,
+    /// CRC-32C over the stored bytes plus zero padding to 64.
+    pub crc: u32,
+    /// Min/max of the non-null values.
+    pub zone_map: Option<ZoneMap>,
+}
+
+/// One row group: up to [`ROW_GROUP_ROWS`] rows, one chunk per column.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RowGroupMeta {
+    /// Number of rows.
+    pub rows: u32,
+    /// Smallest `_id`.
+    pub id_min: u64,
+    /// Largest `_id`.
+    pub id_max: u64,
+    /// `_id` ascending within the row group.
+    pub ids_sorted: bool,
+    /// `_id`s are exactly `id_min..=id_max` in order: row = id - id_min.
+    pub ids_dense: bool,
+    /// Chunks, in the segment's column order.
+    pub chunks: Vec<ChunkMeta>,
+}
+
+/// The decoded footer.
+#[derive(Debug, Clone)]
+pub struct SegmentMeta {
+    /// Segment id (unique per database).
+    pub segment_id: u64,
+    /// Owning table.
+    pub table_id: u64,
+    /// Column ids in segment order (`_id`'s id 0 first).
+    pub column_ids: Vec<u32>,
+    /// Arrow schema in segment order.
+    pub schema: SchemaRef,
+    /// Physical kinds in segment order.
+    pub physical: Vec<Physical>,
+    /// Total rows.
+    pub rows: u64,
+    /// Row groups.
+    pub row_groups: Vec<RowGroupMeta>,
+}
+
+impl SegmentMeta {
+    /// Position of a column id in this segment, if present.
+    pub fn position_of(&self, column_id: u32) -> Option<usize> {
+        self.column_ids.iter().position(|&c| c == column_id)
+    }
+}
+
+/// Options for writing segments.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WriteOptions {
+    /// Block compression policy.
+    pub compression: CompressionPolicy,
+}
+
+/// Summary of a written segment.
+#[derive(Debug, Clone)]
+pub struct WrittenSegment {
+    /// Rows written.
+    pub rows: u64,
+    /// Smallest `_id`.
+    pub id_min: u64,
+    /// Largest `_id`.
+    pub id_max: u64,
+    /// File size in bytes.
+    pub bytes: u64,
+}
+
+/// Writes `batches` (all with `schema`, `_id` as column 0) as a new segment file at `path`
+/// and fsyncs it. The caller installs it in the manifest afterwards.
+#[allow(clippy::too_many_arguments)]
+pub fn write_segment(
+    vfs: &dyn Vfs,
+    path: &Path,
+    segment_id: u64,
+    table_id: u64,
+    column_ids: &[u32],
+    schema: &SchemaRef,
+    batches: &[RecordBatch],
+    opts: WriteOptions,
+) -> Result<WrittenSegment> {
+    let phys: Vec<Physical> =
+        schema.fields().iter().map(|f| physical(f.name(), f.data_type())).collect::<Result<_>>()?;
+    let groups = row_groups(schema, batches)?;
+    // Encode every (row group, column) chunk in parallel.
+    let jobs: Vec<(usize, usize)> =
+        (0..groups.len()).flat_map(|g| (0..phys.len()).map(move |c| (g, c))).collect();
+    let encoded: Vec<encoding::EncodedChunk> = jobs
+        .par_iter()
+        .map(|&(g, c)| encoding::encode(groups[g][c].as_ref(), phys[c], opts.compression))
+        .collect::<Result<_>>()?;
+
+    // Place blocks.
+    let mut header = vec![0u8; HEADER_LEN];
+    header[..8].copy_from_slice(HEADER_MAGIC);
+    header[8..12].copy_from_slice(&SEGMENT_FORMAT_VERSION.to_le_bytes());
+    let zeros = [0u8; 64];
+    let mut parts: Vec<&[u8]> = vec![&header];
+    let mut offset = HEADER_LEN;
+    let mut metas = Vec::with_capacity(encoded.len());
+    for ch in &encoded {
+        let stored: &[u8] = if ch.compressed { &ch.stored } else { &ch.raw };
+        let pad = align64(stored.len()) - stored.len();
+        let block_crc = crc32c::crc32c_append(crc(stored), &zeros[..pad]);
+        metas.push(ChunkMeta {
+            encoding: ch.encoding.clone(),
+            compression: if ch.compressed { Compression::Zstd } else { Compression::None },
+            null_count: ch.null_count,
+            sections: ch.sections.clone(),
+            offset: offset as u64,
+            stored_len: stored.len() as u64,
+            raw_len: ch.raw.len() as u64,
+            crc: block_crc,
+            zone_map: ch.stats.clone(),
+        });
+        parts.push(stored);
+        parts.push(&zeros[..pad]);
+        offset += stored.len() + pad;
+    }
+    let footer_offset = offset as u64;
+
+    // Footer.
+    let mut e = Enc::new();
+    e.u64(segment_id);
+    e.u64(table_id);
+    e.u32(column_ids.len() as u32);
+    for &c in column_ids {
+        e.u32(c);
+    }
+    e.bytes(&crate::types::schema_to_bytes(schema));
+    let total_rows: usize = groups.iter().map(|g| g[0].len()).sum();
+    e.u64(total_rows as u64);
+    e.u32(groups.len() as u32);
+    let mut id_min_all = u64::MAX;
+    let mut id_max_all = 0u64;
+    let mut metas = metas.into_iter();
+    for g in &groups {
+        let ids = g[0].as_any().downcast_ref::<UInt64Array>().ok_or_else(|| Error::InvalidInput {
+            table: table_id.to_string(),
+            reason: "column 0 must be the UInt64 _id".into(),
+        })?;
+        let (id_min, id_max, sorted, dense) = id_summary(ids.values());
+        id_min_all = id_min_all.min(id_min);
+        id_max_all = id_max_all.max(id_max);
+        e.u32(g[0].len() as u32);
+        e.u64(id_min);
+        e.u64(id_max);
+        e.bool(sorted);
+        e.bool(dense);
+        for _ in 0..phys.len() {
+            let Some(m) = metas.next() else {
+                return Err(Error::InvalidInput { table: table_id.to_string(), reason: "chunk count".into() });
+            };
+            write_chunk_meta(&m, &mut e);
+        }
+    }
+    let footer = e.finish();
+    let mut trailer = Vec::with_capacity(TRAILER_LEN);
+    trailer.extend_from_slice(&footer_offset.to_le_bytes());
+    trailer.extend_from_slice(&(footer.len() as u64).to_le_bytes());
+    trailer.extend_from_slice(&crc(&footer).to_le_bytes());
+    trailer.extend_from_slice(&SEGMENT_FORMAT_VERSION.to_le_bytes());
+    trailer.extend_from_slice(TRAILER_MAGIC);
+    parts.push(&footer);
+    parts.push(&trailer);
+    let bytes = (offset + footer.len() + TRAILER_LEN) as u64;
+    vfs.write_file(path, &parts, true)?;
+    Ok(WrittenSegment { rows: total_rows as u64, id_min: id_min_all, id_max: id_max_all, bytes })
+}
+
+fn id_summary(ids: &[u64]) -> (u64, u64, bool, bool) {
+    let mut lo = u64::MAX;
+    let mut hi = 0;
+    let mut sorted = true;
+    for (i, &v) in ids.iter().enumerate() {
+        lo = lo.min(v);
+        hi = hi.max(v);
+        if i > 0 && ids[i - 1] >= v {
+            sorted = false;
+        }
+    }
+    let dense = sorted && !ids.is_empty() && hi - lo + 1 == ids.len() as u64;
+    (lo, hi, sorted, dense)
+}
+
+/// Cuts batches into row groups of at most [`ROW_GROUP_ROWS`] rows (columns per group).
+fn row_groups(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<Vec<Vec<ArrayRef>>> {
+    let ncols = schema.fields().len();
+    let mut groups = Vec::new();
+    let mut pending: Vec<Vec<ArrayRef>> = vec![Vec::new(); ncols];
+    let mut pending_rows = 0usize;
+    let flush = |pending: &mut Vec<Vec<ArrayRef>>, groups: &mut Vec<Vec<ArrayRef>>| -> Result<()> {
+        let mut cols = Vec::with_capacity(ncols);
+        for parts in pending.iter_mut() {
+            let col = if parts.len() == 1 {
+                parts.remove(0)
+            } else {
+                let refs: Vec<&dyn Array> = parts.iter().map(|a| a.as_ref()).collect();
+                let c = arrow_select::concat::concat(&refs).map_err(|e| Error::arrow("build row group", e))?;
+                parts.clear();
+                c
+            };
+            cols.push(col);
+        }
+        groups.push(cols);
+        Ok(())
+    };
+    for b in batches {
+        let mut off = 0;
+        while off < b.num_rows() {
+            let take = (ROW_GROUP_ROWS - pending_rows).min(b.num_rows() - off);
+            for (c, col) in b.columns().iter().enumerate() {
+                pending[c].push(col.slice(off, take));
+            }
+            pending_rows += take;
+            off += take;
+            if pending_rows == ROW_GROUP_ROWS {
+                flush(&mut pending, &mut groups)?;
+                pending_rows = 0;
+            }
+        }
+    }
+    if pending_rows > 0 {
+        flush(&mut pending, &mut groups)?;
+    }
+    Ok(groups)
+}
+
+fn write_chunk_meta(m: &ChunkMeta, e: &mut Enc) {
+    m.encoding.write(e);
+    e.u8(match m.compression {
+        Compression::None => 0,
+        Compression::Zstd => 1,
+    });
+    e.u32(m.null_count);
+    e.u8(m.sections.len() as u8);
+    for &s in &m.sections {
+        e.u64(s);
+    }
+    e.u64(m.offset);
+    e.u64(m.stored_len);
+    e.u64(m.raw_len);
+    e.u32(m.crc);
+    ZoneMap::write_opt(&m.zone_map, e);
+}
+
+fn read_chunk_meta(d: &mut Dec<'_>, footer_offset: u64) -> Result<ChunkMeta> {
+    let encoding = Encoding::read(d)?;
+    let compression = match d.u8("compression")? {
+        0 => Compression::None,
+        1 => Compression::Zstd,
+        c => return Err(d.err(format!("unknown compression {c}"))),
+    };
+    let null_count = d.u32("null count")?;
+    let nsec = d.u8("section count")? as usize;
+    let mut sections = Vec::with_capacity(nsec);
+    for _ in 0..nsec {
+        sections.push(d.u64("section length")?);
+    }
+    let offset = d.u64("block offset")?;
+    let stored_len = d.u64("stored length")?;
+    let raw_len = d.u64("raw length")?;
+    let crc = d.u32("block checksum")?;
+    let zone_map = ZoneMap::read_opt(d)?;
+    let end = offset.checked_add(align64(stored_len as usize) as u64);
+    if offset < HEADER_LEN as u64 || offset % 64 != 0 || end.is_none_or(|e| e > footer_offset) {
+        return Err(d.err(format!("block at {offset} (+{stored_len}) lies outside the data region")));
+    }
+    if compression == Compression::None && raw_len != stored_len {
+        return Err(d.err("uncompressed block with raw length != stored length"));
+    }
+    if raw_len > (1 << 40) {
+        return Err(d.err("implausible raw block length"));
+    }
+    Ok(ChunkMeta { encoding, compression, null_count, sections, offset, stored_len, raw_len, crc, zone_map })
+}
+
+const UNVERIFIED: u8 = 0;
+const VERIFIED: u8 = 1;
+
+/// An open segment: the mapped bytes, the decoded footer, and per-block verification state.
+#[derive(Debug)]
+pub struct Segment {
+    path: PathBuf,
+    buf: Buffer,
+    meta: SegmentMeta,
+    verified: Vec<AtomicU8>,
+}
+
+impl Segment {
+    /// Maps and opens a segment file; checks header, trailer and footer (not the blocks).
+    pub fn open(vfs: &dyn Vfs, path: &Path) -> Result<Arc<Segment>> {
+        let buf = vfs.map(path)?;
+        Ok(Arc::new(Self::from_buffer(path.to_path_buf(), buf)?))
+    }
+
+    /// Opens a segment held in `buf` (64-byte aligned).
+    pub fn from_buffer(path: PathBuf, buf: Buffer) -> Result<Segment> {
+        let bytes = buf.as_slice();
+        let len = bytes.len();
+        let corrupt = |off: u64, why: &str| Error::corrupt(&path, off, why);
+        if len < HEADER_LEN + TRAILER_LEN {
+            return Err(corrupt(0, "file too short to be a segment (truncated?)"));
+        }
+        if &bytes[..8] != HEADER_MAGIC {
+            return Err(corrupt(0, "bad header magic"));
+        }
+        let version = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
+        if version != SEGMENT_FORMAT_VERSION {
+            return Err(Error::UnsupportedFormatVersion { file: path, found: version, supported: SEGMENT_FORMAT_VERSION });
+        }
+        if let Some(i) = bytes[12..HEADER_LEN].iter().position(|&b| b != 0) {
+            return Err(corrupt(12 + i as u64, "non-zero reserved header byte"));
+        }
+        let t = &bytes[len - TRAILER_LEN..];
+        let tpos = (len - TRAILER_LEN) as u64;
+        let mut td = Dec::new(t, &path, tpos);
+        let footer_offset = td.u64("footer offset")?;
+        let footer_len = td.u64("footer length")?;
+        let footer_crc = td.u32("footer checksum")?;
+        let tversion = td.u32("trailer version")?;
+        if &t[24..32] != TRAILER_MAGIC {
+            return Err(corrupt(tpos + 24, "bad trailer magic (truncated file?)"));
+        }
+        if tversion != SEGMENT_FORMAT_VERSION {
+            return Err(corrupt(tpos + 20, "trailer version differs from header version"));
+        }
+        if footer_offset % 64 != 0
+            || footer_offset.checked_add(footer_len) != Some(tpos)
+            || footer_offset < HEADER_LEN as u64
+        {
+            return Err(corrupt(tpos, "trailer footer offset/length inconsistent with file size"));
+        }
+        let footer = &bytes[footer_offset as usize..tpos as usize];
+        if crc(footer) != footer_crc {
+            return Err(corrupt(footer_offset, "footer checksum mismatch"));
+        }
+        let meta = parse_footer(footer, &path, footer_offset)?;
+        let nblocks = meta.row_groups.len() * meta.column_ids.len();
+        let verified = (0..nblocks).map(|_| AtomicU8::new(UNVERIFIED)).collect();
+        Ok(Segment { path, buf, meta, verified })
+    }
+
+    /// The decoded footer.
+    pub fn meta(&self) -> &SegmentMeta {
+        &self.meta
+    }
+
+    /// The file this segment was read from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// File size in bytes.
+    pub fn size(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// The uncompressed block of chunk (`rg`, `col`), verifying its checksum on first touch.
+    pub fn block(&self, rg: usize, col: usize) -> Result<Buffer> {
+        let m = self.chunk(rg, col)?;
+        let idx = rg * self.meta.column_ids.len() + col;
+        let span = align64(m.stored_len as usize);
+        let stored = self.buf.slice_with_length(m.offset as usize, span);
+        if self.verified[idx].load(Ordering::Acquire) != VERIFIED {
+            if crc(stored.as_slice()) != m.crc {
+                return Err(Error::corrupt(&self.path, m.offset, "block checksum mismatch"));
+            }
+            self.verified[idx].store(VERIFIED, Ordering::Release);
+        }
+        match m.compression {
+            Compression::None => Ok(stored.slice_with_length(0, m.stored_len as usize)),
+            Compression::Zstd => encoding::decompress(
+                &stored.as_slice()[..m.stored_len as usize],
+                m.raw_len as usize,
+                &self.path,
+                m.offset,
+            ),
+        }
+    }
+
+    fn chunk(&self, rg: usize, col: usize) -> Result<&ChunkMeta> {
+        self.meta
+            .row_groups
+            .get(rg)
+            .and_then(|g| g.chunks.get(col))
+            .ok_or_else(|| Error::corrupt(&self.path, 0, format!("no chunk ({rg}, {col})")))
+    }
+
+    /// Decodes column `col` (segment position) of row group `rg`.
+    pub fn read_column(&self, rg: usize, col: usize, mode: DecodeMode) -> Result<ArrayRef> {
+        let raw = self.block(rg, col)?;
+        let m = self.chunk(rg, col)?;
+        let info = ChunkInfo {
+            encoding: &m.encoding,
+            null_count: m.null_count,
+            sections: &m.sections,
+            rows: self.meta.row_groups[rg].rows as usize,
+            data_type: self.meta.schema.field(col).data_type(),
+            phys: self.meta.physical[col],
+            file: &self.path,
+            offset: m.offset,
+        };
+        encoding::decode(&raw, info, mode)
+    }
+}
+
+fn parse_footer(footer: &[u8], path: &Path, base: u64) -> Result<SegmentMeta> {
+    let mut d = Dec::new(footer, path, base);
+    let segment_id = d.u64("segment id")?;
+    let table_id = d.u64("table id")?;
+    let ncols = d.count(4, "column count")?;
+    let mut column_ids = Vec::with_capacity(ncols);
+    for _ in 0..ncols {
+        column_ids.push(d.u32("column id")?);
+    }
+    let fb = d.bytes("schema")?;
+    let schema: Schema = crate::types::schema_from_bytes(fb)
+        .map_err(|e| d.err(format!("schema does not decode: {e}")))?;
+    if schema.fields().len() != ncols {
+        return Err(d.err("schema and column-id counts differ"));
+    }
+    let physical = schema
+        .fields()
+        .iter()
+        .map(|f| physical(f.name(), f.data_type()))
+        .collect::<Result<Vec<_>>>()
+        .map_err(|e| d.err(format!("unsupported column type in segment: {e}")))?;
+    let rows = d.u64("row count")?;
+    let nrg = d.count(16, "row-group count")?;
+    let mut row_groups = Vec::with_capacity(nrg);
+    let mut total = 0u64;
+    for _ in 0..nrg {
+        let rg_rows = d.u32("row-group rows")?;
+        let id_min = d.u64("id min")?;
+        let id_max = d.u64("id max")?;
+        let ids_sorted = d.bool("ids sorted")?;
+        let ids_dense = d.bool("ids dense")?;
+        let mut chunks = Vec::with_capacity(ncols);
+        for _ in 0..ncols {
+            chunks.push(read_chunk_meta(&mut d, base)?);
+        }
+        total += u64::from(rg_rows);
+        row_groups.push(RowGroupMeta { rows: rg_rows, id_min, id_max, ids_sorted, ids_dense, chunks });
+    }
+    d.finish("footer")?;
+    if total != rows {
+        return Err(Error::corrupt(path, base, "row-group rows do not add up to the segment rows"));
+    }
+    Ok(SegmentMeta { segment_id, table_id, column_ids, schema: Arc::new(schema), physical, rows, row_groups })
+}

@@ -1,0 +1,873 @@
+//! The database-level store: tables, snapshots, inserts, flushes, point lookups and scans.
+//!
+//! A [`Store`] owns one database directory (or an in-memory [`crate::io::MemFs`]). Its state
+//! is an immutable [`DbSnapshot`] behind an `RwLock<Arc<_>>`: readers clone the `Arc` in O(1)
+//! and keep a consistent view for as long as they like; a writer (one at a time, serialised
+//! by a mutex) builds the next state, makes it durable where required, and swaps it in.
+//!
+//! Write path (format version 1, before the WAL lands): small inserts go to the table's
+//! memtable and are persisted by `flush()` / `close()` / drop; inserts of at least
+//! [`StoreOptions::bulk_insert_rows`] rows are encoded straight into a new segment, synced,
+//! and published through an atomic manifest replacement before `insert` returns.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use arrow_array::{Array, ArrayRef, FixedSizeListArray, RecordBatch, UInt64Array, new_null_array};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use parking_lot::{Mutex, RwLock};
+
+use crate::encoding::DecodeMode;
+use crate::error::{Error, Result};
+use crate::io::{LockGuard, Vfs};
+use crate::manifest::{self, MANIFEST_TMP, Manifest, SegmentEntry, TableEntry};
+use crate::memtable::Memtable;
+use crate::segment::{self, Segment, WriteOptions};
+use crate::types::{ID_COLUMN, TableSchema, canonical_field, check_name, physical, Physical};
+
+/// Name of the writer-lock file inside a database directory.
+pub const LOCK_FILE: &str = "LOCK";
+
+/// Tunables of a [`Store`].
+#[derive(Debug, Clone, Copy)]
+pub struct StoreOptions {
+    /// Open without the writer lock; every write fails with [`Error::ReadOnly`].
+    pub read_only: bool,
+    /// How segments are written.
+    pub write: WriteOptions,
+    /// A table's memtable is flushed to a segment once it holds this many rows.
+    pub memtable_flush_rows: usize,
+    /// Inserts of at least this many rows bypass the memtable and become a segment.
+    pub bulk_insert_rows: usize,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        Self {
+            read_only: false,
+            write: WriteOptions::default(),
+            memtable_flush_rows: segment::ROW_GROUP_ROWS,
+            bulk_insert_rows: 16 * 1024,
+        }
+    }
+}
+
+/// A range of assigned `_id`s, `first..=last` (empty when `count == 0`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdRange {
+    /// First id assigned.
+    pub first: u64,
+    /// Number of ids assigned.
+    pub count: u64,
+}
+
+impl IdRange {
+    /// The ids as a Rust range.
+    pub fn ids(&self) -> std::ops::Range<u64> {
+        self.first..self.first + self.count
+    }
+}
+
+/// A segment that is part of a table, with its mapped file.
+#[derive(Debug, Clone)]
+pub struct LiveSegment {
+    /// Manifest entry.
+    pub entry: SegmentEntry,
+    /// The open segment.
+    pub segment: Arc<Segment>,
+}
+
+/// Where a row lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowLocation {
+    /// In memtable batch `batch`, row `row`.
+    Memtable {
+        /// Batch index.
+        batch: usize,
+        /// Row index.
+        row: usize,
+    },
+    /// In segment `segment` (index into the table's segments), row group `rg`, row `row`.
+    Segment {
+        /// Segment index.
+        segment: usize,
+        /// Row group index.
+        rg: usize,
+        /// Row within the row group.
+        row: usize,
+    },
+}
+
+/// `_id` → (segment, row group) index. Ranges may overlap once updates move rows, so a
+/// lookup yields every row group whose `[id_min, id_max]` covers the id.
+#[derive(Debug, Default)]
+struct IdIndex {
+    /// (id_min, id_max, segment index, row group index), sorted by id_min.
+    entries: Vec<(u64, u64, u32, u32)>,
+    /// prefix_max[i] = max of entries[..=i].id_max.
+    prefix_max: Vec<u64>,
+}
+
+impl IdIndex {
+    fn build(segments: &[LiveSegment]) -> Self {
+        let mut entries = Vec::new();
+        for (s, seg) in segments.iter().enumerate() {
+            for (g, rg) in seg.segment.meta().row_groups.iter().enumerate() {
+                entries.push((rg.id_min, rg.id_max, s as u32, g as u32));
+            }
+        }
+        entries.sort_unstable();
+        let mut prefix_max = Vec::with_capacity(entries.len());
+        let mut m = 0;
+        for e in &entries {
+            m = m.max(e.1);
+            prefix_max.push(m);
+        }
+        Self { entries, prefix_max }
+    }
+
+    fn candidates(&self, id: u64) -> impl Iterator<Item = (usize, usize)> + '_ {
+        let end = self.entries.partition_point(|e| e.0 <= id);
+        (0..end)
+            .rev()
+            .take_while(move |&i| self.prefix_max[i] >= id)
+            .filter(move |&i| self.entries[i].1 >= id)
+            .map(move |i| (self.entries[i].2 as usize, self.entries[i].3 as usize))
+    }
+}
+
+/// An immutable view of one table.
+#[derive(Debug)]
+pub struct TableSnapshot {
+    id: u64,
+    name: String,
+    schema: Arc<TableSchema>,
+    next_row_id: u64,
+    segments: Vec<LiveSegment>,
+    memtable: Memtable,
+    index: Arc<IdIndex>,
+}
+
+impl TableSnapshot {
+    /// Table id.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+    /// Table name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// Schema.
+    pub fn schema(&self) -> &Arc<TableSchema> {
+        &self.schema
+    }
+    /// Live segments, oldest first.
+    pub fn segments(&self) -> &[LiveSegment] {
+        &self.segments
+    }
+    /// Unflushed rows.
+    pub fn memtable(&self) -> &Memtable {
+        &self.memtable
+    }
+    /// Next `_id` that will be assigned.
+    pub fn next_row_id(&self) -> u64 {
+        self.next_row_id
+    }
+
+    /// Number of rows, in O(number of segments).
+    pub fn count(&self) -> u64 {
+        self.segments.iter().map(|s| s.entry.rows).sum::<u64>() + self.memtable.rows() as u64
+    }
+
+    /// Resolves column names to positions in the full schema (`_id` is 0).
+    pub fn resolve(&self, columns: &[&str]) -> Result<Vec<usize>> {
+        columns
+            .iter()
+            .map(|c| {
+                self.schema.index_of(c).ok_or_else(|| Error::ColumnNotFound {
+                    table: self.name.clone(),
+                    column: (*c).to_string(),
+                })
+            })
+            .collect()
+    }
+
+    /// The output schema of a projection.
+    pub fn projected_schema(&self, projection: &[usize]) -> Result<SchemaRef> {
+        self.schema.full_schema().project(projection).map(Arc::new).map_err(|e| Error::arrow("project", e))
+    }
+
+    fn check_projection(&self, projection: &[usize]) -> Result<()> {
+        let n = self.schema.full_schema().fields().len();
+        match projection.iter().find(|&&p| p >= n) {
+            Some(p) => Err(Error::InvalidInput {
+                table: self.name.clone(),
+                reason: format!("projection index {p} out of range (table has {n} columns)"),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Reads the projected columns of one row group.
+    pub fn read_row_group(
+        &self,
+        segment: usize,
+        rg: usize,
+        projection: &[usize],
+        mode: DecodeMode,
+    ) -> Result<Vec<ArrayRef>> {
+        let seg = &self.segments[segment].segment;
+        let rows = seg.meta().row_groups[rg].rows as usize;
+        projection
+            .iter()
+            .map(|&p| {
+                let cid = self.schema.column_id_at(p);
+                match seg.meta().position_of(cid) {
+                    Some(pos) => seg.read_column(rg, pos, mode),
+                    None => Ok(new_null_array(self.schema.full_schema().field(p).data_type(), rows)),
+                }
+            })
+            .collect()
+    }
+
+    /// Scans the projected columns (full-schema positions) as record batches: one per row
+    /// group, then the memtable's batches.
+    pub fn scan(self: &Arc<Self>, projection: &[usize]) -> Result<Scan> {
+        self.check_projection(projection)?;
+        Ok(Scan {
+            schema: self.projected_schema(projection)?,
+            table: self.clone(),
+            projection: projection.to_vec(),
+            segment: 0,
+            rg: 0,
+            mem: 0,
+        })
+    }
+
+    /// Finds where `id` lives.
+    pub fn locate(&self, id: u64) -> Result<Option<RowLocation>> {
+        if let Some((batch, row)) = self.memtable.find(id) {
+            return Ok(Some(RowLocation::Memtable { batch, row }));
+        }
+        for (s, g) in self.index.candidates(id) {
+            let seg = &self.segments[s].segment;
+            let meta = &seg.meta().row_groups[g];
+            if meta.ids_dense {
+                let row = (id - meta.id_min) as usize;
+                return Ok(Some(RowLocation::Segment { segment: s, rg: g, row }));
+            }
+            let ids = seg.read_column(g, 0, DecodeMode::Values)?;
+            let ids = ids.as_any().downcast_ref::<UInt64Array>().ok_or_else(|| {
+                Error::corrupt(seg.path(), 0, "_id column is not UInt64")
+            })?;
+            let found = if meta.ids_sorted {
+                ids.values().binary_search(&id).ok()
+            } else {
+                ids.values().iter().position(|&x| x == id)
+            };
+            if let Some(row) = found {
+                return Ok(Some(RowLocation::Segment { segment: s, rg: g, row }));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The row with `_id == id`, projected, as a one-row batch; `None` if there is none.
+    pub fn get(&self, id: u64, projection: &[usize]) -> Result<Option<RecordBatch>> {
+        let b = self.get_many(&[id], projection)?;
+        Ok((b.num_rows() == 1).then_some(b))
+    }
+
+    /// The rows with the given ids, in the order given; ids that do not exist are skipped
+    /// (include `_id` in the projection to tell which were found).
+    pub fn get_many(&self, ids: &[u64], projection: &[usize]) -> Result<RecordBatch> {
+        self.check_projection(projection)?;
+        let schema = self.projected_schema(projection)?;
+        // Distinct sources, each decoded once.
+        let mut sources: Vec<(RowLocation, Vec<ArrayRef>)> = Vec::new();
+        let mut source_of: BTreeMap<(usize, usize, usize), usize> = BTreeMap::new();
+        let mut picks: Vec<(usize, usize)> = Vec::with_capacity(ids.len());
+        for &id in ids {
+            let Some(loc) = self.locate(id)? else { continue };
+            let (key, row) = match loc {
+                RowLocation::Memtable { batch, row } => ((0, batch, 0), row),
+                RowLocation::Segment { segment, rg, row } => ((1 + segment, rg, 0), row),
+            };
+            let src = match source_of.get(&key) {
+                Some(&s) => s,
+                None => {
+                    let cols = match loc {
+                        RowLocation::Memtable { batch, .. } => {
+                            let b = &self.memtable.batches()[batch].batch;
+                            projection.iter().map(|&p| b.column(p).clone()).collect()
+                        }
+                        RowLocation::Segment { segment, rg, .. } => {
+                            self.read_row_group(segment, rg, projection, DecodeMode::Values)?
+                        }
+                    };
+                    sources.push((loc, cols));
+                    source_of.insert(key, sources.len() - 1);
+                    sources.len() - 1
+                }
+            };
+            picks.push((src, row));
+        }
+        let mut columns = Vec::with_capacity(projection.len());
+        for c in 0..projection.len() {
+            let arrays: Vec<&dyn Array> = sources.iter().map(|(_, cols)| cols[c].as_ref()).collect();
+            let col = if arrays.is_empty() {
+                new_null_array(schema.field(c).data_type(), 0)
+            } else {
+                arrow_select::interleave::interleave(&arrays, &picks)
+                    .map_err(|e| Error::arrow("gather rows", e))?
+            };
+            columns.push(col);
+        }
+        RecordBatch::try_new_with_options(
+            schema,
+            columns,
+            &arrow_array::RecordBatchOptions::new().with_row_count(Some(picks.len())),
+        )
+        .map_err(|e| Error::arrow("gather rows", e))
+    }
+
+    /// Checks a caller's batch against the schema and returns the user columns in table
+    /// order, casting only where lossless (large/view strings, dictionaries) and filling
+    /// absent nullable columns with nulls.
+    pub fn conform(&self, batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
+        let table = &self.name;
+        let bad = |reason: String| Error::InvalidInput { table: table.clone(), reason };
+        let bschema = batch.schema();
+        let mut by_name: BTreeMap<&str, usize> = BTreeMap::new();
+        for (i, f) in bschema.fields().iter().enumerate() {
+            if f.name() == ID_COLUMN {
+                return Err(bad("_id is assigned by Basalt and cannot be inserted".into()));
+            }
+            if self.schema.index_of(f.name()).is_none() {
+                return Err(Error::ColumnNotFound { table: table.clone(), column: f.name().clone() });
+            }
+            if by_name.insert(f.name(), i).is_some() {
+                return Err(bad(format!("column '{}' given twice", f.name())));
+            }
+        }
+        let n = batch.num_rows();
+        let mut out = Vec::with_capacity(self.schema.columns().len());
+        for c in self.schema.columns() {
+            let f = &c.field;
+            let col = match by_name.get(f.name().as_str()) {
+                None if f.is_nullable() => new_null_array(f.data_type(), n),
+                None => return Err(Error::NullViolation { table: table.clone(), column: f.name().clone() }),
+                Some(&i) => conform_column(table, f, batch.column(i))?,
+            };
+            if !f.is_nullable() && col.null_count() > 0 {
+                return Err(Error::NullViolation { table: table.clone(), column: f.name().clone() });
+            }
+            out.push(col);
+        }
+        Ok(out)
+    }
+}
+
+fn conform_column(table: &str, f: &Field, col: &ArrayRef) -> Result<ArrayRef> {
+    let mismatch = || Error::TypeMismatch {
+        table: table.to_string(),
+        column: f.name().clone(),
+        expected: f.data_type().clone(),
+        found: col.data_type().to_string(),
+    };
+    let want = f.data_type();
+    if col.data_type() == want {
+        return Ok(col.clone());
+    }
+    let phys = physical(f.name(), want)?;
+    if let Physical::Vector { dim } = phys {
+        let DataType::FixedSizeList(child, n) = col.data_type() else { return Err(mismatch()) };
+        if child.data_type() != &DataType::Float32 {
+            return Err(mismatch());
+        }
+        if *n as usize != dim {
+            return Err(Error::VectorDimension {
+                table: table.to_string(),
+                column: f.name().clone(),
+                expected: dim,
+                found: *n as usize,
+            });
+        }
+        let fsl = col.as_any().downcast_ref::<FixedSizeListArray>().ok_or_else(mismatch)?;
+        if fsl.values().null_count() > 0 {
+            return Err(Error::InvalidInput {
+                table: table.to_string(),
+                reason: format!("column '{}': vector components must not be null", f.name()),
+            });
+        }
+        let DataType::FixedSizeList(want_child, _) = want else { return Err(mismatch()) };
+        let a = FixedSizeListArray::try_new(want_child.clone(), *n, fsl.values().clone(), fsl.nulls().cloned())
+            .map_err(|e| Error::arrow(format!("column '{}'", f.name()), e))?;
+        return Ok(Arc::new(a));
+    }
+    let lossless = matches!(
+        (col.data_type(), want),
+        (DataType::LargeUtf8 | DataType::Utf8View, DataType::Utf8)
+            | (DataType::LargeBinary | DataType::BinaryView, DataType::Binary)
+    ) || matches!(col.data_type(), DataType::Dictionary(_, v) if v.as_ref() == want);
+    if lossless {
+        return arrow_cast::cast(col, want).map_err(|e| Error::arrow(format!("column '{}'", f.name()), e));
+    }
+    Err(mismatch())
+}
+
+/// Iterator over a table snapshot's rows as record batches.
+#[derive(Debug)]
+pub struct Scan {
+    table: Arc<TableSnapshot>,
+    schema: SchemaRef,
+    projection: Vec<usize>,
+    segment: usize,
+    rg: usize,
+    mem: usize,
+}
+
+impl Scan {
+    /// Schema of the batches.
+    pub fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+}
+
+impl Iterator for Scan {
+    type Item = Result<RecordBatch>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let t = &self.table;
+        while self.segment < t.segments.len() {
+            let nrg = t.segments[self.segment].segment.meta().row_groups.len();
+            if self.rg >= nrg {
+                self.segment += 1;
+                self.rg = 0;
+                continue;
+            }
+            let (s, g) = (self.segment, self.rg);
+            self.rg += 1;
+            let rows = t.segments[s].segment.meta().row_groups[g].rows as usize;
+            let r = t.read_row_group(s, g, &self.projection, DecodeMode::Values).and_then(|cols| {
+                RecordBatch::try_new_with_options(
+                    self.schema.clone(),
+                    cols,
+                    &arrow_array::RecordBatchOptions::new().with_row_count(Some(rows)),
+                )
+                .map_err(|e| Error::arrow("scan", e))
+            });
+            return Some(r);
+        }
+        let mb = t.memtable.batches().get(self.mem)?;
+        self.mem += 1;
+        Some(mb.batch.project(&self.projection).map_err(|e| Error::arrow("scan", e)).and_then(|b| {
+            // Memtable batches carry the schema of their insert; present the current one.
+            b.with_schema(self.schema.clone()).map_err(|e| Error::arrow("scan", e))
+        }))
+    }
+}
+
+/// An immutable view of the whole database.
+#[derive(Debug, Clone, Default)]
+pub struct DbSnapshot {
+    manifest_version: u64,
+    next_table_id: u64,
+    next_segment_id: u64,
+    tables: BTreeMap<String, Arc<TableSnapshot>>,
+}
+
+impl DbSnapshot {
+    /// A table by name.
+    pub fn table(&self, name: &str) -> Result<&Arc<TableSnapshot>> {
+        self.tables.get(name).ok_or_else(|| Error::TableNotFound { table: name.to_string() })
+    }
+    /// Table names, sorted.
+    pub fn table_names(&self) -> Vec<String> {
+        self.tables.keys().cloned().collect()
+    }
+    /// Version of the manifest this snapshot was built from or will install.
+    pub fn manifest_version(&self) -> u64 {
+        self.manifest_version
+    }
+
+    fn to_manifest(&self, version: u64) -> Manifest {
+        let mut tables: Vec<TableEntry> = self
+            .tables
+            .values()
+            .map(|t| TableEntry {
+                id: t.id,
+                name: t.name.clone(),
+                schema: (*t.schema).clone(),
+                next_row_id: t.next_row_id,
+                segments: t.segments.iter().map(|s| s.entry.clone()).collect(),
+            })
+            .collect();
+        tables.sort_by_key(|t| t.id);
+        Manifest {
+            version,
+            next_table_id: self.next_table_id,
+            next_segment_id: self.next_segment_id,
+            tables,
+        }
+    }
+}
+
+/// The storage engine of one database.
+#[derive(Debug)]
+pub struct Store {
+    vfs: Arc<dyn Vfs>,
+    root: PathBuf,
+    display: PathBuf,
+    opts: StoreOptions,
+    current: RwLock<Arc<DbSnapshot>>,
+    writer: Mutex<()>,
+    closed: AtomicBool,
+    lock: Mutex<Option<LockGuard>>,
+}
+
+impl Store {
+    /// Opens (creating if needed, unless read-only) the database rooted at `root` on `vfs`.
+    /// `display` names the database in errors (its path, or `:memory:`).
+    pub fn open(vfs: Arc<dyn Vfs>, root: &Path, display: &Path, opts: StoreOptions) -> Result<Store> {
+        let lock = if opts.read_only {
+            None
+        } else {
+            vfs.create_dir_all(root)?;
+            Some(vfs.lock_exclusive(&root.join(LOCK_FILE), display)?)
+        };
+        let mut attempts = 0;
+        let state = loop {
+            attempts += 1;
+            match Self::load(vfs.as_ref(), root, display, &opts) {
+                // A read-only opener can race a writer that replaced the manifest and removed
+                // a segment it had listed: read the manifest again.
+                Err(Error::Io { source, .. })
+                    if opts.read_only && source.kind() == std::io::ErrorKind::NotFound && attempts < 5 => {}
+                r => break r?,
+            }
+        };
+        let store = Store {
+            vfs,
+            root: root.to_path_buf(),
+            display: display.to_path_buf(),
+            opts,
+            current: RwLock::new(Arc::new(state)),
+            writer: Mutex::new(()),
+            closed: AtomicBool::new(false),
+            lock: Mutex::new(lock),
+        };
+        if !opts.read_only {
+            store.remove_orphans()?;
+        }
+        Ok(store)
+    }
+
+    fn load(vfs: &dyn Vfs, root: &Path, display: &Path, opts: &StoreOptions) -> Result<DbSnapshot> {
+        let manifest = match Manifest::load(vfs, root)? {
+            Some(m) => m,
+            None if opts.read_only => {
+                return Err(Error::io(
+                    "open database",
+                    display,
+                    std::io::Error::new(std::io::ErrorKind::NotFound, "no database here (no MANIFEST)"),
+                ));
+            }
+            None => {
+                let m = Manifest { version: 1, next_table_id: 1, next_segment_id: 1, tables: Vec::new() };
+                manifest::install(vfs, root, &m)?;
+                m
+            }
+        };
+        let mut tables = BTreeMap::new();
+        for t in manifest.tables {
+            let mut segments = Vec::with_capacity(t.segments.len());
+            for e in t.segments {
+                let path = manifest::segment_path(root, t.id, e.id);
+                let seg = Segment::open(vfs, &path)?;
+                let m = seg.meta();
+                if m.segment_id != e.id || m.table_id != t.id || m.rows != e.rows {
+                    return Err(Error::corrupt(&path, 0, "segment does not match its manifest entry"));
+                }
+                segments.push(LiveSegment { entry: e, segment: seg });
+            }
+            let index = Arc::new(IdIndex::build(&segments));
+            let snap = TableSnapshot {
+                id: t.id,
+                name: t.name.clone(),
+                schema: Arc::new(t.schema),
+                next_row_id: t.next_row_id,
+                segments,
+                memtable: Memtable::default(),
+                index,
+            };
+            tables.insert(t.name, Arc::new(snap));
+        }
+        Ok(DbSnapshot {
+            manifest_version: manifest.version,
+            next_table_id: manifest.next_table_id,
+            next_segment_id: manifest.next_segment_id,
+            tables,
+        })
+    }
+
+    /// Deletes files no manifest refers to (left by a crash between writing a segment and
+    /// installing the manifest, or by a drop interrupted after its manifest install).
+    fn remove_orphans(&self) -> Result<()> {
+        let snap = self.snapshot();
+        let live: BTreeMap<u64, &Arc<TableSnapshot>> = snap.tables.values().map(|t| (t.id, t)).collect();
+        for name in self.vfs.list_dir(&self.root)? {
+            if name == MANIFEST_TMP {
+                self.vfs.remove_file(&self.root.join(&name))?;
+                continue;
+            }
+            let Some(id) = name.strip_prefix('t').and_then(|s| s.parse::<u64>().ok()) else { continue };
+            let dir = manifest::table_dir(&self.root, id);
+            match live.get(&id) {
+                None => self.vfs.remove_dir_all(&dir)?,
+                Some(t) => {
+                    for f in self.vfs.list_dir(&dir)? {
+                        let keep = t.segments.iter().any(|s| {
+                            manifest::segment_path(&self.root, id, s.entry.id).file_name()
+                                == Some(std::ffi::OsStr::new(&f))
+                        });
+                        if !keep && f.starts_with('s') && f.ends_with(".bsg") {
+                            self.vfs.remove_file(&dir.join(&f))?;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The current state, in O(1).
+    pub fn snapshot(&self) -> Arc<DbSnapshot> {
+        self.current.read().clone()
+    }
+
+    /// The database's name in messages (path or `:memory:`).
+    pub fn display_path(&self) -> &Path {
+        &self.display
+    }
+
+    /// Whether writes are refused.
+    pub fn is_read_only(&self) -> bool {
+        self.opts.read_only
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        if self.opts.read_only {
+            return Err(Error::ReadOnly { path: self.display.clone() });
+        }
+        Ok(())
+    }
+
+    /// Makes `next` durable (segments already written) and publishes it.
+    fn commit(&self, mut next: DbSnapshot) -> Result<()> {
+        next.manifest_version += 1;
+        manifest::install(self.vfs.as_ref(), &self.root, &next.to_manifest(next.manifest_version))?;
+        *self.current.write() = Arc::new(next);
+        Ok(())
+    }
+
+    /// Creates a table with the given user columns.
+    pub fn create_table(&self, name: &str, schema: &Schema) -> Result<()> {
+        self.check_writable()?;
+        check_name(name)?;
+        let ts = TableSchema::from_user_schema(schema)?;
+        let _w = self.writer.lock();
+        let mut next = (*self.snapshot()).clone();
+        if next.tables.contains_key(name) {
+            return Err(Error::TableExists { table: name.to_string() });
+        }
+        let id = next.next_table_id;
+        next.next_table_id += 1;
+        let t = TableSnapshot {
+            id,
+            name: name.to_string(),
+            schema: Arc::new(ts),
+            next_row_id: 1,
+            segments: Vec::new(),
+            memtable: Memtable::default(),
+            index: Arc::new(IdIndex::default()),
+        };
+        next.tables.insert(name.to_string(), Arc::new(t));
+        self.commit(next)
+    }
+
+    /// Drops a table and deletes its files.
+    pub fn drop_table(&self, name: &str) -> Result<()> {
+        self.check_writable()?;
+        let _w = self.writer.lock();
+        let mut next = (*self.snapshot()).clone();
+        let t = next.tables.remove(name).ok_or_else(|| Error::TableNotFound { table: name.to_string() })?;
+        self.commit(next)?;
+        // The table is gone once the manifest is installed; its files are garbage now. A
+        // failure here leaves orphans that the next writer open removes.
+        let _ = self.vfs.remove_dir_all(&manifest::table_dir(&self.root, t.id));
+        Ok(())
+    }
+
+    /// Inserts rows. All batches are validated before anything is written; the rows get
+    /// consecutive new `_id`s.
+    pub fn insert(&self, table: &str, batches: &[RecordBatch]) -> Result<IdRange> {
+        self.check_writable()?;
+        let _w = self.writer.lock();
+        let snap = self.snapshot();
+        let t = snap.table(table)?;
+        let mut conformed = Vec::with_capacity(batches.len());
+        let mut total = 0u64;
+        for b in batches {
+            let cols = t.conform(b)?;
+            total += b.num_rows() as u64;
+            conformed.push((b.num_rows(), cols));
+        }
+        let first = t.next_row_id;
+        if total == 0 {
+            return Ok(IdRange { first, count: 0 });
+        }
+        let mut full = Vec::with_capacity(conformed.len());
+        let mut id = first;
+        for (rows, cols) in conformed {
+            let ids: ArrayRef = Arc::new(UInt64Array::from_iter_values(id..id + rows as u64));
+            id += rows as u64;
+            let mut all = Vec::with_capacity(cols.len() + 1);
+            all.push(ids);
+            all.extend(cols);
+            full.push(
+                RecordBatch::try_new_with_options(
+                    t.schema.full_schema().clone(),
+                    all,
+                    &arrow_array::RecordBatchOptions::new().with_row_count(Some(rows)),
+                )
+                .map_err(|e| Error::arrow(format!("insert into '{table}'"), e))?,
+            );
+        }
+        let mut next = (*snap).clone();
+        let mut nt = clone_table(t);
+        nt.next_row_id = first + total;
+        if total as usize >= self.opts.bulk_insert_rows {
+            let seg = self.write_segment(&mut next, &nt, &full)?;
+            nt.segments.push(seg);
+            nt.index = Arc::new(IdIndex::build(&nt.segments));
+            next.tables.insert(table.to_string(), Arc::new(nt));
+            self.commit(next)?;
+        } else {
+            for b in full {
+                nt.memtable.push(b)?;
+            }
+            let needs_flush = nt.memtable.rows() >= self.opts.memtable_flush_rows;
+            next.tables.insert(table.to_string(), Arc::new(nt));
+            if needs_flush {
+                self.flush_tables(next, &[table.to_string()])?;
+            } else {
+                // Memtable rows are not durable until flushed: publish without a manifest
+                // install, but keep next_row_id monotonic in memory.
+                *self.current.write() = Arc::new(next);
+            }
+        }
+        Ok(IdRange { first, count: total })
+    }
+
+    fn write_segment(&self, next: &mut DbSnapshot, t: &TableSnapshot, batches: &[RecordBatch]) -> Result<LiveSegment> {
+        let seg_id = next.next_segment_id;
+        next.next_segment_id += 1;
+        let dir = manifest::table_dir(&self.root, t.id);
+        if !self.vfs.exists(&dir) {
+            self.vfs.create_dir_all(&dir)?;
+            self.vfs.sync_dir(&self.root)?;
+        }
+        let path = manifest::segment_path(&self.root, t.id, seg_id);
+        let column_ids: Vec<u32> =
+            (0..t.schema.full_schema().fields().len()).map(|i| t.schema.column_id_at(i)).collect();
+        let w = segment::write_segment(
+            self.vfs.as_ref(),
+            &path,
+            seg_id,
+            t.id,
+            &column_ids,
+            t.schema.full_schema(),
+            batches,
+            self.opts.write,
+        )?;
+        self.vfs.sync_dir(&dir)?;
+        let segment = Segment::open(self.vfs.as_ref(), &path)?;
+        Ok(LiveSegment {
+            entry: SegmentEntry { id: seg_id, rows: w.rows, id_min: w.id_min, id_max: w.id_max, bytes: w.bytes },
+            segment,
+        })
+    }
+
+    /// Writes the memtables of `names` to segments and installs one manifest for all.
+    fn flush_tables(&self, mut next: DbSnapshot, names: &[String]) -> Result<()> {
+        for name in names {
+            let Some(t) = next.tables.get(name).cloned() else { continue };
+            if t.memtable.is_empty() {
+                continue;
+            }
+            let batches: Vec<RecordBatch> = t.memtable.batches().iter().map(|b| b.batch.clone()).collect();
+            let seg = self.write_segment(&mut next, &t, &batches)?;
+            let mut nt = clone_table(&t);
+            nt.segments.push(seg);
+            nt.memtable = Memtable::default();
+            nt.index = Arc::new(IdIndex::build(&nt.segments));
+            next.tables.insert(name.clone(), Arc::new(nt));
+        }
+        self.commit(next)
+    }
+
+    /// Persists every memtable (and row-id counters) to segments and the manifest.
+    pub fn flush(&self) -> Result<()> {
+        self.check_writable()?;
+        let _w = self.writer.lock();
+        let snap = self.snapshot();
+        let dirty: Vec<String> = snap.tables.values().filter(|t| !t.memtable.is_empty()).map(|t| t.name.clone()).collect();
+        let on_disk = Manifest::load(self.vfs.as_ref(), &self.root)?;
+        let counters_changed = on_disk.is_none_or(|m| m != snap.to_manifest(m.version));
+        if dirty.is_empty() && !counters_changed {
+            return Ok(());
+        }
+        self.flush_tables((*snap).clone(), &dirty)
+    }
+
+    /// Flushes and releases the writer lock; later calls fail with [`Error::Closed`].
+    pub fn close(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let r = if self.opts.read_only { Ok(()) } else { self.flush() };
+        self.closed.store(true, Ordering::Release);
+        *self.lock.lock() = None;
+        r
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        // Best effort: Drop cannot report errors; callers who need to know use close().
+        let _ = self.close();
+    }
+}
+
+fn clone_table(t: &TableSnapshot) -> TableSnapshot {
+    TableSnapshot {
+        id: t.id,
+        name: t.name.clone(),
+        schema: t.schema.clone(),
+        next_row_id: t.next_row_id,
+        segments: t.segments.clone(),
+        memtable: t.memtable.clone(),
+        index: t.index.clone(),
+    }
+}
+
+/// Builds an Arrow field for the canonical form of a user column (re-exported helper).
+pub fn canonical(f: &Field) -> Result<Arc<Field>> {
+    canonical_field(f)
+}

@@ -1,0 +1,268 @@
+//! Column types and table schemas.
+//!
+//! Basalt stores Arrow types. Each type maps to a [`Physical`] kind that decides which
+//! encodings apply; types with no specialised encoding (nested lists and structs, maps,
+//! decimal256, float16, ...) are stored through the generic Arrow-IPC encoding, so every
+//! type listed in DESIGN.md round-trips exactly. `VECTOR(D)` is
+//! `FixedSizeList<Float32, D>` and is stored uncompressed and 64-byte aligned.
+//!
+//! Every table has a hidden-by-default `_id` column (`UInt64`, not null) with column id 0.
+
+use std::sync::Arc;
+
+use arrow_schema::{DataType, Field, FieldRef, Schema, SchemaRef};
+
+use crate::error::{Error, Result};
+
+/// Name of the row-id column present in every table.
+pub const ID_COLUMN: &str = "_id";
+/// Column id of `_id`.
+pub const ID_COLUMN_ID: u32 = 0;
+/// Longest accepted table or column name, in bytes.
+pub const MAX_NAME_LEN: usize = 255;
+
+/// How a column's values are laid out physically; decides the candidate encodings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Physical {
+    /// Booleans (bit-packed).
+    Bool,
+    /// Fixed-width integers of `width` bytes (also dates, times, timestamps, durations).
+    Int {
+        /// Width in bytes: 1, 2, 4 or 8.
+        width: u8,
+        /// Whether values compare as signed.
+        signed: bool,
+    },
+    /// 32-bit floats.
+    F32,
+    /// 64-bit floats.
+    F64,
+    /// Variable-length bytes with i32 offsets (`Utf8`, `Binary`).
+    Bytes,
+    /// 16-byte decimals, stored plain.
+    Decimal128,
+    /// `VECTOR(D)`: `FixedSizeList<Float32, D>` with non-null components.
+    Vector {
+        /// Dimension.
+        dim: usize,
+    },
+    /// Anything else Arrow can represent: stored as an Arrow IPC stream.
+    Generic,
+}
+
+/// The canonical `VECTOR(D)` type: `FixedSizeList<Float32, D>` with a nullable `item` child.
+pub fn vector_type(dim: usize) -> DataType {
+    DataType::FixedSizeList(Arc::new(Field::new("item", DataType::Float32, true)), dim as i32)
+}
+
+/// Classifies a type, or refuses it with a reason.
+pub fn physical(column: &str, dt: &DataType) -> Result<Physical> {
+    use DataType as D;
+    let unsupported = |reason: &'static str| Error::UnsupportedType {
+        column: column.to_string(),
+        data_type: dt.clone(),
+        reason,
+    };
+    Ok(match dt {
+        D::Boolean => Physical::Bool,
+        D::Int8 => Physical::Int { width: 1, signed: true },
+        D::Int16 => Physical::Int { width: 2, signed: true },
+        D::Int32 | D::Date32 | D::Time32(_) => Physical::Int { width: 4, signed: true },
+        D::Int64 | D::Date64 | D::Time64(_) | D::Timestamp(_, _) | D::Duration(_) => {
+            Physical::Int { width: 8, signed: true }
+        }
+        D::UInt8 => Physical::Int { width: 1, signed: false },
+        D::UInt16 => Physical::Int { width: 2, signed: false },
+        D::UInt32 => Physical::Int { width: 4, signed: false },
+        D::UInt64 => Physical::Int { width: 8, signed: false },
+        D::Float32 => Physical::F32,
+        D::Float64 => Physical::F64,
+        D::Utf8 | D::Binary => Physical::Bytes,
+        D::Decimal128(_, _) => Physical::Decimal128,
+        D::FixedSizeList(f, n) if f.data_type() == &D::Float32 => {
+            if *n <= 0 {
+                return Err(unsupported("vector dimension must be at least 1"));
+            }
+            Physical::Vector { dim: *n as usize }
+        }
+        D::Float16
+        | D::LargeUtf8
+        | D::LargeBinary
+        | D::FixedSizeBinary(_)
+        | D::Decimal256(_, _)
+        | D::Interval(_)
+        | D::List(_)
+        | D::LargeList(_)
+        | D::FixedSizeList(_, _)
+        | D::Struct(_)
+        | D::Map(_, _) => Physical::Generic,
+        D::Dictionary(_, _) => {
+            return Err(unsupported(
+                "declare the value type; Basalt chooses dictionary encoding by itself",
+            ));
+        }
+        D::Null => return Err(unsupported("a column needs a value type")),
+        _ => return Err(unsupported("no storage encoding for this type")),
+    })
+}
+
+/// Checks a table or column name.
+pub fn check_name(name: &str) -> Result<()> {
+    let bad = |reason| Err(Error::InvalidName { name: name.to_string(), reason });
+    if name.is_empty() {
+        return bad("names must not be empty");
+    }
+    if name.len() > MAX_NAME_LEN {
+        return bad("names are limited to 255 bytes");
+    }
+    if name.chars().any(|c| c == '\0' || c.is_control()) {
+        return bad("names must not contain control characters");
+    }
+    Ok(())
+}
+
+/// One user column: a stable id (never reused, survives renames) and its Arrow field.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ColumnDef {
+    /// Stable column id; segments refer to columns by id.
+    pub id: u32,
+    /// Name, type and nullability.
+    pub field: FieldRef,
+}
+
+/// A table's schema: the user columns in order, plus the implicit `_id`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableSchema {
+    columns: Vec<ColumnDef>,
+    next_column_id: u32,
+    /// `_id` followed by the user columns.
+    full: SchemaRef,
+}
+
+impl TableSchema {
+    /// Builds a schema from user fields, validating names and types and assigning ids 1..
+    pub fn from_user_schema(schema: &Schema) -> Result<Self> {
+        let mut columns = Vec::with_capacity(schema.fields().len());
+        for (i, f) in schema.fields().iter().enumerate() {
+            columns.push(ColumnDef { id: i as u32 + 1, field: canonical_field(f)? });
+        }
+        let next = columns.len() as u32 + 1;
+        Self::from_parts(columns, next)
+    }
+
+    /// Rebuilds a schema from stored parts (the manifest), validating it.
+    pub fn from_parts(columns: Vec<ColumnDef>, next_column_id: u32) -> Result<Self> {
+        let mut seen = std::collections::HashSet::new();
+        for c in &columns {
+            check_name(c.field.name())?;
+            if c.field.name() == ID_COLUMN {
+                return Err(Error::InvalidName {
+                    name: ID_COLUMN.into(),
+                    reason: "_id is reserved for the row id Basalt assigns",
+                });
+            }
+            if !seen.insert(c.field.name().clone()) {
+                return Err(Error::InvalidName {
+                    name: c.field.name().clone(),
+                    reason: "duplicate column name",
+                });
+            }
+            if c.id == ID_COLUMN_ID || c.id >= next_column_id {
+                return Err(Error::InvalidName {
+                    name: c.field.name().clone(),
+                    reason: "column id out of range",
+                });
+            }
+            physical(c.field.name(), c.field.data_type())?;
+        }
+        let mut fields: Vec<FieldRef> = Vec::with_capacity(columns.len() + 1);
+        fields.push(Arc::new(Field::new(ID_COLUMN, DataType::UInt64, false)));
+        fields.extend(columns.iter().map(|c| c.field.clone()));
+        Ok(Self { columns, next_column_id, full: Arc::new(Schema::new(fields)) })
+    }
+
+    /// The user columns in order.
+    pub fn columns(&self) -> &[ColumnDef] {
+        &self.columns
+    }
+
+    /// Next column id to hand out.
+    pub fn next_column_id(&self) -> u32 {
+        self.next_column_id
+    }
+
+    /// `_id` followed by the user columns.
+    pub fn full_schema(&self) -> &SchemaRef {
+        &self.full
+    }
+
+    /// The user columns only (what `SELECT *` shows).
+    pub fn user_schema(&self) -> SchemaRef {
+        Arc::new(Schema::new(self.columns.iter().map(|c| c.field.clone()).collect::<Vec<_>>()))
+    }
+
+    /// Position of a column in [`TableSchema::full_schema`] (`_id` is 0).
+    pub fn index_of(&self, name: &str) -> Option<usize> {
+        if name == ID_COLUMN {
+            return Some(0);
+        }
+        self.columns.iter().position(|c| c.field.name() == name).map(|i| i + 1)
+    }
+
+    /// Column id at a position of the full schema.
+    pub fn column_id_at(&self, full_index: usize) -> u32 {
+        if full_index == 0 { ID_COLUMN_ID } else { self.columns[full_index - 1].id }
+    }
+}
+
+/// Normalises a user field: vector children become the canonical `item: Float32`.
+pub fn canonical_field(f: &Field) -> Result<FieldRef> {
+    let dt = match f.data_type() {
+        DataType::FixedSizeList(child, n) if child.data_type() == &DataType::Float32 => {
+            vector_type(*n as usize)
+        }
+        other => other.clone(),
+    };
+    physical(f.name(), &dt)?;
+    check_name(f.name())?;
+    Ok(Arc::new(Field::new(f.name(), dt, f.is_nullable()).with_metadata(f.metadata().clone())))
+}
+
+/// Serialises an Arrow schema as an IPC `Schema` flatbuffer.
+pub fn schema_to_bytes(schema: &Schema) -> Vec<u8> {
+    arrow_ipc::convert::IpcSchemaEncoder::new().schema_to_fb(schema).finished_data().to_vec()
+}
+
+/// Reads what [`schema_to_bytes`] wrote; the flatbuffer is verified before use.
+pub fn schema_from_bytes(bytes: &[u8]) -> std::result::Result<Schema, arrow_schema::ArrowError> {
+    arrow_ipc::root_as_schema(bytes)
+        .map(arrow_ipc::convert::fb_to_schema)
+        .map_err(|e| arrow_schema::ArrowError::ParseError(format!("schema flatbuffer: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schema_validation() {
+        let s = Schema::new(vec![
+            Field::new("a", DataType::Int32, false),
+            Field::new("v", DataType::FixedSizeList(Arc::new(Field::new("x", DataType::Float32, false)), 4), true),
+        ]);
+        let t = TableSchema::from_user_schema(&s).unwrap();
+        assert_eq!(t.full_schema().field(0).name(), ID_COLUMN);
+        assert_eq!(t.full_schema().field(2).data_type(), &vector_type(4));
+        assert_eq!(t.index_of("v"), Some(2));
+        assert_eq!(t.column_id_at(2), 2);
+
+        let dup = Schema::new(vec![Field::new("a", DataType::Int32, false), Field::new("a", DataType::Utf8, true)]);
+        assert!(matches!(TableSchema::from_user_schema(&dup), Err(Error::InvalidName { .. })));
+        let id = Schema::new(vec![Field::new("_id", DataType::UInt64, false)]);
+        assert!(TableSchema::from_user_schema(&id).is_err());
+        let dict = Schema::new(vec![Field::new("d", DataType::Dictionary(Box::new(DataType::Int8), Box::new(DataType::Utf8)), true)]);
+        assert!(matches!(TableSchema::from_user_schema(&dict), Err(Error::UnsupportedType { .. })));
+        assert!(check_name("").is_err());
+        assert!(check_name(&"x".repeat(256)).is_err());
+    }
+}
