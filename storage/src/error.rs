@@ -56,6 +56,13 @@ pub enum Error {
         /// The database directory (or `:memory:`).
         path: PathBuf,
     },
+    /// An earlier write failed while replacing the manifest; this handle refuses further
+    /// writes because it cannot know whether that write landed. Reopen the database.
+    #[error("database {path}: an earlier commit failed while installing the manifest; reopen the database to continue writing")]
+    Poisoned {
+        /// The database directory (or `:memory:`).
+        path: PathBuf,
+    },
     /// The database handle was closed.
     #[error("database is closed")]
     Closed,

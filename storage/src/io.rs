@@ -269,9 +269,10 @@ impl Vfs for MemFs {
         let dirs = self.dirs.lock();
         let children = files.keys().chain(dirs.iter());
         for p in children {
-            if p.parent() == Some(path) {
-                if let Some(n) = p.file_name() {
-                    out.push(n.to_string_lossy().into_owned());
+            // Direct children, and the first component of deeper paths (implicit directories).
+            if let Ok(rest) = p.strip_prefix(path) {
+                if let Some(first) = rest.components().next() {
+                    out.push(first.as_os_str().to_string_lossy().into_owned());
                 }
             }
         }

@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use arrow_array::{Array, ArrayRef, FixedSizeListArray, RecordBatch, UInt64Array, new_null_array};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
@@ -525,6 +525,11 @@ pub struct Store {
     current: RwLock<Arc<DbSnapshot>>,
     writer: Mutex<()>,
     closed: AtomicBool,
+    /// Set when a manifest install failed: the durable state is then either the old or the
+    /// new manifest and this handle cannot tell which, so it refuses further writes.
+    poisoned: AtomicBool,
+    /// Segment ids are never reused, even when a write that allocated one fails.
+    next_segment_id: AtomicU64,
     lock: Mutex<Option<LockGuard>>,
 }
 
@@ -554,9 +559,11 @@ impl Store {
             root: root.to_path_buf(),
             display: display.to_path_buf(),
             opts,
+            next_segment_id: AtomicU64::new(state.next_segment_id),
             current: RwLock::new(Arc::new(state)),
             writer: Mutex::new(()),
             closed: AtomicBool::new(false),
+            poisoned: AtomicBool::new(false),
             lock: Mutex::new(lock),
         };
         if !opts.read_only {
@@ -665,13 +672,20 @@ impl Store {
         if self.opts.read_only {
             return Err(Error::ReadOnly { path: self.display.clone() });
         }
+        if self.poisoned.load(Ordering::Acquire) {
+            return Err(Error::Poisoned { path: self.display.clone() });
+        }
         Ok(())
     }
 
     /// Makes `next` durable (segments already written) and publishes it.
     fn commit(&self, mut next: DbSnapshot) -> Result<()> {
         next.manifest_version += 1;
-        manifest::install(self.vfs.as_ref(), &self.root, &next.to_manifest(next.manifest_version))?;
+        next.next_segment_id = self.next_segment_id.load(Ordering::Acquire);
+        if let Err(e) = manifest::install(self.vfs.as_ref(), &self.root, &next.to_manifest(next.manifest_version)) {
+            self.poisoned.store(true, Ordering::Release);
+            return Err(e);
+        }
         *self.current.write() = Arc::new(next);
         Ok(())
     }
@@ -776,8 +790,8 @@ impl Store {
     }
 
     fn write_segment(&self, next: &mut DbSnapshot, t: &TableSnapshot, batches: &[RecordBatch]) -> Result<LiveSegment> {
-        let seg_id = next.next_segment_id;
-        next.next_segment_id += 1;
+        let seg_id = self.next_segment_id.fetch_add(1, Ordering::AcqRel);
+        next.next_segment_id = seg_id + 1;
         let dir = manifest::table_dir(&self.root, t.id);
         if !self.vfs.exists(&dir) {
             self.vfs.create_dir_all(&dir)?;
@@ -841,7 +855,8 @@ impl Store {
         if self.closed.load(Ordering::Acquire) {
             return Ok(());
         }
-        let r = if self.opts.read_only { Ok(()) } else { self.flush() };
+        let skip = self.opts.read_only || self.poisoned.load(Ordering::Acquire);
+        let r = if skip { Ok(()) } else { self.flush() };
         self.closed.store(true, Ordering::Release);
         *self.lock.lock() = None;
         r
@@ -871,3 +886,7 @@ fn clone_table(t: &TableSnapshot) -> TableSnapshot {
 pub fn canonical(f: &Field) -> Result<Arc<Field>> {
     canonical_field(f)
 }
+
+#[cfg(test)]
+#[path = "store_tests.rs"]
+mod tests;

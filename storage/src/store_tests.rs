@@ -1,0 +1,328 @@
+//! Tests of the store: round trips through flush and reopen, lookups, bad input, locking,
+//! corruption and injected I/O faults at every step.
+
+use std::sync::Arc;
+
+use arrow_array::{Float64Array, Int64Array, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema};
+
+use super::*;
+use crate::io::{FaultFs, FaultKind, MemFs, OsFs};
+
+fn schema() -> Schema {
+    Schema::new(vec![
+        Field::new("name", DataType::Utf8, false),
+        Field::new("age", DataType::Int64, true),
+        Field::new("score", DataType::Float64, true),
+        Field::new("emb", crate::types::vector_type(3), true),
+    ])
+}
+
+fn rows(start: usize, n: usize) -> RecordBatch {
+    let s = Arc::new(Schema::new(vec![
+        Field::new("name", DataType::Utf8, false),
+        Field::new("age", DataType::Int64, true),
+        Field::new("score", DataType::Float64, true),
+    ]));
+    RecordBatch::try_new(
+        s,
+        vec![
+            Arc::new(StringArray::from_iter_values((start..start + n).map(|i| format!("user_{i}")))),
+            Arc::new(Int64Array::from_iter((start..start + n).map(|i| (i % 5 != 0).then_some(18 + (i % 63) as i64)))),
+            Arc::new(Float64Array::from_iter_values((start..start + n).map(|i| (i % 10_001) as f64 / 100.0))),
+        ],
+    )
+    .unwrap()
+}
+
+fn mem_store(fs: &Arc<MemFs>) -> Store {
+    Store::open(fs.clone(), Path::new("/db"), Path::new(":memory:"), StoreOptions::default()).unwrap()
+}
+
+fn all_rows(store: &Store, table: &str) -> Vec<RecordBatch> {
+    let t = store.snapshot().table(table).unwrap().clone();
+    let proj: Vec<usize> = (0..t.schema().full_schema().fields().len()).collect();
+    t.scan(&proj).unwrap().collect::<Result<Vec<_>>>().unwrap()
+}
+
+fn concat(batches: &[RecordBatch]) -> RecordBatch {
+    arrow_select::concat::concat_batches(&batches[0].schema(), batches).unwrap()
+}
+
+#[test]
+fn insert_get_scan_flush_reopen() {
+    let fs = Arc::new(MemFs::new());
+    let store = mem_store(&fs);
+    store.create_table("t", &schema()).unwrap();
+    let r1 = store.insert("t", &[rows(0, 20_000)]).unwrap(); // bulk: straight to a segment
+    assert_eq!(r1, IdRange { first: 1, count: 20_000 });
+    let r2 = store.insert("t", &[rows(20_000, 10)]).unwrap(); // memtable
+    assert_eq!(r2.first, 20_001);
+    let snap = store.snapshot();
+    let t = snap.table("t").unwrap();
+    assert_eq!(t.count(), 20_010);
+    assert_eq!(t.segments().len(), 1);
+    assert_eq!(t.memtable().rows(), 10);
+
+    let proj = t.resolve(&["_id", "name", "age"]).unwrap();
+    let row = t.get(20_005, &proj).unwrap().unwrap();
+    let names = row.column(1).as_any().downcast_ref::<StringArray>().unwrap();
+    assert_eq!(names.value(0), "user_20004");
+    let row = t.get(7, &proj).unwrap().unwrap();
+    assert_eq!(row.column(1).as_any().downcast_ref::<StringArray>().unwrap().value(0), "user_6");
+    assert!(t.get(0, &proj).unwrap().is_none());
+    assert!(t.get(99_999, &proj).unwrap().is_none());
+    let many = t.get_many(&[20_010, 3, 123_456, 3, 19_999], &proj).unwrap();
+    let ids = many.column(0).as_any().downcast_ref::<UInt64Array>().unwrap();
+    assert_eq!(ids.values().to_vec(), vec![20_010, 3, 3, 19_999]);
+
+    let before = concat(&all_rows(&store, "t"));
+    assert_eq!(before.num_rows(), 20_010);
+    // The vector column was not given: all nulls.
+    assert_eq!(before.column(4).null_count(), 20_010);
+    store.close().unwrap();
+    assert!(matches!(store.insert("t", &[rows(0, 1)]), Err(Error::Closed)));
+    drop(store);
+
+    let store = mem_store(&fs);
+    let after = concat(&all_rows(&store, "t"));
+    assert_eq!(before, after);
+    assert_eq!(store.snapshot().table("t").unwrap().segments().len(), 2);
+    // Ids continue after reopen.
+    assert_eq!(store.insert("t", &[rows(0, 1)]).unwrap().first, 20_011);
+}
+
+#[test]
+fn snapshots_are_isolated_from_later_writes() {
+    let fs = Arc::new(MemFs::new());
+    let store = mem_store(&fs);
+    store.create_table("t", &schema()).unwrap();
+    store.insert("t", &[rows(0, 5)]).unwrap();
+    let old = store.snapshot();
+    store.insert("t", &[rows(5, 5)]).unwrap();
+    store.flush().unwrap();
+    store.drop_table("t").unwrap();
+    assert_eq!(old.table("t").unwrap().count(), 5);
+    assert!(matches!(store.snapshot().table("t"), Err(Error::TableNotFound { .. })));
+}
+
+#[test]
+fn memtable_flushes_itself_at_the_threshold() {
+    let fs = Arc::new(MemFs::new());
+    let opts = StoreOptions { memtable_flush_rows: 100, bulk_insert_rows: 1000, ..StoreOptions::default() };
+    let store = Store::open(fs.clone(), Path::new("/db"), Path::new(":memory:"), opts).unwrap();
+    store.create_table("t", &schema()).unwrap();
+    for i in 0..30 {
+        store.insert("t", &[rows(i * 7, 7)]).unwrap();
+    }
+    let snap = store.snapshot();
+    let t = snap.table("t").unwrap();
+    assert_eq!(t.count(), 210);
+    assert!(t.segments().len() >= 2);
+    assert!(t.memtable().rows() < 100);
+    let names: Vec<String> = all_rows(&store, "t")
+        .iter()
+        .flat_map(|b| {
+            let a = b.column(1).as_any().downcast_ref::<StringArray>().unwrap();
+            a.iter().map(|s| s.unwrap().to_string()).collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(names, (0..210).map(|i| format!("user_{i}")).collect::<Vec<_>>());
+}
+
+#[test]
+fn bad_input_is_refused_and_nothing_is_written() {
+    let fs = Arc::new(MemFs::new());
+    let store = mem_store(&fs);
+    store.create_table("t", &schema()).unwrap();
+    assert!(matches!(store.create_table("t", &schema()), Err(Error::TableExists { .. })));
+    assert!(matches!(store.insert("nope", &[rows(0, 1)]), Err(Error::TableNotFound { .. })));
+    let good = rows(0, 3);
+    let mk = |fields: Vec<Field>, cols: Vec<ArrayRef>| {
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap()
+    };
+    let names: ArrayRef = Arc::new(StringArray::from(vec!["a", "b", "c"]));
+    // Wrong type.
+    let b = mk(vec![Field::new("name", DataType::Int64, false)], vec![Arc::new(Int64Array::from(vec![1, 2, 3]))]);
+    assert!(matches!(store.insert("t", &[good.clone(), b]), Err(Error::TypeMismatch { .. })));
+    // Unknown column.
+    let b = mk(
+        vec![Field::new("name", DataType::Utf8, false), Field::new("zzz", DataType::Utf8, false)],
+        vec![names.clone(), names.clone()],
+    );
+    assert!(matches!(store.insert("t", &[b]), Err(Error::ColumnNotFound { .. })));
+    // _id supplied.
+    let b = mk(
+        vec![Field::new("name", DataType::Utf8, false), Field::new("_id", DataType::UInt64, false)],
+        vec![names.clone(), Arc::new(UInt64Array::from(vec![1, 2, 3]))],
+    );
+    assert!(matches!(store.insert("t", &[b]), Err(Error::InvalidInput { .. })));
+    // NOT NULL column missing, or null.
+    let b = mk(vec![Field::new("age", DataType::Int64, true)], vec![Arc::new(Int64Array::from(vec![1, 2, 3]))]);
+    assert!(matches!(store.insert("t", &[b]), Err(Error::NullViolation { .. })));
+    let b = mk(vec![Field::new("name", DataType::Utf8, true)], vec![Arc::new(StringArray::from(vec![Some("a"), None, Some("c")]))]);
+    assert!(matches!(store.insert("t", &[b]), Err(Error::NullViolation { .. })));
+    // Vector of the wrong dimension.
+    let vt = crate::types::vector_type(2);
+    let DataType::FixedSizeList(f, _) = &vt else { unreachable!() };
+    let v = arrow_array::FixedSizeListArray::try_new(f.clone(), 2, Arc::new(arrow_array::Float32Array::from(vec![0.0; 6])), None).unwrap();
+    let b = mk(vec![Field::new("name", DataType::Utf8, false), Field::new("emb", vt.clone(), true)], vec![names.clone(), Arc::new(v)]);
+    let e = store.insert("t", &[b]).unwrap_err();
+    assert!(matches!(e, Error::VectorDimension { expected: 3, found: 2, .. }), "{e}");
+    assert!(e.to_string().contains("emb"));
+    // Nothing was written by any of those.
+    let snap = store.snapshot();
+    assert_eq!(snap.table("t").unwrap().count(), 0);
+    assert_eq!(snap.table("t").unwrap().next_row_id(), 1);
+    // A LargeUtf8 column is accepted (lossless cast); a right-sized vector too.
+    let DataType::FixedSizeList(f3, _) = crate::types::vector_type(3) else { unreachable!() };
+    let v = arrow_array::FixedSizeListArray::try_new(f3, 3, Arc::new(arrow_array::Float32Array::from(vec![0.5; 9])), None).unwrap();
+    let b = mk(
+        vec![Field::new("name", DataType::LargeUtf8, false), Field::new("emb", crate::types::vector_type(3), true)],
+        vec![Arc::new(arrow_array::LargeStringArray::from(vec!["a", "b", "c"])), Arc::new(v)],
+    );
+    assert_eq!(store.insert("t", &[b]).unwrap().count, 3);
+}
+
+#[test]
+fn drop_removes_files_and_names_can_be_reused() {
+    let t = tempfile::tempdir().unwrap();
+    let store = Store::open(Arc::new(OsFs), t.path(), t.path(), StoreOptions::default()).unwrap();
+    store.create_table("a", &schema()).unwrap();
+    store.insert("a", &[rows(0, 20_000)]).unwrap();
+    let id = store.snapshot().table("a").unwrap().id();
+    let dir = manifest::table_dir(t.path(), id);
+    assert!(dir.exists());
+    store.drop_table("a").unwrap();
+    assert!(!dir.exists());
+    assert!(matches!(store.drop_table("a"), Err(Error::TableNotFound { .. })));
+    store.create_table("a", &schema()).unwrap();
+    assert_ne!(store.snapshot().table("a").unwrap().id(), id);
+    assert_eq!(store.snapshot().table("a").unwrap().count(), 0);
+}
+
+#[test]
+fn second_writer_is_refused_and_readers_can_open() {
+    let t = tempfile::tempdir().unwrap();
+    let w = Store::open(Arc::new(OsFs), t.path(), t.path(), StoreOptions::default()).unwrap();
+    let e = Store::open(Arc::new(OsFs), t.path(), t.path(), StoreOptions::default()).unwrap_err();
+    assert!(matches!(e, Error::Locked { .. }), "{e}");
+    w.create_table("t", &schema()).unwrap();
+    w.insert("t", &[rows(0, 50)]).unwrap();
+    w.flush().unwrap();
+    let ro = StoreOptions { read_only: true, ..StoreOptions::default() };
+    let r = Store::open(Arc::new(OsFs), t.path(), t.path(), ro).unwrap();
+    assert_eq!(r.snapshot().table("t").unwrap().count(), 50);
+    assert!(matches!(r.insert("t", &[rows(0, 1)]), Err(Error::ReadOnly { .. })));
+    drop(r);
+    drop(w);
+    Store::open(Arc::new(OsFs), t.path(), t.path(), StoreOptions::default()).unwrap();
+    let missing = t.path().join("nothing-here");
+    assert!(Store::open(Arc::new(OsFs), &missing, &missing, ro).is_err());
+}
+
+#[test]
+fn corrupt_files_are_reported_with_file_and_offset() {
+    let t = tempfile::tempdir().unwrap();
+    {
+        let s = Store::open(Arc::new(OsFs), t.path(), t.path(), StoreOptions::default()).unwrap();
+        s.create_table("t", &schema()).unwrap();
+        s.insert("t", &[rows(0, 20_000)]).unwrap();
+    }
+    let snap_dir = manifest::table_dir(t.path(), 1);
+    let seg = std::fs::read_dir(&snap_dir).unwrap().next().unwrap().unwrap().path();
+    let orig = std::fs::read(&seg).unwrap();
+    // A flipped byte inside a block: open succeeds (checksums are lazy), the scan fails.
+    let mut b = orig.clone();
+    b[200] ^= 1;
+    std::fs::write(&seg, &b).unwrap();
+    {
+        let s = Store::open(Arc::new(OsFs), t.path(), t.path(), StoreOptions::default()).unwrap();
+        let snap = s.snapshot();
+        let tb = snap.table("t").unwrap();
+        let r: Result<Vec<_>> = tb.scan(&[0, 1, 2, 3]).unwrap().collect();
+        let e = r.unwrap_err();
+        assert!(e.is_corruption(), "{e}");
+        assert!(e.to_string().contains(".bsg"), "{e}");
+    }
+    // A truncated segment: open fails.
+    std::fs::write(&seg, &orig[..orig.len() - 5]).unwrap();
+    let e = Store::open(Arc::new(OsFs), t.path(), t.path(), StoreOptions::default()).unwrap_err();
+    assert!(e.is_corruption(), "{e}");
+    std::fs::write(&seg, &orig).unwrap();
+    // A damaged manifest: open fails.
+    let mp = t.path().join(manifest::MANIFEST_FILE);
+    let mut m = std::fs::read(&mp).unwrap();
+    m[20] ^= 0xff;
+    std::fs::write(&mp, &m).unwrap();
+    let e = Store::open(Arc::new(OsFs), t.path(), t.path(), StoreOptions::default()).unwrap_err();
+    assert!(e.is_corruption() && e.to_string().contains("MANIFEST"), "{e}");
+}
+
+#[test]
+fn orphans_from_a_crash_are_removed() {
+    let fs = Arc::new(MemFs::new());
+    {
+        let s = mem_store(&fs);
+        s.create_table("t", &schema()).unwrap();
+        s.insert("t", &[rows(0, 20_000)]).unwrap();
+    }
+    fs.put(Path::new("/db/t1/s00000000000000ff.bsg"), b"junk");
+    fs.put(Path::new("/db/t77/s0000000000000001.bsg"), b"junk");
+    fs.put(Path::new("/db/MANIFEST.tmp"), b"junk");
+    let s = mem_store(&fs);
+    assert!(!fs.exists(Path::new("/db/t1/s00000000000000ff.bsg")));
+    assert!(!fs.exists(Path::new("/db/t77/s0000000000000001.bsg")));
+    assert!(!fs.exists(Path::new("/db/MANIFEST.tmp")));
+    assert_eq!(s.snapshot().table("t").unwrap().count(), 20_000);
+}
+
+/// Runs a workload on a file system that fails at mutating operation `n`, then reopens the
+/// surviving bytes: the database must open and hold one of the states the workload passed
+/// through (never a mix, never corrupt).
+#[test]
+fn every_injected_fault_leaves_a_consistent_database() {
+    for kind in [FaultKind::Error, FaultKind::Torn] {
+        let mut n = 0u64;
+        loop {
+            let mem = Arc::new(MemFs::new());
+            {
+                let base = mem_store(&mem);
+                base.create_table("keep", &schema()).unwrap();
+                base.insert("keep", &[rows(0, 100)]).unwrap();
+                base.close().unwrap();
+            }
+            let faulty = Arc::new(FaultFs::new(mem.clone(), n, kind));
+            let finished = (|| -> Result<()> {
+                let s = Store::open(faulty.clone(), Path::new("/db"), Path::new(":memory:"), StoreOptions::default())?;
+                s.create_table("t", &schema())?;
+                s.insert("t", &[rows(0, 17_000)])?;
+                s.insert("keep", &[rows(100, 5)])?;
+                s.flush()?;
+                s.drop_table("t")?;
+                s.close()
+            })()
+            .is_ok();
+            let s = Store::open(mem.clone(), Path::new("/db"), Path::new(":memory:"), StoreOptions::default())
+                .unwrap_or_else(|e| panic!("fault {n} ({kind:?}): reopen failed: {e}"));
+            let snap = s.snapshot();
+            let keep = snap.table("keep").unwrap().count();
+            assert!(keep == 100 || keep == 105, "fault {n} ({kind:?}): keep has {keep} rows");
+            if let Ok(t) = snap.table("t") {
+                assert!(t.count() == 0 || t.count() == 17_000, "fault {n}: t has {} rows", t.count());
+            }
+            for name in snap.table_names() {
+                let rows: usize = all_rows(&s, &name).iter().map(|b| b.num_rows()).sum();
+                assert_eq!(rows as u64, snap.table(&name).unwrap().count());
+            }
+            if finished {
+                assert!(snap.table("t").is_err());
+                assert_eq!(keep, 105);
+                break;
+            }
+            n += 1;
+            assert!(n < 200, "workload never finished");
+        }
+        assert!(n > 5, "too few fault points exercised: {n}");
+    }
+}
