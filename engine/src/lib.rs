@@ -1,1 +1,309 @@
-//! placeholder
+//! # Basalt
+//!
+//! An embedded columnar analytical + vector database. One [`Database`] handle stores tables
+//! in Basalt's own columnar format: immutable, checksummed, memory-mapped segment files with
+//! dictionary, frame-of-reference and delta encodings, plus an in-memory memtable.
+//!
+//! This crate is the public API: everything a user touches is defined or re-exported here,
+//! and nothing below it (`basalt-storage`, later `basalt-sql`) is meant to be used directly.
+//!
+//! ```no_run
+//! use basalt::arrow::schema::{DataType, Field, Schema};
+//! use basalt::{Database, Row};
+//!
+//! # fn main() -> basalt::Result<()> {
+//! let db = Database::open("my.db")?;
+//! let people = db.create_table("people", &Schema::new(vec![
+//!     Field::new("name", DataType::Utf8, false),
+//!     Field::new("age", DataType::Int32, true),
+//! ]))?;
+//! let id = people.insert_row(Row::new().set("name", "Ada").set("age", 36))?;
+//! assert_eq!(people.get(id)?.unwrap().get("name"), Some(&"Ada".into()));
+//! db.close()?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! ## Durability (format version 1)
+//! Bulk inserts (at least [`Options::bulk_insert_rows`] rows in one call) are written to a
+//! synced segment and a synced manifest before `insert` returns. Smaller inserts are held in
+//! the memtable and persisted by [`Database::flush`], by [`Database::close`], when the
+//! memtable reaches [`Options::memtable_flush_rows`], or when the last handle is dropped; a
+//! process killed before that loses them. The write-ahead log with its durability levels
+//! is a later step (see ARCHITECTURE.md).
+
+mod error;
+mod value;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use arrow_schema::{Schema, SchemaRef};
+use basalt_storage::{MemFs, OsFs, Store, StoreOptions, TableSnapshot, Vfs};
+
+pub use basalt_storage::{CompressionPolicy, IdRange, ROW_GROUP_ROWS, SEGMENT_FORMAT_VERSION, vector_type};
+pub use error::{Error, Result};
+pub use value::{Row, Value};
+
+/// The Arrow crates Basalt speaks, re-exported so users build schemas and batches with the
+/// exact versions Basalt was built with.
+pub mod arrow {
+    pub use arrow_array as array;
+    pub use arrow_schema as schema;
+}
+
+/// The storage error type, for matching on specific failures.
+pub use basalt_storage::Error as StorageError;
+
+/// Options for opening a database.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// Open without taking the writer lock; every write fails. Several read-only handles,
+    /// in this or other processes, may coexist with one writer.
+    pub read_only: bool,
+    /// zstd policy for segment blocks.
+    pub compression: CompressionPolicy,
+    /// A table's memtable becomes a segment once it holds this many rows.
+    pub memtable_flush_rows: usize,
+    /// Inserts of at least this many rows go straight to a new segment (durable on return).
+    pub bulk_insert_rows: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        let s = StoreOptions::default();
+        Self {
+            read_only: false,
+            compression: s.write.compression,
+            memtable_flush_rows: s.memtable_flush_rows,
+            bulk_insert_rows: s.bulk_insert_rows,
+        }
+    }
+}
+
+impl Options {
+    fn store(&self) -> StoreOptions {
+        let mut s = StoreOptions {
+            read_only: self.read_only,
+            memtable_flush_rows: self.memtable_flush_rows.max(1),
+            bulk_insert_rows: self.bulk_insert_rows.max(1),
+            ..StoreOptions::default()
+        };
+        s.write.compression = self.compression;
+        s
+    }
+}
+
+/// A database: a directory on disk, or `:memory:`. Cheap to clone and shareable across
+/// threads; all clones are one database. Dropping the last clone flushes (see
+/// [`Database::close`] to observe errors).
+#[derive(Debug, Clone)]
+pub struct Database {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    store: Store,
+    path: Option<PathBuf>,
+}
+
+impl Database {
+    /// Opens the database at `path` for writing, creating it if needed. Fails with
+    /// [`StorageError::Locked`] if another handle (in any process) is writing it.
+    pub fn open(path: impl AsRef<Path>) -> Result<Database> {
+        Self::open_with(path, Options::default())
+    }
+
+    /// Opens the database at `path` for reading only; another process may be writing it.
+    /// The handle sees the data flushed when it was opened.
+    pub fn open_read_only(path: impl AsRef<Path>) -> Result<Database> {
+        Self::open_with(path, Options { read_only: true, ..Options::default() })
+    }
+
+    /// Opens the database at `path` with explicit options.
+    pub fn open_with(path: impl AsRef<Path>, options: Options) -> Result<Database> {
+        let path = path.as_ref();
+        let vfs: Arc<dyn Vfs> = Arc::new(OsFs);
+        let store = Store::open(vfs, path, path, options.store())?;
+        Ok(Database { inner: Arc::new(Inner { store, path: Some(path.to_path_buf()) }) })
+    }
+
+    /// A new, empty database held in memory (same code paths and format as on disk).
+    pub fn open_in_memory() -> Result<Database> {
+        Self::open_in_memory_with(Options::default())
+    }
+
+    /// An in-memory database with explicit options.
+    pub fn open_in_memory_with(options: Options) -> Result<Database> {
+        let vfs: Arc<dyn Vfs> = Arc::new(MemFs::new());
+        let store = Store::open(vfs, Path::new("/"), Path::new(":memory:"), options.store())?;
+        Ok(Database { inner: Arc::new(Inner { store, path: None }) })
+    }
+
+    /// The directory, or `None` for an in-memory database.
+    pub fn path(&self) -> Option<&Path> {
+        self.inner.path.as_deref()
+    }
+
+    /// Creates a table with the given columns (every table also has `_id`).
+    pub fn create_table(&self, name: &str, schema: &Schema) -> Result<Table> {
+        self.inner.store.create_table(name, schema)?;
+        Ok(Table { db: self.clone(), name: name.to_string() })
+    }
+
+    /// Drops a table and deletes its files.
+    pub fn drop_table(&self, name: &str) -> Result<()> {
+        Ok(self.inner.store.drop_table(name)?)
+    }
+
+    /// Table names, sorted.
+    pub fn list_tables(&self) -> Vec<String> {
+        self.inner.store.snapshot().table_names()
+    }
+
+    /// A handle on an existing table.
+    pub fn table(&self, name: &str) -> Result<Table> {
+        self.inner.store.snapshot().table(name)?;
+        Ok(Table { db: self.clone(), name: name.to_string() })
+    }
+
+    /// Persists every table's memtable to segment files.
+    pub fn flush(&self) -> Result<()> {
+        Ok(self.inner.store.flush()?)
+    }
+
+    /// Flushes and releases the writer lock. Other clones of this handle fail with
+    /// [`StorageError::Closed`] afterwards.
+    pub fn close(self) -> Result<()> {
+        Ok(self.inner.store.close()?)
+    }
+}
+
+/// A handle on one table. Each call works on the table's state at that moment.
+#[derive(Debug, Clone)]
+pub struct Table {
+    db: Database,
+    name: String,
+}
+
+impl Table {
+    fn snap(&self) -> Result<Arc<TableSnapshot>> {
+        Ok(self.db.inner.store.snapshot().table(&self.name)?.clone())
+    }
+
+    /// The table's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The user columns (what `SELECT *` shows; `_id` not included).
+    pub fn schema(&self) -> Result<SchemaRef> {
+        Ok(self.snap()?.schema().user_schema())
+    }
+
+    /// Number of rows.
+    pub fn count(&self) -> Result<u64> {
+        Ok(self.snap()?.count())
+    }
+
+    /// Inserts a batch. Columns are matched by name; absent nullable columns become NULL.
+    /// Returns the `_id`s assigned (consecutive).
+    pub fn insert(&self, batch: &RecordBatch) -> Result<IdRange> {
+        self.insert_batches(std::slice::from_ref(batch))
+    }
+
+    /// Inserts several batches as one unit: all are validated before anything is written.
+    pub fn insert_batches(&self, batches: &[RecordBatch]) -> Result<IdRange> {
+        Ok(self.db.inner.store.insert(&self.name, batches)?)
+    }
+
+    /// Inserts one row; returns its `_id`.
+    pub fn insert_row(&self, row: Row) -> Result<u64> {
+        Ok(self.insert_rows(std::slice::from_ref(&row))?.first)
+    }
+
+    /// Inserts rows as one unit.
+    pub fn insert_rows(&self, rows: &[Row]) -> Result<IdRange> {
+        let snap = self.snap()?;
+        let user = snap.schema().user_schema();
+        let fields = value::row_fields(&self.name, user.fields(), rows)?;
+        let columns = fields
+            .iter()
+            .map(|f| value::column_from_rows(&self.name, f, rows))
+            .collect::<Result<Vec<_>>>()?;
+        let batch = RecordBatch::try_new_with_options(
+            Arc::new(Schema::new(fields)),
+            columns,
+            &arrow_array::RecordBatchOptions::new().with_row_count(Some(rows.len())),
+        )
+        .map_err(|e| basalt_storage::Error::arrow(format!("insert into '{}'", self.name), e))?;
+        self.insert(&batch)
+    }
+
+    /// The row with this `_id` (all columns, `_id` first), or `None`.
+    pub fn get(&self, id: u64) -> Result<Option<Row>> {
+        let snap = self.snap()?;
+        let all: Vec<usize> = (0..snap.schema().full_schema().fields().len()).collect();
+        Ok(snap.get(id, &all)?.map(|b| Row::from_batch(&b, 0)))
+    }
+
+    /// The rows with these ids, in the order given, as one batch with `_id` first; ids that
+    /// do not exist are left out.
+    pub fn get_many(&self, ids: &[u64]) -> Result<RecordBatch> {
+        let snap = self.snap()?;
+        let all: Vec<usize> = (0..snap.schema().full_schema().fields().len()).collect();
+        Ok(snap.get_many(ids, &all)?)
+    }
+
+    /// Like [`Table::get_many`], with only the named columns (`"_id"` may be named).
+    pub fn get_many_columns(&self, ids: &[u64], columns: &[&str]) -> Result<RecordBatch> {
+        let snap = self.snap()?;
+        let proj = snap.resolve(columns)?;
+        Ok(snap.get_many(ids, &proj)?)
+    }
+
+    /// Every row, `_id` first, as record batches (one per row group, then the memtable).
+    /// The scan reads the table as it was when it started.
+    pub fn scan(&self) -> Result<Scan> {
+        let snap = self.snap()?;
+        let all: Vec<usize> = (0..snap.schema().full_schema().fields().len()).collect();
+        Ok(Scan { inner: snap.scan(&all)? })
+    }
+
+    /// Only the named columns (`"_id"` may be named), in the order given.
+    pub fn scan_columns(&self, columns: &[&str]) -> Result<Scan> {
+        let snap = self.snap()?;
+        let proj = snap.resolve(columns)?;
+        Ok(Scan { inner: snap.scan(&proj)? })
+    }
+}
+
+/// An iterator of record batches over a table snapshot.
+#[derive(Debug)]
+pub struct Scan {
+    inner: basalt_storage::Scan,
+}
+
+impl Scan {
+    /// Schema of every batch.
+    pub fn schema(&self) -> SchemaRef {
+        self.inner.schema().clone()
+    }
+
+    /// Reads everything into one batch.
+    pub fn collect_batch(self) -> Result<RecordBatch> {
+        let schema = self.schema();
+        let batches = self.collect::<Result<Vec<_>>>()?;
+        arrow_select::concat::concat_batches(&schema, &batches)
+            .map_err(|e| Error::Storage(basalt_storage::Error::arrow("concatenate scan", e)))
+    }
+}
+
+impl Iterator for Scan {
+    type Item = Result<RecordBatch>;
+    fn next(&mut self) -> Option<Self::Item> {
+        self.inner.next().map(|r| r.map_err(Error::from))
+    }
+}

@@ -767,6 +767,14 @@ impl Store {
         let mut nt = clone_table(t);
         nt.next_row_id = first + total;
         if total as usize >= self.opts.bulk_insert_rows {
+            // Keep segments in `_id` order: unflushed rows (smaller ids) go first, in their
+            // own segment, installed by the same manifest as the bulk segment.
+            if !nt.memtable.is_empty() {
+                let mem: Vec<RecordBatch> = nt.memtable.batches().iter().map(|b| b.batch.clone()).collect();
+                let seg = self.write_segment(&mut next, &nt, &mem)?;
+                nt.segments.push(seg);
+                nt.memtable = Memtable::default();
+            }
             let seg = self.write_segment(&mut next, &nt, &full)?;
             nt.segments.push(seg);
             nt.index = Arc::new(IdIndex::build(&nt.segments));

@@ -1,0 +1,40 @@
+//! The engine's error type: storage errors pass through unchanged; the engine adds the
+//! errors of its own conversions (row values).
+
+/// Result alias of the public API.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything the public API can fail with.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// From the storage layer: I/O, corruption (with file and offset), locking, unknown
+    /// tables or columns, type and schema mismatches, ...
+    #[error(transparent)]
+    Storage(#[from] basalt_storage::Error),
+    /// A row value cannot be stored in its column.
+    #[error("table '{table}', column '{column}': {reason}")]
+    InvalidValue {
+        /// The table.
+        table: String,
+        /// The column.
+        column: String,
+        /// What is wrong with the value.
+        reason: String,
+    },
+}
+
+impl Error {
+    /// The storage error inside, if any.
+    pub fn as_storage(&self) -> Option<&basalt_storage::Error> {
+        match self {
+            Error::Storage(e) => Some(e),
+            Error::InvalidValue { .. } => None,
+        }
+    }
+
+    /// True for errors that mean on-disk data is damaged.
+    pub fn is_corruption(&self) -> bool {
+        self.as_storage().is_some_and(basalt_storage::Error::is_corruption)
+    }
+}

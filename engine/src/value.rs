@@ -1,0 +1,366 @@
+//! Rows and values: the ergonomic, row-at-a-time face of the API.
+//!
+//! [`Row`] is a builder of `(column, value)` pairs for inserts, and the result type of
+//! `Table::get`. Conversions between [`Value`]s and Arrow columns live here; anything
+//! the row API cannot express (nested types) is inserted as Arrow batches and read back as
+//! [`Value::Nested`].
+
+use std::sync::Arc;
+
+use arrow_array::builder::{
+    BinaryBuilder, BooleanBuilder, Decimal128Builder, FixedSizeListBuilder, Float32Builder,
+    Float64Builder, StringBuilder,
+};
+use arrow_array::cast::AsArray;
+use arrow_array::types::*;
+use arrow_array::{Array, ArrayRef, PrimitiveArray, RecordBatch, new_null_array};
+use arrow_schema::{DataType, Field, FieldRef, TimeUnit};
+
+use crate::error::{Error, Result};
+
+/// One value of a row.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// SQL NULL.
+    Null,
+    /// A boolean.
+    Bool(bool),
+    /// A signed integer (fits any integer, date or timestamp column when in range).
+    Int(i64),
+    /// An unsigned integer.
+    UInt(u64),
+    /// A float.
+    Float(f64),
+    /// Text.
+    Str(String),
+    /// Bytes.
+    Bytes(Vec<u8>),
+    /// A `VECTOR(D)` value.
+    Vector(Vec<f32>),
+    /// Days since the Unix epoch.
+    Date(i32),
+    /// A timestamp in the column's unit since the Unix epoch.
+    Timestamp(i64),
+    /// A decimal's unscaled value.
+    Decimal(i128),
+    /// A value of a nested or otherwise row-inexpressible type: a one-element Arrow array.
+    Nested(ArrayRef),
+}
+
+impl From<bool> for Value {
+    fn from(v: bool) -> Self {
+        Value::Bool(v)
+    }
+}
+macro_rules! from_int {
+    ($($t:ty => $v:ident),*) => {$(
+        impl From<$t> for Value {
+            fn from(v: $t) -> Self { Value::$v(v.into()) }
+        }
+    )*};
+}
+from_int!(i8 => Int, i16 => Int, i32 => Int, i64 => Int, u8 => UInt, u16 => UInt, u32 => UInt, u64 => UInt, f32 => Float, f64 => Float);
+impl From<&str> for Value {
+    fn from(v: &str) -> Self {
+        Value::Str(v.to_string())
+    }
+}
+impl From<String> for Value {
+    fn from(v: String) -> Self {
+        Value::Str(v)
+    }
+}
+impl From<Vec<u8>> for Value {
+    fn from(v: Vec<u8>) -> Self {
+        Value::Bytes(v)
+    }
+}
+impl From<Vec<f32>> for Value {
+    fn from(v: Vec<f32>) -> Self {
+        Value::Vector(v)
+    }
+}
+impl From<&[f32]> for Value {
+    fn from(v: &[f32]) -> Self {
+        Value::Vector(v.to_vec())
+    }
+}
+impl<T: Into<Value>> From<Option<T>> for Value {
+    fn from(v: Option<T>) -> Self {
+        v.map_or(Value::Null, Into::into)
+    }
+}
+
+/// A row: column names with values. Build one with [`Row::new`] and [`Row::set`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Row {
+    values: Vec<(String, Value)>,
+}
+
+impl Row {
+    /// An empty row.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets `column` to `value` (replacing an earlier value of the same column).
+    pub fn set(mut self, column: &str, value: impl Into<Value>) -> Self {
+        let value = value.into();
+        match self.values.iter_mut().find(|(c, _)| c == column) {
+            Some(slot) => slot.1 = value,
+            None => self.values.push((column.to_string(), value)),
+        }
+        self
+    }
+
+    /// The value of `column`, if the row has one.
+    pub fn get(&self, column: &str) -> Option<&Value> {
+        self.values.iter().find(|(c, _)| c == column).map(|(_, v)| v)
+    }
+
+    /// The row's `_id`, when it came from the database.
+    pub fn id(&self) -> Option<u64> {
+        match self.get(basalt_storage::ID_COLUMN) {
+            Some(Value::UInt(v)) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// Columns and values in order.
+    pub fn values(&self) -> &[(String, Value)] {
+        &self.values
+    }
+
+    /// Reads row `i` of `batch`.
+    pub fn from_batch(batch: &RecordBatch, i: usize) -> Row {
+        let schema = batch.schema();
+        let values = schema
+            .fields()
+            .iter()
+            .zip(batch.columns())
+            .map(|(f, c)| (f.name().clone(), value_at(c, i)))
+            .collect();
+        Row { values }
+    }
+}
+
+/// The value at row `i` of an array.
+pub fn value_at(a: &ArrayRef, i: usize) -> Value {
+    if a.is_null(i) {
+        return Value::Null;
+    }
+    match a.data_type() {
+        DataType::Boolean => Value::Bool(a.as_boolean().value(i)),
+        DataType::Int8 => Value::Int(a.as_primitive::<Int8Type>().value(i).into()),
+        DataType::Int16 => Value::Int(a.as_primitive::<Int16Type>().value(i).into()),
+        DataType::Int32 => Value::Int(a.as_primitive::<Int32Type>().value(i).into()),
+        DataType::Int64 => Value::Int(a.as_primitive::<Int64Type>().value(i)),
+        DataType::UInt8 => Value::UInt(a.as_primitive::<UInt8Type>().value(i).into()),
+        DataType::UInt16 => Value::UInt(a.as_primitive::<UInt16Type>().value(i).into()),
+        DataType::UInt32 => Value::UInt(a.as_primitive::<UInt32Type>().value(i).into()),
+        DataType::UInt64 => Value::UInt(a.as_primitive::<UInt64Type>().value(i)),
+        DataType::Float32 => Value::Float(a.as_primitive::<Float32Type>().value(i).into()),
+        DataType::Float64 => Value::Float(a.as_primitive::<Float64Type>().value(i)),
+        DataType::Utf8 => Value::Str(a.as_string::<i32>().value(i).to_string()),
+        DataType::Binary => Value::Bytes(a.as_binary::<i32>().value(i).to_vec()),
+        DataType::Date32 => Value::Date(a.as_primitive::<Date32Type>().value(i)),
+        DataType::Timestamp(TimeUnit::Second, _) => Value::Timestamp(a.as_primitive::<TimestampSecondType>().value(i)),
+        DataType::Timestamp(TimeUnit::Millisecond, _) => {
+            Value::Timestamp(a.as_primitive::<TimestampMillisecondType>().value(i))
+        }
+        DataType::Timestamp(TimeUnit::Microsecond, _) => {
+            Value::Timestamp(a.as_primitive::<TimestampMicrosecondType>().value(i))
+        }
+        DataType::Timestamp(TimeUnit::Nanosecond, _) => {
+            Value::Timestamp(a.as_primitive::<TimestampNanosecondType>().value(i))
+        }
+        DataType::Decimal128(_, _) => Value::Decimal(a.as_primitive::<Decimal128Type>().value(i)),
+        DataType::FixedSizeList(f, _) if f.data_type() == &DataType::Float32 => {
+            let l = a.as_fixed_size_list().value(i);
+            Value::Vector(l.as_primitive::<Float32Type>().values().to_vec())
+        }
+        _ => Value::Nested(a.slice(i, 1)),
+    }
+}
+
+/// Builds the column `field` of `table` from the rows' values (absent = NULL).
+pub fn column_from_rows(table: &str, field: &FieldRef, rows: &[Row]) -> Result<ArrayRef> {
+    let name = field.name().as_str();
+    let bad = |reason: String| Error::InvalidValue { table: table.to_string(), column: name.to_string(), reason };
+    let vals: Vec<&Value> = rows.iter().map(|r| r.get(name).unwrap_or(&Value::Null)).collect();
+    let mismatch = |v: &Value| bad(format!("cannot store {v:?} in a column of type {}", field.data_type()));
+    fn int_of(v: &Value) -> Option<i128> {
+        match v {
+            Value::Int(x) | Value::Timestamp(x) => Some(i128::from(*x)),
+            Value::UInt(x) => Some(i128::from(*x)),
+            Value::Date(x) => Some(i128::from(*x)),
+            _ => None,
+        }
+    }
+    macro_rules! ints {
+        ($t:ty, $native:ty) => {{
+            let mut out: Vec<Option<$native>> = Vec::with_capacity(vals.len());
+            for v in &vals {
+                out.push(match v {
+                    Value::Null => None,
+                    v => {
+                        let x = int_of(v).ok_or_else(|| mismatch(v))?;
+                        Some(<$native>::try_from(x).map_err(|_| bad(format!("value {x} is out of range for {}", field.data_type())))?)
+                    }
+                });
+            }
+            Arc::new(PrimitiveArray::<$t>::from(out).with_data_type(field.data_type().clone())) as ArrayRef
+        }};
+    }
+    let float_of = |v: &Value| -> Result<Option<f64>> {
+        Ok(match v {
+            Value::Null => None,
+            Value::Float(x) => Some(*x),
+            Value::Int(x) => Some(*x as f64),
+            Value::UInt(x) => Some(*x as f64),
+            v => return Err(mismatch(v)),
+        })
+    };
+    Ok(match field.data_type() {
+        DataType::Boolean => {
+            let mut b = BooleanBuilder::with_capacity(vals.len());
+            for v in &vals {
+                match v {
+                    Value::Null => b.append_null(),
+                    Value::Bool(x) => b.append_value(*x),
+                    v => return Err(mismatch(v)),
+                }
+            }
+            Arc::new(b.finish())
+        }
+        DataType::Int8 => ints!(Int8Type, i8),
+        DataType::Int16 => ints!(Int16Type, i16),
+        DataType::Int32 => ints!(Int32Type, i32),
+        DataType::Int64 => ints!(Int64Type, i64),
+        DataType::UInt8 => ints!(UInt8Type, u8),
+        DataType::UInt16 => ints!(UInt16Type, u16),
+        DataType::UInt32 => ints!(UInt32Type, u32),
+        DataType::UInt64 => ints!(UInt64Type, u64),
+        DataType::Date32 => ints!(Date32Type, i32),
+        DataType::Timestamp(TimeUnit::Second, _) => ints!(TimestampSecondType, i64),
+        DataType::Timestamp(TimeUnit::Millisecond, _) => ints!(TimestampMillisecondType, i64),
+        DataType::Timestamp(TimeUnit::Microsecond, _) => ints!(TimestampMicrosecondType, i64),
+        DataType::Timestamp(TimeUnit::Nanosecond, _) => ints!(TimestampNanosecondType, i64),
+        DataType::Float32 => {
+            let mut b = Float32Builder::with_capacity(vals.len());
+            for v in &vals {
+                b.append_option(float_of(v)?.map(|x| x as f32));
+            }
+            Arc::new(b.finish())
+        }
+        DataType::Float64 => {
+            let mut b = Float64Builder::with_capacity(vals.len());
+            for v in &vals {
+                b.append_option(float_of(v)?);
+            }
+            Arc::new(b.finish())
+        }
+        DataType::Utf8 => {
+            let mut b = StringBuilder::new();
+            for v in &vals {
+                match v {
+                    Value::Null => b.append_null(),
+                    Value::Str(s) => b.append_value(s),
+                    v => return Err(mismatch(v)),
+                }
+            }
+            Arc::new(b.finish())
+        }
+        DataType::Binary => {
+            let mut b = BinaryBuilder::new();
+            for v in &vals {
+                match v {
+                    Value::Null => b.append_null(),
+                    Value::Bytes(x) => b.append_value(x),
+                    Value::Str(s) => b.append_value(s.as_bytes()),
+                    v => return Err(mismatch(v)),
+                }
+            }
+            Arc::new(b.finish())
+        }
+        DataType::Decimal128(p, s) => {
+            let mut b = Decimal128Builder::with_capacity(vals.len());
+            for v in &vals {
+                match v {
+                    Value::Null => b.append_null(),
+                    Value::Decimal(x) => b.append_value(*x),
+                    v => return Err(mismatch(v)),
+                }
+            }
+            Arc::new(b.finish().with_precision_and_scale(*p, *s).map_err(|e| bad(e.to_string()))?)
+        }
+        DataType::FixedSizeList(child, dim) if child.data_type() == &DataType::Float32 => {
+            let dim = *dim as usize;
+            let mut b = FixedSizeListBuilder::with_capacity(Float32Builder::new(), dim as i32, vals.len())
+                .with_field(child.clone());
+            for v in &vals {
+                match v {
+                    Value::Null => {
+                        b.values().append_slice(&vec![0.0; dim]);
+                        b.append(false);
+                    }
+                    Value::Vector(x) if x.len() == dim => {
+                        b.values().append_slice(x);
+                        b.append(true);
+                    }
+                    Value::Vector(x) => {
+                        return Err(Error::Storage(basalt_storage::Error::VectorDimension {
+                            table: table.to_string(),
+                            column: name.to_string(),
+                            expected: dim,
+                            found: x.len(),
+                        }));
+                    }
+                    v => return Err(mismatch(v)),
+                }
+            }
+            Arc::new(b.finish())
+        }
+        other => {
+            if vals.iter().all(|v| matches!(v, Value::Null)) {
+                new_null_array(other, vals.len())
+            } else {
+                let parts: Vec<&dyn Array> = vals
+                    .iter()
+                    .map(|v| match v {
+                        Value::Nested(a) if a.data_type() == other && a.len() == 1 => Ok(a.as_ref()),
+                        v => Err(mismatch(v)),
+                    })
+                    .collect::<Result<_>>()?;
+                arrow_select::concat::concat(&parts).map_err(|e| bad(e.to_string()))?
+            }
+        }
+    })
+}
+
+/// The user fields named by any row, checked against the table.
+pub fn row_fields(table: &str, user: &[FieldRef], rows: &[Row]) -> Result<Vec<FieldRef>> {
+    let mut named: Vec<&str> = Vec::new();
+    for r in rows {
+        for (c, _) in r.values() {
+            if !named.contains(&c.as_str()) {
+                named.push(c);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for c in named {
+        if c == basalt_storage::ID_COLUMN {
+            return Err(Error::Storage(basalt_storage::Error::InvalidInput {
+                table: table.to_string(),
+                reason: "_id is assigned by Basalt and cannot be inserted".into(),
+            }));
+        }
+        let f = user.iter().find(|f| f.name() == c).ok_or_else(|| basalt_storage::Error::ColumnNotFound {
+            table: table.to_string(),
+            column: c.to_string(),
+        })?;
+        out.push(Arc::new(Field::new(f.name(), f.data_type().clone(), true)) as FieldRef);
+    }
+    Ok(out)
+}

@@ -1,0 +1,143 @@
+//! The table API: create / insert / get / scan / drop, rows and values, errors.
+
+use std::sync::Arc;
+
+use basalt::arrow::array::{Array, Int32Array, RecordBatch, StringArray, UInt64Array};
+use basalt::arrow::schema::{DataType, Field, Schema};
+use basalt::{Database, Error, Options, Row, StorageError, Value, vector_type};
+
+fn people() -> Schema {
+    Schema::new(vec![
+        Field::new("name", DataType::Utf8, false),
+        Field::new("age", DataType::Int32, true),
+        Field::new("emb", vector_type(3), true),
+    ])
+}
+
+#[test]
+fn rows_in_rows_out() {
+    let db = Database::open_in_memory().unwrap();
+    let t = db.create_table("people", &people()).unwrap();
+    let a = t.insert_row(Row::new().set("name", "Ada").set("age", 36).set("emb", vec![1.0f32, 2.0, 3.0])).unwrap();
+    let b = t.insert_row(Row::new().set("name", "Bob")).unwrap();
+    assert_eq!((a, b), (1, 2));
+    let r = t.get(a).unwrap().unwrap();
+    assert_eq!(r.id(), Some(1));
+    assert_eq!(r.get("name"), Some(&Value::from("Ada")));
+    assert_eq!(r.get("age"), Some(&Value::Int(36)));
+    assert_eq!(r.get("emb"), Some(&Value::Vector(vec![1.0, 2.0, 3.0])));
+    let r = t.get(b).unwrap().unwrap();
+    assert_eq!(r.get("age"), Some(&Value::Null));
+    assert!(t.get(3).unwrap().is_none());
+    assert_eq!(t.count().unwrap(), 2);
+    assert_eq!(db.list_tables(), vec!["people".to_string()]);
+    assert_eq!(t.schema().unwrap().fields().len(), 3);
+}
+
+#[test]
+fn bad_rows_get_clear_errors_and_write_nothing() {
+    let db = Database::open_in_memory().unwrap();
+    let t = db.create_table("people", &people()).unwrap();
+    let e = t.insert_row(Row::new().set("name", 5)).unwrap_err();
+    assert!(matches!(e, Error::InvalidValue { ref column, .. } if column == "name"), "{e}");
+    let e = t.insert_row(Row::new().set("name", "x").set("age", 1i64 << 40)).unwrap_err();
+    assert!(e.to_string().contains("out of range"), "{e}");
+    let e = t.insert_row(Row::new().set("name", "x").set("emb", vec![1.0f32])).unwrap_err();
+    assert!(matches!(e, Error::Storage(StorageError::VectorDimension { expected: 3, found: 1, .. })), "{e}");
+    let e = t.insert_row(Row::new().set("nmae", "x")).unwrap_err();
+    assert!(matches!(e, Error::Storage(StorageError::ColumnNotFound { .. })), "{e}");
+    assert!(e.to_string().contains("nmae"));
+    let e = t.insert_row(Row::new().set("age", 3)).unwrap_err();
+    assert!(matches!(e, Error::Storage(StorageError::NullViolation { .. })), "{e}");
+    let e = t.insert_row(Row::new().set("_id", 9u64).set("name", "x")).unwrap_err();
+    assert!(matches!(e, Error::Storage(StorageError::InvalidInput { .. })), "{e}");
+    // A batch where one of several rows is bad: nothing of it lands.
+    let rows = vec![Row::new().set("name", "ok"), Row::new().set("name", Value::Null)];
+    assert!(t.insert_rows(&rows).is_err());
+    assert_eq!(t.count().unwrap(), 0);
+    assert!(matches!(db.table("nope"), Err(Error::Storage(StorageError::TableNotFound { .. }))));
+    assert!(matches!(db.create_table("people", &people()), Err(Error::Storage(StorageError::TableExists { .. }))));
+    assert!(matches!(db.create_table("", &people()), Err(Error::Storage(StorageError::InvalidName { .. }))));
+    assert!(t.scan_columns(&["name", "zzz"]).is_err());
+    // The next id was not consumed by the failures.
+    assert_eq!(t.insert_row(Row::new().set("name", "first")).unwrap(), 1);
+}
+
+#[test]
+fn scans_projections_and_get_many() {
+    let db = Database::open_in_memory_with(Options { bulk_insert_rows: 100, ..Options::default() }).unwrap();
+    let t = db.create_table("people", &people()).unwrap();
+    let s = Arc::new(Schema::new(vec![Field::new("age", DataType::Int32, true), Field::new("name", DataType::Utf8, false)]));
+    let batch = |start: i32, n: i32| {
+        RecordBatch::try_new(
+            s.clone(),
+            vec![
+                Arc::new(Int32Array::from_iter_values(start..start + n)),
+                Arc::new(StringArray::from_iter_values((start..start + n).map(|i| format!("p{i}")))),
+            ],
+        )
+        .unwrap()
+    };
+    t.insert(&batch(0, 150)).unwrap(); // segment
+    t.insert(&batch(150, 20)).unwrap(); // memtable
+    let scan = t.scan_columns(&["name", "_id"]).unwrap();
+    assert_eq!(scan.schema().field(1).name(), "_id");
+    let all = scan.collect_batch().unwrap();
+    assert_eq!(all.num_rows(), 170);
+    let ids = all.column(1).as_any().downcast_ref::<UInt64Array>().unwrap();
+    assert_eq!(ids.values().to_vec(), (1..=170).collect::<Vec<u64>>());
+    let names = all.column(0).as_any().downcast_ref::<StringArray>().unwrap();
+    assert_eq!(names.value(160), "p160");
+    let m = t.get_many_columns(&[170, 1, 999, 42], &["_id", "age"]).unwrap();
+    assert_eq!(m.num_rows(), 3);
+    let ages = m.column(1).as_any().downcast_ref::<Int32Array>().unwrap();
+    assert_eq!(ages.values().to_vec(), vec![169, 0, 41]);
+    let full = t.scan().unwrap().collect_batch().unwrap();
+    assert_eq!(full.schema().field(0).name(), "_id");
+    assert_eq!(full.column(3).null_count(), 170);
+}
+
+#[test]
+fn drop_and_recreate() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let t = db.create_table("t", &people()).unwrap();
+    t.insert_row(Row::new().set("name", "x")).unwrap();
+    db.drop_table("t").unwrap();
+    assert!(t.count().is_err());
+    assert!(db.list_tables().is_empty());
+    let t = db.create_table("t", &people()).unwrap();
+    assert_eq!(t.count().unwrap(), 0);
+    db.close().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    assert_eq!(db.table("t").unwrap().count().unwrap(), 0);
+}
+
+#[test]
+fn close_flushes_and_other_clones_see_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let other = db.clone();
+    let t = db.create_table("t", &people()).unwrap();
+    t.insert_row(Row::new().set("name", "kept")).unwrap();
+    db.close().unwrap();
+    let e = other.create_table("u", &people()).unwrap_err();
+    assert!(matches!(e, Error::Storage(StorageError::Closed)), "{e}");
+    drop((other, t));
+    let db = Database::open(dir.path()).unwrap();
+    let r = db.table("t").unwrap().get(1).unwrap().unwrap();
+    assert_eq!(r.get("name"), Some(&Value::from("kept")));
+}
+
+#[test]
+fn drop_of_the_last_handle_flushes() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = Database::open(dir.path()).unwrap();
+        db.create_table("t", &people()).unwrap().insert_row(Row::new().set("name", "x")).unwrap();
+    }
+    let db = Database::open_read_only(dir.path()).unwrap();
+    assert_eq!(db.table("t").unwrap().count().unwrap(), 1);
+    let e = db.table("t").unwrap().insert_row(Row::new().set("name", "y")).unwrap_err();
+    assert!(matches!(e, Error::Storage(StorageError::ReadOnly { .. })), "{e}");
+}

@@ -1,0 +1,5 @@
+//! Integration tests of the public API (one test binary for the crate; modules below).
+
+mod api;
+mod process;
+mod roundtrip;

@@ -1,0 +1,115 @@
+//! Tests across processes: the test binary re-runs itself as a child (selected by an
+//! environment variable) to hold the writer lock, or to be killed in the middle of writes.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+
+use basalt::arrow::array::{Array, RecordBatch, StringArray, UInt64Array};
+use basalt::arrow::schema::{DataType, Field, Schema};
+use basalt::{Database, Error, Row, StorageError};
+
+const ROLE: &str = "BASALT_TEST_CHILD_ROLE";
+const DIR: &str = "BASALT_TEST_CHILD_DIR";
+
+fn spawn(test: &str, role: &str, dir: &Path) -> Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env(ROLE, role)
+        .env(DIR, dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap()
+}
+
+/// Reads child stdout lines until one contains `marker`; returns what follows it. (The
+/// test harness may print its own text before the child's on the same line.)
+fn wait_for(lines: &mut impl Iterator<Item = std::io::Result<String>>, marker: &str) -> String {
+    for l in lines {
+        let l = l.unwrap();
+        if let Some(pos) = l.find(marker) {
+            return l[pos + marker.len()..].to_string();
+        }
+    }
+    panic!("child exited before printing {marker}");
+}
+
+#[test]
+fn a_second_process_cannot_write_but_can_read() {
+    if std::env::var(ROLE).as_deref() == Ok("hold") {
+        let db = Database::open(std::env::var(DIR).unwrap()).unwrap();
+        let t = db.create_table("t", &Schema::new(vec![Field::new("x", DataType::Utf8, true)])).unwrap();
+        t.insert_row(Row::new().set("x", "hello")).unwrap();
+        db.flush().unwrap();
+        println!("@@ready");
+        std::io::stdout().flush().unwrap();
+        let mut s = String::new();
+        std::io::stdin().read_line(&mut s).unwrap(); // hold the lock until the parent says
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = spawn("process::a_second_process_cannot_write_but_can_read", "hold", dir.path());
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    wait_for(&mut lines, "@@ready");
+    let e = Database::open(dir.path()).unwrap_err();
+    assert!(matches!(e, Error::Storage(StorageError::Locked { .. })), "{e}");
+    assert!(e.to_string().contains("locked"));
+    let ro = Database::open_read_only(dir.path()).unwrap();
+    assert_eq!(ro.table("t").unwrap().count().unwrap(), 1);
+    drop(child.stdin.take()); // EOF: the child exits and releases the lock
+    assert!(child.wait().unwrap().success());
+    Database::open(dir.path()).unwrap();
+}
+
+fn batch(first: u64, n: u64) -> RecordBatch {
+    let s = Arc::new(Schema::new(vec![Field::new("name", DataType::Utf8, false)]));
+    RecordBatch::try_new(s, vec![Arc::new(StringArray::from_iter_values((first..first + n).map(|i| format!("row {i}"))))]).unwrap()
+}
+
+/// A child bulk-inserts in a loop and reports each acknowledged insert; the parent kills it
+/// with SIGKILL at a random-ish point. Every acknowledged row must survive, nothing may be
+/// half there, and the database must open cleanly.
+#[test]
+fn killed_writer_loses_no_acknowledged_bulk_insert() {
+    const N: u64 = 20_000;
+    if std::env::var(ROLE).as_deref() == Ok("writer") {
+        let db = Database::open(std::env::var(DIR).unwrap()).unwrap();
+        let t = match db.table("t") {
+            Ok(t) => t,
+            Err(_) => db.create_table("t", &Schema::new(vec![Field::new("name", DataType::Utf8, false)])).unwrap(),
+        };
+        loop {
+            let first = t.count().unwrap() + 1;
+            let r = t.insert(&batch(first, N)).unwrap();
+            println!("@@acked {}", r.first + r.count - 1);
+            std::io::stdout().flush().unwrap();
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for round in 0..3u64 {
+        let mut child = spawn("process::killed_writer_loses_no_acknowledged_bulk_insert", "writer", dir.path());
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut acked = 0;
+        for _ in 0..(2 + round) {
+            acked = wait_for(&mut lines, "@@acked ").trim().parse::<u64>().unwrap();
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let db = Database::open(dir.path()).unwrap();
+        let t = db.table("t").unwrap();
+        let count = t.count().unwrap();
+        assert!(count >= acked && count <= acked + N, "round {round}: {count} rows, {acked} acknowledged");
+        assert_eq!(count % N, 0, "a partial insert is visible");
+        let all = t.scan().unwrap().collect_batch().unwrap();
+        let ids = all.column(0).as_any().downcast_ref::<UInt64Array>().unwrap();
+        let names = all.column(1).as_any().downcast_ref::<StringArray>().unwrap();
+        assert_eq!(all.num_rows() as u64, count);
+        for i in (0..all.num_rows()).step_by(997) {
+            assert_eq!(names.value(i), format!("row {}", ids.value(i)));
+        }
+        assert_eq!(names.null_count(), 0);
+    }
+}
