@@ -12,10 +12,30 @@ use basalt::arrow::array::{Array, Float64Array, Int64Array, RecordBatch, StringA
 use basalt::arrow::schema::{DataType, Field, Schema};
 use basalt::{Database, Row, vector_type};
 
-const CITIES: [&str; 10] =
-    ["Beijing", "Shanghai", "Guangzhou", "Shenzhen", "Hangzhou", "Nanjing", "Chengdu", "Wuhan", "Xian", "Qingdao"];
-const CATEGORIES: [&str; 10] =
-    ["Electronics", "Clothing", "Food", "Sports", "Books", "Home", "Auto", "Health", "Travel", "Gaming"];
+const CITIES: [&str; 10] = [
+    "Beijing",
+    "Shanghai",
+    "Guangzhou",
+    "Shenzhen",
+    "Hangzhou",
+    "Nanjing",
+    "Chengdu",
+    "Wuhan",
+    "Xian",
+    "Qingdao",
+];
+const CATEGORIES: [&str; 10] = [
+    "Electronics",
+    "Clothing",
+    "Food",
+    "Sports",
+    "Books",
+    "Home",
+    "Auto",
+    "Health",
+    "Travel",
+    "Gaming",
+];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = match std::env::args().nth(1) {
@@ -50,16 +70,28 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         vec![
             Arc::new(StringArray::from_iter_values((0..rows).map(|i| format!("user_{i}")))),
             Arc::new(Int64Array::from_iter_values((0..rows).map(|_| 18 + (next() % 63) as i64))),
-            Arc::new(Float64Array::from_iter_values((0..rows).map(|_| (next() % 10_001) as f64 / 100.0))),
-            Arc::new(StringArray::from_iter_values((0..rows).map(|_| CITIES[(next() % 10) as usize]))),
-            Arc::new(StringArray::from_iter_values((0..rows).map(|_| CATEGORIES[(next() % 10) as usize]))),
+            Arc::new(Float64Array::from_iter_values(
+                (0..rows).map(|_| (next() % 10_001) as f64 / 100.0),
+            )),
+            Arc::new(StringArray::from_iter_values(
+                (0..rows).map(|_| CITIES[(next() % 10) as usize]),
+            )),
+            Arc::new(StringArray::from_iter_values(
+                (0..rows).map(|_| CATEGORIES[(next() % 10) as usize]),
+            )),
         ],
     )?;
     let db = Database::open(&dir)?;
     let users = db.create_table("users", &schema)?;
     let t0 = Instant::now();
     let ids = users.insert(&batch)?;
-    println!("bulk insert: {} rows (_id {}..={}) in {:.1} ms", ids.count, ids.first, ids.first + ids.count - 1, t0.elapsed().as_secs_f64() * 1e3);
+    println!(
+        "bulk insert: {} rows (_id {}..={}) in {:.1} ms",
+        ids.count,
+        ids.first,
+        ids.first + ids.count - 1,
+        t0.elapsed().as_secs_f64() * 1e3
+    );
 
     // 2. Row-at-a-time inserts (memtable), then a flush makes them durable.
     let ada = users.insert_row(
@@ -71,7 +103,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .set("category", "Books")
             .set("embedding", vec![0.1f32, 0.2, 0.3, 0.4]),
     )?;
-    users.insert_row(Row::new().set("name", "bob").set("age", 41).set("score", 12.25).set("city", "Wuhan").set("category", "Food"))?;
+    users.insert_row(
+        Row::new()
+            .set("name", "bob")
+            .set("age", 41)
+            .set("score", 12.25)
+            .set("city", "Wuhan")
+            .set("category", "Food"),
+    )?;
     db.flush()?;
 
     // 3. Point lookups by _id.
@@ -85,14 +124,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for b in users.scan_columns(&["city", "score"])? {
         let b = b?;
         let city = b.column(0).as_any().downcast_ref::<StringArray>().ok_or("city is not utf8")?;
-        let score = b.column(1).as_any().downcast_ref::<Float64Array>().ok_or("score is not f64")?;
+        let score =
+            b.column(1).as_any().downcast_ref::<Float64Array>().ok_or("score is not f64")?;
         for i in 0..b.num_rows() {
             let e = agg.entry(city.value(i).to_string()).or_default();
             e.0 += 1;
             e.1 += score.value(i);
         }
     }
-    println!("scan + group by city over {} rows in {:.1} ms:", users.count()?, t0.elapsed().as_secs_f64() * 1e3);
+    println!(
+        "scan + group by city over {} rows in {:.1} ms:",
+        users.count()?,
+        t0.elapsed().as_secs_f64() * 1e3
+    );
     for (city, (n, sum)) in &agg {
         println!("  {city:<10} {n:>6} rows  avg score {:.2}", sum / *n as f64);
     }

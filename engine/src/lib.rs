@@ -42,7 +42,9 @@ use arrow_array::RecordBatch;
 use arrow_schema::{Schema, SchemaRef};
 use basalt_storage::{MemFs, OsFs, Store, StoreOptions, TableSnapshot, Vfs};
 
-pub use basalt_storage::{CompressionPolicy, IdRange, ROW_GROUP_ROWS, SEGMENT_FORMAT_VERSION, vector_type};
+pub use basalt_storage::{
+    CompressionPolicy, IdRange, ROW_GROUP_ROWS, SEGMENT_FORMAT_VERSION, vector_type,
+};
 pub use error::{Error, Result};
 pub use value::{Row, Value};
 

@@ -164,7 +164,9 @@ pub fn value_at(a: &ArrayRef, i: usize) -> Value {
         DataType::Utf8 => Value::Str(a.as_string::<i32>().value(i).to_string()),
         DataType::Binary => Value::Bytes(a.as_binary::<i32>().value(i).to_vec()),
         DataType::Date32 => Value::Date(a.as_primitive::<Date32Type>().value(i)),
-        DataType::Timestamp(TimeUnit::Second, _) => Value::Timestamp(a.as_primitive::<TimestampSecondType>().value(i)),
+        DataType::Timestamp(TimeUnit::Second, _) => {
+            Value::Timestamp(a.as_primitive::<TimestampSecondType>().value(i))
+        }
         DataType::Timestamp(TimeUnit::Millisecond, _) => {
             Value::Timestamp(a.as_primitive::<TimestampMillisecondType>().value(i))
         }
@@ -186,9 +188,14 @@ pub fn value_at(a: &ArrayRef, i: usize) -> Value {
 /// Builds the column `field` of `table` from the rows' values (absent = NULL).
 pub fn column_from_rows(table: &str, field: &FieldRef, rows: &[Row]) -> Result<ArrayRef> {
     let name = field.name().as_str();
-    let bad = |reason: String| Error::InvalidValue { table: table.to_string(), column: name.to_string(), reason };
+    let bad = |reason: String| Error::InvalidValue {
+        table: table.to_string(),
+        column: name.to_string(),
+        reason,
+    };
     let vals: Vec<&Value> = rows.iter().map(|r| r.get(name).unwrap_or(&Value::Null)).collect();
-    let mismatch = |v: &Value| bad(format!("cannot store {v:?} in a column of type {}", field.data_type()));
+    let mismatch =
+        |v: &Value| bad(format!("cannot store {v:?} in a column of type {}", field.data_type()));
     fn int_of(v: &Value) -> Option<i128> {
         match v {
             Value::Int(x) | Value::Timestamp(x) => Some(i128::from(*x)),
@@ -205,11 +212,14 @@ pub fn column_from_rows(table: &str, field: &FieldRef, rows: &[Row]) -> Result<A
                     Value::Null => None,
                     v => {
                         let x = int_of(v).ok_or_else(|| mismatch(v))?;
-                        Some(<$native>::try_from(x).map_err(|_| bad(format!("value {x} is out of range for {}", field.data_type())))?)
+                        Some(<$native>::try_from(x).map_err(|_| {
+                            bad(format!("value {x} is out of range for {}", field.data_type()))
+                        })?)
                     }
                 });
             }
-            Arc::new(PrimitiveArray::<$t>::from(out).with_data_type(field.data_type().clone())) as ArrayRef
+            Arc::new(PrimitiveArray::<$t>::from(out).with_data_type(field.data_type().clone()))
+                as ArrayRef
         }};
     }
     let float_of = |v: &Value| -> Result<Option<f64>> {
@@ -296,8 +306,9 @@ pub fn column_from_rows(table: &str, field: &FieldRef, rows: &[Row]) -> Result<A
         }
         DataType::FixedSizeList(child, dim) if child.data_type() == &DataType::Float32 => {
             let dim = *dim as usize;
-            let mut b = FixedSizeListBuilder::with_capacity(Float32Builder::new(), dim as i32, vals.len())
-                .with_field(child.clone());
+            let mut b =
+                FixedSizeListBuilder::with_capacity(Float32Builder::new(), dim as i32, vals.len())
+                    .with_field(child.clone());
             for v in &vals {
                 match v {
                     Value::Null => {
@@ -328,7 +339,9 @@ pub fn column_from_rows(table: &str, field: &FieldRef, rows: &[Row]) -> Result<A
                 let parts: Vec<&dyn Array> = vals
                     .iter()
                     .map(|v| match v {
-                        Value::Nested(a) if a.data_type() == other && a.len() == 1 => Ok(a.as_ref()),
+                        Value::Nested(a) if a.data_type() == other && a.len() == 1 => {
+                            Ok(a.as_ref())
+                        }
                         v => Err(mismatch(v)),
                     })
                     .collect::<Result<_>>()?;
@@ -356,9 +369,11 @@ pub fn row_fields(table: &str, user: &[FieldRef], rows: &[Row]) -> Result<Vec<Fi
                 reason: "_id is assigned by Basalt and cannot be inserted".into(),
             }));
         }
-        let f = user.iter().find(|f| f.name() == c).ok_or_else(|| basalt_storage::Error::ColumnNotFound {
-            table: table.to_string(),
-            column: c.to_string(),
+        let f = user.iter().find(|f| f.name() == c).ok_or_else(|| {
+            basalt_storage::Error::ColumnNotFound {
+                table: table.to_string(),
+                column: c.to_string(),
+            }
         })?;
         out.push(Arc::new(Field::new(f.name(), f.data_type().clone(), true)) as FieldRef);
     }

@@ -270,7 +270,11 @@ impl Block {
 
 /// Encodes `array` (already validated against the column type) choosing the smallest
 /// candidate encoding, then compresses the block per `policy`.
-pub fn encode(array: &dyn Array, phys: Physical, policy: CompressionPolicy) -> Result<EncodedChunk> {
+pub fn encode(
+    array: &dyn Array,
+    phys: Physical,
+    policy: CompressionPolicy,
+) -> Result<EncodedChunk> {
     let n = array.len();
     let data = array.to_data();
     let null_count = array.null_count();
@@ -307,9 +311,13 @@ pub fn encode(array: &dyn Array, phys: Physical, policy: CompressionPolicy) -> R
             encode_int(&vals, width, signed, &is_valid, all_null, &mut block, &mut stats)
         }
         Physical::F32 => {
-            let vals: Vec<u64> = data.buffer::<f32>(0)[..n].iter().map(|v| u64::from(v.to_bits())).collect();
+            let vals: Vec<u64> =
+                data.buffer::<f32>(0)[..n].iter().map(|v| u64::from(v.to_bits())).collect();
             if !all_null {
-                stats = float_stats(data.buffer::<f32>(0)[..n].iter().map(|v| f64::from(*v)), &is_valid);
+                stats = float_stats(
+                    data.buffer::<f32>(0)[..n].iter().map(|v| f64::from(*v)),
+                    &is_valid,
+                );
             }
             encode_float(&vals, 4, &is_valid, all_null, &mut block)
         }
@@ -504,7 +512,10 @@ fn encode_int(
     }
 }
 
-fn float_stats(vals: impl Iterator<Item = f64>, is_valid: &dyn Fn(usize) -> bool) -> Option<ZoneMap> {
+fn float_stats(
+    vals: impl Iterator<Item = f64>,
+    is_valid: &dyn Fn(usize) -> bool,
+) -> Option<ZoneMap> {
     let mut lo = f64::INFINITY;
     let mut hi = f64::NEG_INFINITY;
     let mut any = false;
@@ -560,12 +571,17 @@ fn estimate_distinct<K: std::hash::Hash + Eq>(n: usize, key: impl Fn(usize) -> O
     }
     let mut taken = 0usize;
     let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-    for _ in 0..SAMPLE {
+    let mut positions = std::collections::HashSet::with_capacity(SAMPLE);
+    while positions.len() < SAMPLE {
         // xorshift64*: cheap, deterministic positions without the aliasing of a stride.
+        // Positions are drawn without replacement so that repeats come from values only.
         x ^= x >> 12;
         x ^= x << 25;
         x ^= x >> 27;
         let i = (x.wrapping_mul(0x2545_F491_4F6C_DD1D) % n as u64) as usize;
+        if !positions.insert(i) {
+            continue;
+        }
         if let Some(k) = key(i) {
             seen.insert(k);
             taken += 1;
@@ -636,14 +652,25 @@ fn encode_float(
     // Largest dictionary that is still smaller than plain: k·w + n·cw(k) < n·w.
     let max_k = (1..=4u8)
         .filter(|&cw| (cw as usize) < width)
-        .map(|cw| ((n * (width - cw as usize)) / width).min(if cw == 1 { 256 } else if cw == 2 { 65536 } else { usize::MAX }))
+        .map(|cw| {
+            ((n * (width - cw as usize)) / width).min(if cw == 1 {
+                256
+            } else if cw == 2 {
+                65536
+            } else {
+                usize::MAX
+            })
+        })
         .max()
         .unwrap_or(0);
     if all_null || estimate_distinct(n, key) > max_k {
         return plain(block);
     }
-    let as_f64 = |b: &u64| if width == 8 { f64::from_bits(*b) } else { f64::from(f32::from_bits(*b as u32)) };
-    let Some((dict, codes)) = build_dict(n, key, |a, b| as_f64(a).total_cmp(&as_f64(b)), max_k) else {
+    let as_f64 = |b: &u64| {
+        if width == 8 { f64::from_bits(*b) } else { f64::from(f32::from_bits(*b as u32)) }
+    };
+    let Some((dict, codes)) = build_dict(n, key, |a, b| as_f64(a).total_cmp(&as_f64(b)), max_k)
+    else {
         return plain(block);
     };
     let cw = code_width(dict.len());
@@ -716,8 +743,9 @@ fn encode_bytes<'a>(
 fn ipc_encode(array: &dyn Array) -> Result<Vec<u8>> {
     let field = Field::new("c", array.data_type().clone(), true);
     let schema = Arc::new(Schema::new(vec![field]));
-    let batch = arrow_array::RecordBatch::try_new(schema.clone(), vec![make_array(array.to_data())])
-        .map_err(|e| Error::arrow("encode generic column", e))?;
+    let batch =
+        arrow_array::RecordBatch::try_new(schema.clone(), vec![make_array(array.to_data())])
+            .map_err(|e| Error::arrow("encode generic column", e))?;
     let mut out = Vec::new();
     {
         let mut w = arrow_ipc::writer::StreamWriter::try_new(&mut out, &schema)
@@ -811,7 +839,10 @@ pub fn decode(raw: &Buffer, c: ChunkInfo<'_>, mode: DecodeMode) -> Result<ArrayR
             Ok(())
         }
     };
-    let build = |dt: DataType, buffers: Vec<Buffer>, children: Vec<arrow_data::ArrayData>, nulls: Option<NullBuffer>| {
+    let build = |dt: DataType,
+                 buffers: Vec<Buffer>,
+                 children: Vec<arrow_data::ArrayData>,
+                 nulls: Option<NullBuffer>| {
         arrow_data::ArrayData::builder(dt)
             .len(n)
             .buffers(buffers)
@@ -824,8 +855,11 @@ pub fn decode(raw: &Buffer, c: ChunkInfo<'_>, mode: DecodeMode) -> Result<ArrayR
     match (c.encoding, c.phys) {
         (Encoding::Ipc, _) => {
             let bytes = next()?;
-            let mut reader = arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes.as_slice()), None)
-                .map_err(|e| corrupt(format!("generic column: {e}")))?;
+            let mut reader = arrow_ipc::reader::StreamReader::try_new(
+                std::io::Cursor::new(bytes.as_slice()),
+                None,
+            )
+            .map_err(|e| corrupt(format!("generic column: {e}")))?;
             let batch = reader
                 .next()
                 .ok_or_else(|| corrupt("generic column: empty stream".into()))?
@@ -845,11 +879,19 @@ pub fn decode(raw: &Buffer, c: ChunkInfo<'_>, mode: DecodeMode) -> Result<ArrayR
             let offs = next()?;
             let data = next()?;
             need(&offs, (n + 1) * 4, "offsets")?;
-            build(c.data_type.clone(), vec![offs.slice_with_length(0, (n + 1) * 4), data], vec![], nulls)
+            build(
+                c.data_type.clone(),
+                vec![offs.slice_with_length(0, (n + 1) * 4), data],
+                vec![],
+                nulls,
+            )
         }
         (Encoding::Plain, Physical::Vector { dim }) => {
             let v = next()?;
-            let len = n.checked_mul(dim).and_then(|x| x.checked_mul(4)).ok_or_else(|| corrupt("vector size overflows".into()))?;
+            let len = n
+                .checked_mul(dim)
+                .and_then(|x| x.checked_mul(4))
+                .ok_or_else(|| corrupt("vector size overflows".into()))?;
             need(&v, len, "vector")?;
             let DataType::FixedSizeList(f, _) = c.data_type else {
                 return Err(corrupt("vector chunk for a non-vector column".into()));
@@ -877,7 +919,9 @@ pub fn decode(raw: &Buffer, c: ChunkInfo<'_>, mode: DecodeMode) -> Result<ArrayR
             let p = next()?;
             need(&p, bitpack::packed_len(n, *bits), "packed")?;
             let base = *base;
-            let values = unpack_ints(width, n, |f| bitpack::unpack(p.as_slice(), *bits, n, |i, d| f(i, base.wrapping_add(d))));
+            let values = unpack_ints(width, n, |f| {
+                bitpack::unpack(p.as_slice(), *bits, n, |i, d| f(i, base.wrapping_add(d)))
+            });
             build(c.data_type.clone(), vec![values], vec![], nulls)
         }
         (Encoding::DeltaPacked { first, base, bits }, Physical::Int { width, .. }) => {
@@ -974,10 +1018,15 @@ fn unpack_ints(width: u8, n: usize, fill: impl FnOnce(&mut dyn FnMut(usize, u64)
 /// Decompresses a zstd block into a 64-byte-aligned buffer of exactly `raw_len` bytes.
 pub fn decompress(stored: &[u8], raw_len: usize, file: &Path, offset: u64) -> Result<Buffer> {
     let mut out = MutableBuffer::from_len_zeroed(raw_len);
-    let written = zstd::bulk::decompress_to_buffer(stored, out.as_slice_mut())
-        .map_err(|e| Error::corrupt(file, offset, format!("zstd block does not decompress: {e}")))?;
+    let written = zstd::bulk::decompress_to_buffer(stored, out.as_slice_mut()).map_err(|e| {
+        Error::corrupt(file, offset, format!("zstd block does not decompress: {e}"))
+    })?;
     if written != raw_len {
-        return Err(Error::corrupt(file, offset, format!("block decompressed to {written} bytes, expected {raw_len}")));
+        return Err(Error::corrupt(
+            file,
+            offset,
+            format!("block decompressed to {written} bytes, expected {raw_len}"),
+        ));
     }
     Ok(out.into())
 }
@@ -986,9 +1035,9 @@ pub fn decompress(stored: &[u8], raw_len: usize, file: &Path, offset: u64) -> Re
 mod tests {
     use std::sync::Arc;
 
-    use arrow_array::builder::{ListBuilder, Int32Builder};
-    use arrow_array::*;
+    use arrow_array::builder::{Int32Builder, ListBuilder};
     use arrow_array::cast::AsArray;
+    use arrow_array::*;
     use arrow_schema::{Fields, TimeUnit};
     use proptest::prelude::*;
 
@@ -1001,7 +1050,11 @@ mod tests {
         let mut seen = Vec::new();
         for policy in [CompressionPolicy::Never, CompressionPolicy::Auto { level: 1 }] {
             for sliced in [false, true] {
-                let a = if sliced && array.len() > 2 { array.slice(1, array.len() - 2) } else { array.clone() };
+                let a = if sliced && array.len() > 2 {
+                    array.slice(1, array.len() - 2)
+                } else {
+                    array.clone()
+                };
                 let enc = encode(a.as_ref(), phys, policy).unwrap();
                 let raw: Buffer = if enc.compressed {
                     decompress(&enc.stored, enc.raw.len(), Path::new("t"), 0).unwrap()
@@ -1037,7 +1090,9 @@ mod tests {
         seen
     }
 
-    fn opt_vec<T: std::fmt::Debug + Clone>(s: impl Strategy<Value = T>) -> impl Strategy<Value = Vec<Option<T>>> {
+    fn opt_vec<T: std::fmt::Debug + Clone>(
+        s: impl Strategy<Value = T>,
+    ) -> impl Strategy<Value = Vec<Option<T>>> {
         proptest::collection::vec(proptest::option::weighted(0.85, s), 0..1500)
     }
 
@@ -1047,7 +1102,15 @@ mod tests {
             1 => opt_vec(-3i64..4).boxed(),
             _ => (any::<i32>(), 0i64..3, 0usize..1500)
                 .prop_map(|(start, step, n)| {
-                    (0..n).map(|i| if i % 17 == 5 { None } else { Some(i64::from(start) + step * i as i64) }).collect()
+                    (0..n)
+                        .map(|i| {
+                            if i % 17 == 5 {
+                                None
+                            } else {
+                                Some(i64::from(start) + step * i as i64)
+                            }
+                        })
+                        .collect()
                 })
                 .boxed(),
         }
@@ -1123,18 +1186,30 @@ mod tests {
     fn encodings_are_chosen_by_size() {
         let seq: ArrayRef = Arc::new(UInt64Array::from_iter_values(1..=70_000));
         assert!(matches!(round_trip(&seq)[0], Encoding::DeltaPacked { bits: 0, .. }));
-        let ages: ArrayRef = Arc::new(Int64Array::from_iter_values((0..70_000).map(|i| 18 + (i * 7919) % 63)));
+        let ages: ArrayRef =
+            Arc::new(Int64Array::from_iter_values((0..70_000).map(|i| 18 + (i * 7919) % 63)));
         assert!(matches!(round_trip(&ages)[0], Encoding::ForPacked { bits: 6, .. }));
-        let cities: ArrayRef = Arc::new(StringArray::from_iter_values((0..70_000).map(|i| ["Beijing", "Wuhan", "Xian"][(i * 31) % 3])));
+        let cities: ArrayRef = Arc::new(StringArray::from_iter_values(
+            (0..70_000).map(|i| ["Beijing", "Wuhan", "Xian"][(i * 31) % 3]),
+        ));
         assert!(matches!(round_trip(&cities)[0], Encoding::Dict { code_width: 1, dict_len: 3 }));
-        let scores: ArrayRef = Arc::new(Float64Array::from_iter_values((0..70_000).map(|i| f64::from((i * 7919) % 10_001) / 100.0)));
+        let scores: ArrayRef = Arc::new(Float64Array::from_iter_values(
+            (0..70_000).map(|i| f64::from((i * 7919) % 10_001) / 100.0),
+        ));
         assert!(matches!(round_trip(&scores)[0], Encoding::Dict { code_width: 2, .. }));
-        let names: ArrayRef = Arc::new(StringArray::from_iter_values((0..70_000).map(|i| format!("user_{i}"))));
+        let names: ArrayRef =
+            Arc::new(StringArray::from_iter_values((0..70_000).map(|i| format!("user_{i}"))));
         assert_eq!(round_trip(&names)[0], Encoding::Plain);
-        let random: ArrayRef = Arc::new(Float64Array::from_iter_values((0..70_000).map(|i| (f64::from(i) * 1.618).sin())));
+        let random: ArrayRef = Arc::new(Float64Array::from_iter_values(
+            (0..70_000).map(|i| (f64::from(i) * 1.618).sin()),
+        ));
         assert_eq!(round_trip(&random)[0], Encoding::Plain);
-        let ts: ArrayRef = Arc::new(TimestampNanosecondArray::from_iter_values(0..10).with_timezone("+08:00"));
-        assert_eq!(ts.data_type(), &DataType::Timestamp(TimeUnit::Nanosecond, Some("+08:00".into())));
+        let ts: ArrayRef =
+            Arc::new(TimestampNanosecondArray::from_iter_values(0..10).with_timezone("+08:00"));
+        assert_eq!(
+            ts.data_type(),
+            &DataType::Timestamp(TimeUnit::Nanosecond, Some("+08:00".into()))
+        );
         round_trip(&ts);
     }
 

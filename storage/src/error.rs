@@ -45,7 +45,9 @@ pub enum Error {
         supported: u32,
     },
     /// Another writer (in this or another process) holds the database's lock.
-    #[error("database {path} is locked by another writer (open it read-only, or close the other handle)")]
+    #[error(
+        "database {path} is locked by another writer (open it read-only, or close the other handle)"
+    )]
     Locked {
         /// The database directory.
         path: PathBuf,
@@ -58,7 +60,9 @@ pub enum Error {
     },
     /// An earlier write failed while replacing the manifest; this handle refuses further
     /// writes because it cannot know whether that write landed. Reopen the database.
-    #[error("database {path}: an earlier commit failed while installing the manifest; reopen the database to continue writing")]
+    #[error(
+        "database {path}: an earlier commit failed while installing the manifest; reopen the database to continue writing"
+    )]
     Poisoned {
         /// The database directory (or `:memory:`).
         path: PathBuf,
@@ -117,7 +121,9 @@ pub enum Error {
         found: String,
     },
     /// A vector of the wrong dimension was given for a `VECTOR(D)` column.
-    #[error("table '{table}', column '{column}': expected a vector of dimension {expected}, got {found}")]
+    #[error(
+        "table '{table}', column '{column}': expected a vector of dimension {expected}, got {found}"
+    )]
     VectorDimension {
         /// The table.
         table: String,

@@ -93,9 +93,7 @@ impl Vfs for OsFs {
 
     fn remove_file(&self, path: &Path) -> Result<()> {
         match std::fs::remove_file(path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                Err(Error::io("remove", path, e))
-            }
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io("remove", path, e)),
             _ => Ok(()),
         }
     }

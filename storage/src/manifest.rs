@@ -138,7 +138,11 @@ impl Manifest {
         let (head, tail) = bytes.split_at(bytes.len() - 4);
         let stored = u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]);
         if crc(head) != stored {
-            return Err(Error::corrupt(file, (bytes.len() - 4) as u64, "manifest checksum mismatch"));
+            return Err(Error::corrupt(
+                file,
+                (bytes.len() - 4) as u64,
+                "manifest checksum mismatch",
+            ));
         }
         let version = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
         if version != MANIFEST_FORMAT_VERSION {
@@ -226,7 +230,10 @@ mod tests {
     use super::*;
 
     fn sample() -> Manifest {
-        let s = Schema::new(vec![Field::new("a", DataType::Int64, false), Field::new("b", DataType::Utf8, true)]);
+        let s = Schema::new(vec![
+            Field::new("a", DataType::Int64, false),
+            Field::new("b", DataType::Utf8, true),
+        ]);
         Manifest {
             version: 7,
             next_table_id: 3,
@@ -236,7 +243,13 @@ mod tests {
                 name: "t".into(),
                 schema: TableSchema::from_user_schema(&s).unwrap(),
                 next_row_id: 101,
-                segments: vec![SegmentEntry { id: 8, rows: 100, id_min: 1, id_max: 100, bytes: 4096 }],
+                segments: vec![SegmentEntry {
+                    id: 8,
+                    rows: 100,
+                    id_min: 1,
+                    id_max: 100,
+                    bytes: 4096,
+                }],
             }],
         }
     }

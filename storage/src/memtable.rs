@@ -81,8 +81,9 @@ impl Memtable {
             if rb < ra || ra + rb > MERGE_LIMIT {
                 break;
             }
-            let merged = arrow_select::concat::concat_batches(&a.batch.schema(), [&a.batch, &b.batch])
-                .map_err(|e| Error::arrow("merge memtable batches", e))?;
+            let merged =
+                arrow_select::concat::concat_batches(&a.batch.schema(), [&a.batch, &b.batch])
+                    .map_err(|e| Error::arrow("merge memtable batches", e))?;
             self.batches.truncate(n - 2);
             self.batches.push(MemBatch::new(merged)?);
         }
@@ -134,7 +135,10 @@ mod tests {
         for i in 1..=1000u64 {
             let b = RecordBatch::try_new(
                 schema.clone(),
-                vec![Arc::new(UInt64Array::from(vec![i])), Arc::new(Int32Array::from(vec![i as i32 * 2]))],
+                vec![
+                    Arc::new(UInt64Array::from(vec![i])),
+                    Arc::new(Int32Array::from(vec![i as i32 * 2])),
+                ],
             )
             .unwrap();
             m.push(b).unwrap();
@@ -147,11 +151,8 @@ mod tests {
             assert_eq!(col.value(r), id as i32 * 2);
         }
         assert!(m.find(1001).is_none());
-        let order: Vec<u64> = m
-            .batches()
-            .iter()
-            .flat_map(|b| ids_of(&b.batch).unwrap().values().to_vec())
-            .collect();
+        let order: Vec<u64> =
+            m.batches().iter().flat_map(|b| ids_of(&b.batch).unwrap().values().to_vec()).collect();
         assert_eq!(order, (1..=1000).collect::<Vec<_>>());
     }
 }

@@ -228,10 +228,11 @@ pub fn write_segment(
     let mut id_max_all = 0u64;
     let mut metas = metas.into_iter();
     for g in &groups {
-        let ids = g[0].as_any().downcast_ref::<UInt64Array>().ok_or_else(|| Error::InvalidInput {
-            table: table_id.to_string(),
-            reason: "column 0 must be the UInt64 _id".into(),
-        })?;
+        let ids =
+            g[0].as_any().downcast_ref::<UInt64Array>().ok_or_else(|| Error::InvalidInput {
+                table: table_id.to_string(),
+                reason: "column 0 must be the UInt64 _id".into(),
+            })?;
         let (id_min, id_max, sorted, dense) = id_summary(ids.values());
         id_min_all = id_min_all.min(id_min);
         id_max_all = id_max_all.max(id_max);
@@ -242,7 +243,10 @@ pub fn write_segment(
         e.bool(dense);
         for _ in 0..phys.len() {
             let Some(m) = metas.next() else {
-                return Err(Error::InvalidInput { table: table_id.to_string(), reason: "chunk count".into() });
+                return Err(Error::InvalidInput {
+                    table: table_id.to_string(),
+                    reason: "chunk count".into(),
+                });
             };
             write_chunk_meta(&m, &mut e);
         }
@@ -289,7 +293,8 @@ fn row_groups(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<Vec<Vec<Arr
                 parts.remove(0)
             } else {
                 let refs: Vec<&dyn Array> = parts.iter().map(|a| a.as_ref()).collect();
-                let c = arrow_select::concat::concat(&refs).map_err(|e| Error::arrow("build row group", e))?;
+                let c = arrow_select::concat::concat(&refs)
+                    .map_err(|e| Error::arrow("build row group", e))?;
                 parts.clear();
                 c
             };
@@ -357,7 +362,9 @@ fn read_chunk_meta(d: &mut Dec<'_>, footer_offset: u64) -> Result<ChunkMeta> {
     let zone_map = ZoneMap::read_opt(d)?;
     let end = offset.checked_add(align64(stored_len as usize) as u64);
     if offset < HEADER_LEN as u64 || offset % 64 != 0 || end.is_none_or(|e| e > footer_offset) {
-        return Err(d.err(format!("block at {offset} (+{stored_len}) lies outside the data region")));
+        return Err(
+            d.err(format!("block at {offset} (+{stored_len}) lies outside the data region"))
+        );
     }
     if compression == Compression::None && raw_len != stored_len {
         return Err(d.err("uncompressed block with raw length != stored length"));
@@ -365,7 +372,17 @@ fn read_chunk_meta(d: &mut Dec<'_>, footer_offset: u64) -> Result<ChunkMeta> {
     if raw_len > (1 << 40) {
         return Err(d.err("implausible raw block length"));
     }
-    Ok(ChunkMeta { encoding, compression, null_count, sections, offset, stored_len, raw_len, crc, zone_map })
+    Ok(ChunkMeta {
+        encoding,
+        compression,
+        null_count,
+        sections,
+        offset,
+        stored_len,
+        raw_len,
+        crc,
+        zone_map,
+    })
 }
 
 const UNVERIFIED: u8 = 0;
@@ -400,7 +417,11 @@ impl Segment {
         }
         let version = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
         if version != SEGMENT_FORMAT_VERSION {
-            return Err(Error::UnsupportedFormatVersion { file: path, found: version, supported: SEGMENT_FORMAT_VERSION });
+            return Err(Error::UnsupportedFormatVersion {
+                file: path,
+                found: version,
+                supported: SEGMENT_FORMAT_VERSION,
+            });
         }
         if let Some(i) = bytes[12..HEADER_LEN].iter().position(|&b| b != 0) {
             return Err(corrupt(12 + i as u64, "non-zero reserved header byte"));
@@ -534,13 +555,28 @@ fn parse_footer(footer: &[u8], path: &Path, base: u64) -> Result<SegmentMeta> {
             chunks.push(read_chunk_meta(&mut d, base)?);
         }
         total += u64::from(rg_rows);
-        row_groups.push(RowGroupMeta { rows: rg_rows, id_min, id_max, ids_sorted, ids_dense, chunks });
+        row_groups.push(RowGroupMeta {
+            rows: rg_rows,
+            id_min,
+            id_max,
+            ids_sorted,
+            ids_dense,
+            chunks,
+        });
     }
     d.finish("footer")?;
     if total != rows {
         return Err(Error::corrupt(path, base, "row-group rows do not add up to the segment rows"));
     }
-    Ok(SegmentMeta { segment_id, table_id, column_ids, schema: Arc::new(schema), physical, rows, row_groups })
+    Ok(SegmentMeta {
+        segment_id,
+        table_id,
+        column_ids,
+        schema: Arc::new(schema),
+        physical,
+        rows,
+        row_groups,
+    })
 }
 
 #[cfg(test)]
@@ -564,9 +600,15 @@ mod tests {
             schema.clone(),
             vec![
                 Arc::new(UInt64Array::from_iter_values(start..start + rows as u64)),
-                Arc::new(Int32Array::from_iter((0..rows).map(|i| (i % 7 != 3).then_some(18 + (i * 13 % 60) as i32)))),
-                Arc::new(StringArray::from_iter((0..rows).map(|i| (i % 11 != 0).then_some(cities[i % 3])))),
-                Arc::new(StringArray::from_iter_values((0..rows).map(|i| format!("note number {i} with some text")))),
+                Arc::new(Int32Array::from_iter(
+                    (0..rows).map(|i| (i % 7 != 3).then_some(18 + (i * 13 % 60) as i32)),
+                )),
+                Arc::new(StringArray::from_iter(
+                    (0..rows).map(|i| (i % 11 != 0).then_some(cities[i % 3])),
+                )),
+                Arc::new(StringArray::from_iter_values(
+                    (0..rows).map(|i| format!("note number {i} with some text")),
+                )),
                 Arc::new(Float64Array::from_iter_values((0..rows).map(|i| (i % 100) as f64 / 4.0))),
             ],
         )
@@ -576,8 +618,17 @@ mod tests {
 
     fn write(fs: &MemFs, rows: usize) -> Vec<RecordBatch> {
         let (schema, b) = batch(rows, 1);
-        let w = write_segment(fs, Path::new("/s"), 5, 9, &[0, 1, 2, 3, 4], &schema, &[b.clone()], WriteOptions::default())
-            .unwrap();
+        let w = write_segment(
+            fs,
+            Path::new("/s"),
+            5,
+            9,
+            &[0, 1, 2, 3, 4],
+            &schema,
+            &[b.clone()],
+            WriteOptions::default(),
+        )
+        .unwrap();
         assert_eq!((w.rows, w.id_min, w.id_max), (rows as u64, 1, rows as u64));
         vec![b]
     }
@@ -629,7 +680,9 @@ mod tests {
         let bytes = fs.read(Path::new("/s")).unwrap();
         {
             let seg = Segment::from_buffer("/s".into(), Buffer::from_vec(bytes.clone())).unwrap();
-            assert!(seg.meta().row_groups[0].chunks.iter().any(|c| c.compression == Compression::Zstd));
+            assert!(
+                seg.meta().row_groups[0].chunks.iter().any(|c| c.compression == Compression::Zstd)
+            );
             assert_eq!(read_all(&seg).unwrap(), input[0]);
         }
         for i in 0..bytes.len() {

@@ -25,7 +25,7 @@ use crate::io::{LockGuard, Vfs};
 use crate::manifest::{self, MANIFEST_TMP, Manifest, SegmentEntry, TableEntry};
 use crate::memtable::Memtable;
 use crate::segment::{self, Segment, WriteOptions};
-use crate::types::{ID_COLUMN, TableSchema, canonical_field, check_name, physical, Physical};
+use crate::types::{ID_COLUMN, Physical, TableSchema, check_name, physical};
 
 /// Name of the writer-lock file inside a database directory.
 pub const LOCK_FILE: &str = "LOCK";
@@ -196,7 +196,11 @@ impl TableSnapshot {
 
     /// The output schema of a projection.
     pub fn projected_schema(&self, projection: &[usize]) -> Result<SchemaRef> {
-        self.schema.full_schema().project(projection).map(Arc::new).map_err(|e| Error::arrow("project", e))
+        self.schema
+            .full_schema()
+            .project(projection)
+            .map(Arc::new)
+            .map_err(|e| Error::arrow("project", e))
     }
 
     fn check_projection(&self, projection: &[usize]) -> Result<()> {
@@ -226,7 +230,9 @@ impl TableSnapshot {
                 let cid = self.schema.column_id_at(p);
                 match seg.meta().position_of(cid) {
                     Some(pos) => seg.read_column(rg, pos, mode),
-                    None => Ok(new_null_array(self.schema.full_schema().field(p).data_type(), rows)),
+                    None => {
+                        Ok(new_null_array(self.schema.full_schema().field(p).data_type(), rows))
+                    }
                 }
             })
             .collect()
@@ -259,9 +265,10 @@ impl TableSnapshot {
                 return Ok(Some(RowLocation::Segment { segment: s, rg: g, row }));
             }
             let ids = seg.read_column(g, 0, DecodeMode::Values)?;
-            let ids = ids.as_any().downcast_ref::<UInt64Array>().ok_or_else(|| {
-                Error::corrupt(seg.path(), 0, "_id column is not UInt64")
-            })?;
+            let ids = ids
+                .as_any()
+                .downcast_ref::<UInt64Array>()
+                .ok_or_else(|| Error::corrupt(seg.path(), 0, "_id column is not UInt64"))?;
             let found = if meta.ids_sorted {
                 ids.values().binary_search(&id).ok()
             } else {
@@ -316,7 +323,8 @@ impl TableSnapshot {
         }
         let mut columns = Vec::with_capacity(projection.len());
         for c in 0..projection.len() {
-            let arrays: Vec<&dyn Array> = sources.iter().map(|(_, cols)| cols[c].as_ref()).collect();
+            let arrays: Vec<&dyn Array> =
+                sources.iter().map(|(_, cols)| cols[c].as_ref()).collect();
             let col = if arrays.is_empty() {
                 new_null_array(schema.field(c).data_type(), 0)
             } else {
@@ -346,7 +354,10 @@ impl TableSnapshot {
                 return Err(bad("_id is assigned by Basalt and cannot be inserted".into()));
             }
             if self.schema.index_of(f.name()).is_none() {
-                return Err(Error::ColumnNotFound { table: table.clone(), column: f.name().clone() });
+                return Err(Error::ColumnNotFound {
+                    table: table.clone(),
+                    column: f.name().clone(),
+                });
             }
             if by_name.insert(f.name(), i).is_some() {
                 return Err(bad(format!("column '{}' given twice", f.name())));
@@ -358,11 +369,19 @@ impl TableSnapshot {
             let f = &c.field;
             let col = match by_name.get(f.name().as_str()) {
                 None if f.is_nullable() => new_null_array(f.data_type(), n),
-                None => return Err(Error::NullViolation { table: table.clone(), column: f.name().clone() }),
+                None => {
+                    return Err(Error::NullViolation {
+                        table: table.clone(),
+                        column: f.name().clone(),
+                    });
+                }
                 Some(&i) => conform_column(table, f, batch.column(i))?,
             };
             if !f.is_nullable() && col.null_count() > 0 {
-                return Err(Error::NullViolation { table: table.clone(), column: f.name().clone() });
+                return Err(Error::NullViolation {
+                    table: table.clone(),
+                    column: f.name().clone(),
+                });
             }
             out.push(col);
         }
@@ -403,8 +422,13 @@ fn conform_column(table: &str, f: &Field, col: &ArrayRef) -> Result<ArrayRef> {
             });
         }
         let DataType::FixedSizeList(want_child, _) = want else { return Err(mismatch()) };
-        let a = FixedSizeListArray::try_new(want_child.clone(), *n, fsl.values().clone(), fsl.nulls().cloned())
-            .map_err(|e| Error::arrow(format!("column '{}'", f.name()), e))?;
+        let a = FixedSizeListArray::try_new(
+            want_child.clone(),
+            *n,
+            fsl.values().clone(),
+            fsl.nulls().cloned(),
+        )
+        .map_err(|e| Error::arrow(format!("column '{}'", f.name()), e))?;
         return Ok(Arc::new(a));
     }
     let lossless = matches!(
@@ -413,7 +437,8 @@ fn conform_column(table: &str, f: &Field, col: &ArrayRef) -> Result<ArrayRef> {
             | (DataType::LargeBinary | DataType::BinaryView, DataType::Binary)
     ) || matches!(col.data_type(), DataType::Dictionary(_, v) if v.as_ref() == want);
     if lossless {
-        return arrow_cast::cast(col, want).map_err(|e| Error::arrow(format!("column '{}'", f.name()), e));
+        return arrow_cast::cast(col, want)
+            .map_err(|e| Error::arrow(format!("column '{}'", f.name()), e));
     }
     Err(mismatch())
 }
@@ -463,10 +488,12 @@ impl Iterator for Scan {
         }
         let mb = t.memtable.batches().get(self.mem)?;
         self.mem += 1;
-        Some(mb.batch.project(&self.projection).map_err(|e| Error::arrow("scan", e)).and_then(|b| {
-            // Memtable batches carry the schema of their insert; present the current one.
-            b.with_schema(self.schema.clone()).map_err(|e| Error::arrow("scan", e))
-        }))
+        Some(mb.batch.project(&self.projection).map_err(|e| Error::arrow("scan", e)).and_then(
+            |b| {
+                // Memtable batches carry the schema of their insert; present the current one.
+                b.with_schema(self.schema.clone()).map_err(|e| Error::arrow("scan", e))
+            },
+        ))
     }
 }
 
@@ -536,7 +563,12 @@ pub struct Store {
 impl Store {
     /// Opens (creating if needed, unless read-only) the database rooted at `root` on `vfs`.
     /// `display` names the database in errors (its path, or `:memory:`).
-    pub fn open(vfs: Arc<dyn Vfs>, root: &Path, display: &Path, opts: StoreOptions) -> Result<Store> {
+    pub fn open(
+        vfs: Arc<dyn Vfs>,
+        root: &Path,
+        display: &Path,
+        opts: StoreOptions,
+    ) -> Result<Store> {
         let lock = if opts.read_only {
             None
         } else {
@@ -550,7 +582,9 @@ impl Store {
                 // A read-only opener can race a writer that replaced the manifest and removed
                 // a segment it had listed: read the manifest again.
                 Err(Error::Io { source, .. })
-                    if opts.read_only && source.kind() == std::io::ErrorKind::NotFound && attempts < 5 => {}
+                    if opts.read_only
+                        && source.kind() == std::io::ErrorKind::NotFound
+                        && attempts < 5 => {}
                 r => break r?,
             }
         };
@@ -579,11 +613,19 @@ impl Store {
                 return Err(Error::io(
                     "open database",
                     display,
-                    std::io::Error::new(std::io::ErrorKind::NotFound, "no database here (no MANIFEST)"),
+                    std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        "no database here (no MANIFEST)",
+                    ),
                 ));
             }
             None => {
-                let m = Manifest { version: 1, next_table_id: 1, next_segment_id: 1, tables: Vec::new() };
+                let m = Manifest {
+                    version: 1,
+                    next_table_id: 1,
+                    next_segment_id: 1,
+                    tables: Vec::new(),
+                };
                 manifest::install(vfs, root, &m)?;
                 m
             }
@@ -596,7 +638,11 @@ impl Store {
                 let seg = Segment::open(vfs, &path)?;
                 let m = seg.meta();
                 if m.segment_id != e.id || m.table_id != t.id || m.rows != e.rows {
-                    return Err(Error::corrupt(&path, 0, "segment does not match its manifest entry"));
+                    return Err(Error::corrupt(
+                        &path,
+                        0,
+                        "segment does not match its manifest entry",
+                    ));
                 }
                 segments.push(LiveSegment { entry: e, segment: seg });
             }
@@ -624,13 +670,16 @@ impl Store {
     /// installing the manifest, or by a drop interrupted after its manifest install).
     fn remove_orphans(&self) -> Result<()> {
         let snap = self.snapshot();
-        let live: BTreeMap<u64, &Arc<TableSnapshot>> = snap.tables.values().map(|t| (t.id, t)).collect();
+        let live: BTreeMap<u64, &Arc<TableSnapshot>> =
+            snap.tables.values().map(|t| (t.id, t)).collect();
         for name in self.vfs.list_dir(&self.root)? {
             if name == MANIFEST_TMP {
                 self.vfs.remove_file(&self.root.join(&name))?;
                 continue;
             }
-            let Some(id) = name.strip_prefix('t').and_then(|s| s.parse::<u64>().ok()) else { continue };
+            let Some(id) = name.strip_prefix('t').and_then(|s| s.parse::<u64>().ok()) else {
+                continue;
+            };
             let dir = manifest::table_dir(&self.root, id);
             match live.get(&id) {
                 None => self.vfs.remove_dir_all(&dir)?,
@@ -682,7 +731,11 @@ impl Store {
     fn commit(&self, mut next: DbSnapshot) -> Result<()> {
         next.manifest_version += 1;
         next.next_segment_id = self.next_segment_id.load(Ordering::Acquire);
-        if let Err(e) = manifest::install(self.vfs.as_ref(), &self.root, &next.to_manifest(next.manifest_version)) {
+        if let Err(e) = manifest::install(
+            self.vfs.as_ref(),
+            &self.root,
+            &next.to_manifest(next.manifest_version),
+        ) {
             self.poisoned.store(true, Ordering::Release);
             return Err(e);
         }
@@ -720,7 +773,10 @@ impl Store {
         self.check_writable()?;
         let _w = self.writer.lock();
         let mut next = (*self.snapshot()).clone();
-        let t = next.tables.remove(name).ok_or_else(|| Error::TableNotFound { table: name.to_string() })?;
+        let t = next
+            .tables
+            .remove(name)
+            .ok_or_else(|| Error::TableNotFound { table: name.to_string() })?;
         self.commit(next)?;
         // The table is gone once the manifest is installed; its files are garbage now. A
         // failure here leaves orphans that the next writer open removes.
@@ -770,7 +826,8 @@ impl Store {
             // Keep segments in `_id` order: unflushed rows (smaller ids) go first, in their
             // own segment, installed by the same manifest as the bulk segment.
             if !nt.memtable.is_empty() {
-                let mem: Vec<RecordBatch> = nt.memtable.batches().iter().map(|b| b.batch.clone()).collect();
+                let mem: Vec<RecordBatch> =
+                    nt.memtable.batches().iter().map(|b| b.batch.clone()).collect();
                 let seg = self.write_segment(&mut next, &nt, &mem)?;
                 nt.segments.push(seg);
                 nt.memtable = Memtable::default();
@@ -797,7 +854,12 @@ impl Store {
         Ok(IdRange { first, count: total })
     }
 
-    fn write_segment(&self, next: &mut DbSnapshot, t: &TableSnapshot, batches: &[RecordBatch]) -> Result<LiveSegment> {
+    fn write_segment(
+        &self,
+        next: &mut DbSnapshot,
+        t: &TableSnapshot,
+        batches: &[RecordBatch],
+    ) -> Result<LiveSegment> {
         let seg_id = self.next_segment_id.fetch_add(1, Ordering::AcqRel);
         next.next_segment_id = seg_id + 1;
         let dir = manifest::table_dir(&self.root, t.id);
@@ -821,7 +883,13 @@ impl Store {
         self.vfs.sync_dir(&dir)?;
         let segment = Segment::open(self.vfs.as_ref(), &path)?;
         Ok(LiveSegment {
-            entry: SegmentEntry { id: seg_id, rows: w.rows, id_min: w.id_min, id_max: w.id_max, bytes: w.bytes },
+            entry: SegmentEntry {
+                id: seg_id,
+                rows: w.rows,
+                id_min: w.id_min,
+                id_max: w.id_max,
+                bytes: w.bytes,
+            },
             segment,
         })
     }
@@ -833,7 +901,8 @@ impl Store {
             if t.memtable.is_empty() {
                 continue;
             }
-            let batches: Vec<RecordBatch> = t.memtable.batches().iter().map(|b| b.batch.clone()).collect();
+            let batches: Vec<RecordBatch> =
+                t.memtable.batches().iter().map(|b| b.batch.clone()).collect();
             let seg = self.write_segment(&mut next, &t, &batches)?;
             let mut nt = clone_table(&t);
             nt.segments.push(seg);
@@ -849,10 +918,15 @@ impl Store {
         self.check_writable()?;
         let _w = self.writer.lock();
         let snap = self.snapshot();
-        let dirty: Vec<String> = snap.tables.values().filter(|t| !t.memtable.is_empty()).map(|t| t.name.clone()).collect();
-        let on_disk = Manifest::load(self.vfs.as_ref(), &self.root)?;
-        let counters_changed = on_disk.is_none_or(|m| m != snap.to_manifest(m.version));
-        if dirty.is_empty() && !counters_changed {
+        let dirty: Vec<String> = snap
+            .tables
+            .values()
+            .filter(|t| !t.memtable.is_empty())
+            .map(|t| t.name.clone())
+            .collect();
+        // Row-id counters only move with rows, so a database without memtable rows has
+        // nothing the manifest does not already say.
+        if dirty.is_empty() {
             return Ok(());
         }
         self.flush_tables((*snap).clone(), &dirty)
@@ -888,11 +962,6 @@ fn clone_table(t: &TableSnapshot) -> TableSnapshot {
         memtable: t.memtable.clone(),
         index: t.index.clone(),
     }
-}
-
-/// Builds an Arrow field for the canonical form of a user column (re-exported helper).
-pub fn canonical(f: &Field) -> Result<Arc<Field>> {
-    canonical_field(f)
 }
 
 #[cfg(test)]

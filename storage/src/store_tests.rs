@@ -27,16 +27,23 @@ fn rows(start: usize, n: usize) -> RecordBatch {
     RecordBatch::try_new(
         s,
         vec![
-            Arc::new(StringArray::from_iter_values((start..start + n).map(|i| format!("user_{i}")))),
-            Arc::new(Int64Array::from_iter((start..start + n).map(|i| (i % 5 != 0).then_some(18 + (i % 63) as i64)))),
-            Arc::new(Float64Array::from_iter_values((start..start + n).map(|i| (i % 10_001) as f64 / 100.0))),
+            Arc::new(StringArray::from_iter_values(
+                (start..start + n).map(|i| format!("user_{i}")),
+            )),
+            Arc::new(Int64Array::from_iter(
+                (start..start + n).map(|i| (i % 5 != 0).then_some(18 + (i % 63) as i64)),
+            )),
+            Arc::new(Float64Array::from_iter_values(
+                (start..start + n).map(|i| (i % 10_001) as f64 / 100.0),
+            )),
         ],
     )
     .unwrap()
 }
 
 fn mem_store(fs: &Arc<MemFs>) -> Store {
-    Store::open(fs.clone(), Path::new("/db"), Path::new(":memory:"), StoreOptions::default()).unwrap()
+    Store::open(fs.clone(), Path::new("/db"), Path::new(":memory:"), StoreOptions::default())
+        .unwrap()
 }
 
 fn all_rows(store: &Store, table: &str) -> Vec<RecordBatch> {
@@ -109,7 +116,11 @@ fn snapshots_are_isolated_from_later_writes() {
 #[test]
 fn memtable_flushes_itself_at_the_threshold() {
     let fs = Arc::new(MemFs::new());
-    let opts = StoreOptions { memtable_flush_rows: 100, bulk_insert_rows: 1000, ..StoreOptions::default() };
+    let opts = StoreOptions {
+        memtable_flush_rows: 100,
+        bulk_insert_rows: 1000,
+        ..StoreOptions::default()
+    };
     let store = Store::open(fs.clone(), Path::new("/db"), Path::new(":memory:"), opts).unwrap();
     store.create_table("t", &schema()).unwrap();
     for i in 0..30 {
@@ -143,7 +154,10 @@ fn bad_input_is_refused_and_nothing_is_written() {
     };
     let names: ArrayRef = Arc::new(StringArray::from(vec!["a", "b", "c"]));
     // Wrong type.
-    let b = mk(vec![Field::new("name", DataType::Int64, false)], vec![Arc::new(Int64Array::from(vec![1, 2, 3]))]);
+    let b = mk(
+        vec![Field::new("name", DataType::Int64, false)],
+        vec![Arc::new(Int64Array::from(vec![1, 2, 3]))],
+    );
     assert!(matches!(store.insert("t", &[good.clone(), b]), Err(Error::TypeMismatch { .. })));
     // Unknown column.
     let b = mk(
@@ -158,15 +172,30 @@ fn bad_input_is_refused_and_nothing_is_written() {
     );
     assert!(matches!(store.insert("t", &[b]), Err(Error::InvalidInput { .. })));
     // NOT NULL column missing, or null.
-    let b = mk(vec![Field::new("age", DataType::Int64, true)], vec![Arc::new(Int64Array::from(vec![1, 2, 3]))]);
+    let b = mk(
+        vec![Field::new("age", DataType::Int64, true)],
+        vec![Arc::new(Int64Array::from(vec![1, 2, 3]))],
+    );
     assert!(matches!(store.insert("t", &[b]), Err(Error::NullViolation { .. })));
-    let b = mk(vec![Field::new("name", DataType::Utf8, true)], vec![Arc::new(StringArray::from(vec![Some("a"), None, Some("c")]))]);
+    let b = mk(
+        vec![Field::new("name", DataType::Utf8, true)],
+        vec![Arc::new(StringArray::from(vec![Some("a"), None, Some("c")]))],
+    );
     assert!(matches!(store.insert("t", &[b]), Err(Error::NullViolation { .. })));
     // Vector of the wrong dimension.
     let vt = crate::types::vector_type(2);
     let DataType::FixedSizeList(f, _) = &vt else { unreachable!() };
-    let v = arrow_array::FixedSizeListArray::try_new(f.clone(), 2, Arc::new(arrow_array::Float32Array::from(vec![0.0; 6])), None).unwrap();
-    let b = mk(vec![Field::new("name", DataType::Utf8, false), Field::new("emb", vt.clone(), true)], vec![names.clone(), Arc::new(v)]);
+    let v = arrow_array::FixedSizeListArray::try_new(
+        f.clone(),
+        2,
+        Arc::new(arrow_array::Float32Array::from(vec![0.0; 6])),
+        None,
+    )
+    .unwrap();
+    let b = mk(
+        vec![Field::new("name", DataType::Utf8, false), Field::new("emb", vt.clone(), true)],
+        vec![names.clone(), Arc::new(v)],
+    );
     let e = store.insert("t", &[b]).unwrap_err();
     assert!(matches!(e, Error::VectorDimension { expected: 3, found: 2, .. }), "{e}");
     assert!(e.to_string().contains("emb"));
@@ -176,9 +205,18 @@ fn bad_input_is_refused_and_nothing_is_written() {
     assert_eq!(snap.table("t").unwrap().next_row_id(), 1);
     // A LargeUtf8 column is accepted (lossless cast); a right-sized vector too.
     let DataType::FixedSizeList(f3, _) = crate::types::vector_type(3) else { unreachable!() };
-    let v = arrow_array::FixedSizeListArray::try_new(f3, 3, Arc::new(arrow_array::Float32Array::from(vec![0.5; 9])), None).unwrap();
+    let v = arrow_array::FixedSizeListArray::try_new(
+        f3,
+        3,
+        Arc::new(arrow_array::Float32Array::from(vec![0.5; 9])),
+        None,
+    )
+    .unwrap();
     let b = mk(
-        vec![Field::new("name", DataType::LargeUtf8, false), Field::new("emb", crate::types::vector_type(3), true)],
+        vec![
+            Field::new("name", DataType::LargeUtf8, false),
+            Field::new("emb", crate::types::vector_type(3), true),
+        ],
         vec![Arc::new(arrow_array::LargeStringArray::from(vec!["a", "b", "c"])), Arc::new(v)],
     );
     assert_eq!(store.insert("t", &[b]).unwrap().count, 3);
@@ -294,7 +332,12 @@ fn every_injected_fault_leaves_a_consistent_database() {
             }
             let faulty = Arc::new(FaultFs::new(mem.clone(), n, kind));
             let finished = (|| -> Result<()> {
-                let s = Store::open(faulty.clone(), Path::new("/db"), Path::new(":memory:"), StoreOptions::default())?;
+                let s = Store::open(
+                    faulty.clone(),
+                    Path::new("/db"),
+                    Path::new(":memory:"),
+                    StoreOptions::default(),
+                )?;
                 s.create_table("t", &schema())?;
                 s.insert("t", &[rows(0, 17_000)])?;
                 s.insert("keep", &[rows(100, 5)])?;
@@ -303,13 +346,22 @@ fn every_injected_fault_leaves_a_consistent_database() {
                 s.close()
             })()
             .is_ok();
-            let s = Store::open(mem.clone(), Path::new("/db"), Path::new(":memory:"), StoreOptions::default())
-                .unwrap_or_else(|e| panic!("fault {n} ({kind:?}): reopen failed: {e}"));
+            let s = Store::open(
+                mem.clone(),
+                Path::new("/db"),
+                Path::new(":memory:"),
+                StoreOptions::default(),
+            )
+            .unwrap_or_else(|e| panic!("fault {n} ({kind:?}): reopen failed: {e}"));
             let snap = s.snapshot();
             let keep = snap.table("keep").unwrap().count();
             assert!(keep == 100 || keep == 105, "fault {n} ({kind:?}): keep has {keep} rows");
             if let Ok(t) = snap.table("t") {
-                assert!(t.count() == 0 || t.count() == 17_000, "fault {n}: t has {} rows", t.count());
+                assert!(
+                    t.count() == 0 || t.count() == 17_000,
+                    "fault {n}: t has {} rows",
+                    t.count()
+                );
             }
             for name in snap.table_names() {
                 let rows: usize = all_rows(&s, &name).iter().map(|b| b.num_rows()).sum();

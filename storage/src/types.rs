@@ -248,7 +248,11 @@ mod tests {
     fn schema_validation() {
         let s = Schema::new(vec![
             Field::new("a", DataType::Int32, false),
-            Field::new("v", DataType::FixedSizeList(Arc::new(Field::new("x", DataType::Float32, false)), 4), true),
+            Field::new(
+                "v",
+                DataType::FixedSizeList(Arc::new(Field::new("x", DataType::Float32, false)), 4),
+                true,
+            ),
         ]);
         let t = TableSchema::from_user_schema(&s).unwrap();
         assert_eq!(t.full_schema().field(0).name(), ID_COLUMN);
@@ -256,11 +260,18 @@ mod tests {
         assert_eq!(t.index_of("v"), Some(2));
         assert_eq!(t.column_id_at(2), 2);
 
-        let dup = Schema::new(vec![Field::new("a", DataType::Int32, false), Field::new("a", DataType::Utf8, true)]);
+        let dup = Schema::new(vec![
+            Field::new("a", DataType::Int32, false),
+            Field::new("a", DataType::Utf8, true),
+        ]);
         assert!(matches!(TableSchema::from_user_schema(&dup), Err(Error::InvalidName { .. })));
         let id = Schema::new(vec![Field::new("_id", DataType::UInt64, false)]);
         assert!(TableSchema::from_user_schema(&id).is_err());
-        let dict = Schema::new(vec![Field::new("d", DataType::Dictionary(Box::new(DataType::Int8), Box::new(DataType::Utf8)), true)]);
+        let dict = Schema::new(vec![Field::new(
+            "d",
+            DataType::Dictionary(Box::new(DataType::Int8), Box::new(DataType::Utf8)),
+            true,
+        )]);
         assert!(matches!(TableSchema::from_user_schema(&dict), Err(Error::UnsupportedType { .. })));
         assert!(check_name("").is_err());
         assert!(check_name(&"x".repeat(256)).is_err());

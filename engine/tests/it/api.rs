@@ -18,7 +18,9 @@ fn people() -> Schema {
 fn rows_in_rows_out() {
     let db = Database::open_in_memory().unwrap();
     let t = db.create_table("people", &people()).unwrap();
-    let a = t.insert_row(Row::new().set("name", "Ada").set("age", 36).set("emb", vec![1.0f32, 2.0, 3.0])).unwrap();
+    let a = t
+        .insert_row(Row::new().set("name", "Ada").set("age", 36).set("emb", vec![1.0f32, 2.0, 3.0]))
+        .unwrap();
     let b = t.insert_row(Row::new().set("name", "Bob")).unwrap();
     assert_eq!((a, b), (1, 2));
     let r = t.get(a).unwrap().unwrap();
@@ -43,7 +45,10 @@ fn bad_rows_get_clear_errors_and_write_nothing() {
     let e = t.insert_row(Row::new().set("name", "x").set("age", 1i64 << 40)).unwrap_err();
     assert!(e.to_string().contains("out of range"), "{e}");
     let e = t.insert_row(Row::new().set("name", "x").set("emb", vec![1.0f32])).unwrap_err();
-    assert!(matches!(e, Error::Storage(StorageError::VectorDimension { expected: 3, found: 1, .. })), "{e}");
+    assert!(
+        matches!(e, Error::Storage(StorageError::VectorDimension { expected: 3, found: 1, .. })),
+        "{e}"
+    );
     let e = t.insert_row(Row::new().set("nmae", "x")).unwrap_err();
     assert!(matches!(e, Error::Storage(StorageError::ColumnNotFound { .. })), "{e}");
     assert!(e.to_string().contains("nmae"));
@@ -56,8 +61,14 @@ fn bad_rows_get_clear_errors_and_write_nothing() {
     assert!(t.insert_rows(&rows).is_err());
     assert_eq!(t.count().unwrap(), 0);
     assert!(matches!(db.table("nope"), Err(Error::Storage(StorageError::TableNotFound { .. }))));
-    assert!(matches!(db.create_table("people", &people()), Err(Error::Storage(StorageError::TableExists { .. }))));
-    assert!(matches!(db.create_table("", &people()), Err(Error::Storage(StorageError::InvalidName { .. }))));
+    assert!(matches!(
+        db.create_table("people", &people()),
+        Err(Error::Storage(StorageError::TableExists { .. }))
+    ));
+    assert!(matches!(
+        db.create_table("", &people()),
+        Err(Error::Storage(StorageError::InvalidName { .. }))
+    ));
     assert!(t.scan_columns(&["name", "zzz"]).is_err());
     // The next id was not consumed by the failures.
     assert_eq!(t.insert_row(Row::new().set("name", "first")).unwrap(), 1);
@@ -65,15 +76,21 @@ fn bad_rows_get_clear_errors_and_write_nothing() {
 
 #[test]
 fn scans_projections_and_get_many() {
-    let db = Database::open_in_memory_with(Options { bulk_insert_rows: 100, ..Options::default() }).unwrap();
+    let db = Database::open_in_memory_with(Options { bulk_insert_rows: 100, ..Options::default() })
+        .unwrap();
     let t = db.create_table("people", &people()).unwrap();
-    let s = Arc::new(Schema::new(vec![Field::new("age", DataType::Int32, true), Field::new("name", DataType::Utf8, false)]));
+    let s = Arc::new(Schema::new(vec![
+        Field::new("age", DataType::Int32, true),
+        Field::new("name", DataType::Utf8, false),
+    ]));
     let batch = |start: i32, n: i32| {
         RecordBatch::try_new(
             s.clone(),
             vec![
                 Arc::new(Int32Array::from_iter_values(start..start + n)),
-                Arc::new(StringArray::from_iter_values((start..start + n).map(|i| format!("p{i}")))),
+                Arc::new(StringArray::from_iter_values(
+                    (start..start + n).map(|i| format!("p{i}")),
+                )),
             ],
         )
         .unwrap()

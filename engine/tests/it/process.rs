@@ -41,7 +41,9 @@ fn wait_for(lines: &mut impl Iterator<Item = std::io::Result<String>>, marker: &
 fn a_second_process_cannot_write_but_can_read() {
     if std::env::var(ROLE).as_deref() == Ok("hold") {
         let db = Database::open(std::env::var(DIR).unwrap()).unwrap();
-        let t = db.create_table("t", &Schema::new(vec![Field::new("x", DataType::Utf8, true)])).unwrap();
+        let t = db
+            .create_table("t", &Schema::new(vec![Field::new("x", DataType::Utf8, true)]))
+            .unwrap();
         t.insert_row(Row::new().set("x", "hello")).unwrap();
         db.flush().unwrap();
         println!("@@ready");
@@ -51,7 +53,8 @@ fn a_second_process_cannot_write_but_can_read() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let mut child = spawn("process::a_second_process_cannot_write_but_can_read", "hold", dir.path());
+    let mut child =
+        spawn("process::a_second_process_cannot_write_but_can_read", "hold", dir.path());
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     wait_for(&mut lines, "@@ready");
     let e = Database::open(dir.path()).unwrap_err();
@@ -66,7 +69,13 @@ fn a_second_process_cannot_write_but_can_read() {
 
 fn batch(first: u64, n: u64) -> RecordBatch {
     let s = Arc::new(Schema::new(vec![Field::new("name", DataType::Utf8, false)]));
-    RecordBatch::try_new(s, vec![Arc::new(StringArray::from_iter_values((first..first + n).map(|i| format!("row {i}"))))]).unwrap()
+    RecordBatch::try_new(
+        s,
+        vec![Arc::new(StringArray::from_iter_values(
+            (first..first + n).map(|i| format!("row {i}")),
+        ))],
+    )
+    .unwrap()
 }
 
 /// A child bulk-inserts in a loop and reports each acknowledged insert; the parent kills it
@@ -79,7 +88,9 @@ fn killed_writer_loses_no_acknowledged_bulk_insert() {
         let db = Database::open(std::env::var(DIR).unwrap()).unwrap();
         let t = match db.table("t") {
             Ok(t) => t,
-            Err(_) => db.create_table("t", &Schema::new(vec![Field::new("name", DataType::Utf8, false)])).unwrap(),
+            Err(_) => db
+                .create_table("t", &Schema::new(vec![Field::new("name", DataType::Utf8, false)]))
+                .unwrap(),
         };
         loop {
             let first = t.count().unwrap() + 1;
@@ -90,7 +101,8 @@ fn killed_writer_loses_no_acknowledged_bulk_insert() {
     }
     let dir = tempfile::tempdir().unwrap();
     for round in 0..3u64 {
-        let mut child = spawn("process::killed_writer_loses_no_acknowledged_bulk_insert", "writer", dir.path());
+        let mut child =
+            spawn("process::killed_writer_loses_no_acknowledged_bulk_insert", "writer", dir.path());
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let mut acked = 0;
         for _ in 0..(2 + round) {
@@ -101,7 +113,10 @@ fn killed_writer_loses_no_acknowledged_bulk_insert() {
         let db = Database::open(dir.path()).unwrap();
         let t = db.table("t").unwrap();
         let count = t.count().unwrap();
-        assert!(count >= acked && count <= acked + N, "round {round}: {count} rows, {acked} acknowledged");
+        assert!(
+            count >= acked && count <= acked + N,
+            "round {round}: {count} rows, {acked} acknowledged"
+        );
         assert_eq!(count % N, 0, "a partial insert is visible");
         let all = t.scan().unwrap().collect_batch().unwrap();
         let ids = all.column(0).as_any().downcast_ref::<UInt64Array>().unwrap();

@@ -24,9 +24,13 @@ fn all_types(n: usize, seed: usize) -> RecordBatch {
     }
     let list: ArrayRef = Arc::new(list.finish());
     let s_a: ArrayRef = Arc::new(Int32Array::from_iter_values((0..n as i32).map(|i| i * 3)));
-    let s_b: ArrayRef = Arc::new(StringArray::from_iter((0..n).map(|i| nul(i).then(|| format!("s{i}")))));
+    let s_b: ArrayRef =
+        Arc::new(StringArray::from_iter((0..n).map(|i| nul(i).then(|| format!("s{i}")))));
     let st = StructArray::new(
-        Fields::from(vec![Field::new("a", DataType::Int32, false), Field::new("b", DataType::Utf8, true)]),
+        Fields::from(vec![
+            Field::new("a", DataType::Int32, false),
+            Field::new("b", DataType::Utf8, true),
+        ]),
         vec![s_a, s_b],
         None,
     );
@@ -41,31 +45,82 @@ fn all_types(n: usize, seed: usize) -> RecordBatch {
     let cols: Vec<(&str, ArrayRef)> = vec![
         ("b", Arc::new(BooleanArray::from_iter((0..n).map(|i| nul(i).then_some(i % 3 == 0))))),
         ("i8", Arc::new(Int8Array::from_iter((0..n).map(|i| nul(i).then_some((i % 200) as i8))))),
-        ("i16", Arc::new(Int16Array::from_iter((0..n).map(|i| nul(i).then_some((i % 30_000) as i16 - 500))))),
+        (
+            "i16",
+            Arc::new(Int16Array::from_iter(
+                (0..n).map(|i| nul(i).then_some((i % 30_000) as i16 - 500)),
+            )),
+        ),
         ("i32", Arc::new(Int32Array::from_iter((0..n).map(|i| nul(i).then_some(i as i32 * 10))))),
-        ("i64", Arc::new(Int64Array::from_iter((0..n).map(|i| nul(i).then_some(i64::MIN + i as i64))))),
+        (
+            "i64",
+            Arc::new(Int64Array::from_iter((0..n).map(|i| nul(i).then_some(i64::MIN + i as i64)))),
+        ),
         ("u8", Arc::new(UInt8Array::from_iter((0..n).map(|i| nul(i).then_some(i as u8))))),
-        ("u16", Arc::new(UInt16Array::from_iter((0..n).map(|i| nul(i).then_some((i as u16).wrapping_mul(7)))))),
-        ("u32", Arc::new(UInt32Array::from_iter((0..n).map(|i| nul(i).then_some(u32::MAX - i as u32))))),
-        ("u64", Arc::new(UInt64Array::from_iter((0..n).map(|i| nul(i).then_some(u64::MAX / (i as u64 + 1)))))),
-        ("f32", Arc::new(Float32Array::from_iter((0..n).map(|i| nul(i).then_some(i as f32 / 3.0))))),
-        ("f64", Arc::new(Float64Array::from_iter((0..n).map(|i| nul(i).then_some((i % 50) as f64 * 0.5))))),
-        ("s", Arc::new(StringArray::from_iter((0..n).map(|i| nul(i).then(|| ["Beijing", "Xi'an", "東京"][i % 3]))))),
-        ("bin", Arc::new(BinaryArray::from_iter((0..n).map(|i| nul(i).then(|| vec![i as u8; i % 5]))))),
-        ("d", Arc::new(Date32Array::from_iter((0..n).map(|i| nul(i).then_some(19_000 + i as i32))))),
+        (
+            "u16",
+            Arc::new(UInt16Array::from_iter(
+                (0..n).map(|i| nul(i).then_some((i as u16).wrapping_mul(7))),
+            )),
+        ),
+        (
+            "u32",
+            Arc::new(UInt32Array::from_iter((0..n).map(|i| nul(i).then_some(u32::MAX - i as u32)))),
+        ),
+        (
+            "u64",
+            Arc::new(UInt64Array::from_iter(
+                (0..n).map(|i| nul(i).then_some(u64::MAX / (i as u64 + 1))),
+            )),
+        ),
+        (
+            "f32",
+            Arc::new(Float32Array::from_iter((0..n).map(|i| nul(i).then_some(i as f32 / 3.0)))),
+        ),
+        (
+            "f64",
+            Arc::new(Float64Array::from_iter(
+                (0..n).map(|i| nul(i).then_some((i % 50) as f64 * 0.5)),
+            )),
+        ),
+        (
+            "s",
+            Arc::new(StringArray::from_iter(
+                (0..n).map(|i| nul(i).then(|| ["Beijing", "Xi'an", "東京"][i % 3])),
+            )),
+        ),
+        (
+            "bin",
+            Arc::new(BinaryArray::from_iter((0..n).map(|i| nul(i).then(|| vec![i as u8; i % 5])))),
+        ),
+        (
+            "d",
+            Arc::new(Date32Array::from_iter((0..n).map(|i| nul(i).then_some(19_000 + i as i32)))),
+        ),
         (
             "ts",
-            Arc::new(TimestampMicrosecondArray::from_iter((0..n).map(|i| nul(i).then_some(1_700_000_000_000_000 + i as i64))).with_timezone("UTC")),
+            Arc::new(
+                TimestampMicrosecondArray::from_iter(
+                    (0..n).map(|i| nul(i).then_some(1_700_000_000_000_000 + i as i64)),
+                )
+                .with_timezone("UTC"),
+            ),
         ),
         (
             "dec",
-            Arc::new(Decimal128Array::from_iter((0..n).map(|i| nul(i).then_some(i as i128 * 101))).with_precision_and_scale(12, 2).unwrap()),
+            Arc::new(
+                Decimal128Array::from_iter((0..n).map(|i| nul(i).then_some(i as i128 * 101)))
+                    .with_precision_and_scale(12, 2)
+                    .unwrap(),
+            ),
         ),
         ("v", Arc::new(vecs)),
         ("l", list),
         ("st", Arc::new(st)),
     ];
-    let schema = Schema::new(cols.iter().map(|(n, a)| Field::new(*n, a.data_type().clone(), true)).collect::<Vec<_>>());
+    let schema = Schema::new(
+        cols.iter().map(|(n, a)| Field::new(*n, a.data_type().clone(), true)).collect::<Vec<_>>(),
+    );
     RecordBatch::try_new(Arc::new(schema), cols.into_iter().map(|(_, a)| a).collect()).unwrap()
 }
 
@@ -98,7 +153,11 @@ fn every_type_round_trips_through_memtable_segments_and_reopen() {
     assert_eq!(user_columns(&got), want);
     // Point lookups of every type.
     let one = t.get_many(&[70_000 + 5, 12_345]).unwrap();
-    assert_eq!(user_columns(&one), arrow::compute::concat_batches(&big.schema(), [&small.slice(4, 1), &big.slice(12_344, 1)]).unwrap());
+    assert_eq!(
+        user_columns(&one),
+        arrow::compute::concat_batches(&big.schema(), [&small.slice(4, 1), &big.slice(12_344, 1)])
+            .unwrap()
+    );
 }
 
 #[derive(Debug, Clone)]
