@@ -281,10 +281,11 @@ pub fn encode(
     let nulls = array.logical_nulls();
     let is_valid = |i: usize| nulls.as_ref().is_none_or(|nb| nb.is_valid(i));
     let mut block = Block::new(n * 4 + 128);
-    if null_count > 0 && phys != Physical::Generic {
-        if let Some(nb) = &nulls {
-            block.section(|b| b.extend_from_slice(nb.inner().sliced().as_slice()));
-        }
+    if null_count > 0
+        && phys != Physical::Generic
+        && let Some(nb) = &nulls
+    {
+        block.section(|b| b.extend_from_slice(nb.inner().sliced().as_slice()));
     }
     let all_null = null_count == n;
     let mut stats = None;
@@ -344,13 +345,14 @@ pub fn encode(
                         hi = Some(v);
                     }
                 }
-                if let (Some(lo), Some(hi)) = (lo, hi) {
-                    if lo.len() <= 64 && hi.len() <= 64 {
-                        stats = Some(ZoneMap {
-                            min: StatValue::Bytes(lo.to_vec()),
-                            max: StatValue::Bytes(hi.to_vec()),
-                        });
-                    }
+                if let (Some(lo), Some(hi)) = (lo, hi)
+                    && lo.len() <= 64
+                    && hi.len() <= 64
+                {
+                    stats = Some(ZoneMap {
+                        min: StatValue::Bytes(lo.to_vec()),
+                        max: StatValue::Bytes(hi.to_vec()),
+                    });
                 }
             }
             encode_bytes(n, &get, &is_valid, all_null, offsets, values, &mut block)

@@ -268,10 +268,10 @@ impl Vfs for MemFs {
         let children = files.keys().chain(dirs.iter());
         for p in children {
             // Direct children, and the first component of deeper paths (implicit directories).
-            if let Ok(rest) = p.strip_prefix(path) {
-                if let Some(first) = rest.components().next() {
-                    out.push(first.as_os_str().to_string_lossy().into_owned());
-                }
+            if let Ok(rest) = p.strip_prefix(path)
+                && let Some(first) = rest.components().next()
+            {
+                out.push(first.as_os_str().to_string_lossy().into_owned());
             }
         }
         out.sort();

@@ -625,7 +625,7 @@ mod tests {
             9,
             &[0, 1, 2, 3, 4],
             &schema,
-            &[b.clone()],
+            std::slice::from_ref(&b),
             WriteOptions::default(),
         )
         .unwrap();

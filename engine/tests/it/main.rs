@@ -1,5 +1,8 @@
 //! Integration tests of the public API (one test binary for the crate; modules below).
 
+// Test helpers outside #[test] functions unwrap freely, like the tests themselves.
+#![allow(clippy::unwrap_used)]
+
 mod api;
 mod process;
 mod roundtrip;
