@@ -147,7 +147,10 @@ mod tests {
         assert_eq!(names.value(19_999), "user_19999");
         let score = all.column(2).as_any().downcast_ref::<Float64Array>().unwrap();
         assert!(
-            score.values().iter().all(|s| (0.0..=100.0).contains(s) && (s * 100.0).fract() == 0.0)
+            score
+                .values()
+                .iter()
+                .all(|s| (0.0..=100.0).contains(s) && (s * 100.0).round() / 100.0 == *s)
         );
         // Same seed, same data.
         assert_eq!(dataset(100, 100, 5), dataset(100, 100, 5));
