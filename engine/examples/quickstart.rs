@@ -12,30 +12,8 @@ use basalt::arrow::array::{Array, Float64Array, Int64Array, RecordBatch, StringA
 use basalt::arrow::schema::{DataType, Field, Schema};
 use basalt::{Database, Row, vector_type};
 
-const CITIES: [&str; 10] = [
-    "Beijing",
-    "Shanghai",
-    "Guangzhou",
-    "Shenzhen",
-    "Hangzhou",
-    "Nanjing",
-    "Chengdu",
-    "Wuhan",
-    "Xian",
-    "Qingdao",
-];
-const CATEGORIES: [&str; 10] = [
-    "Electronics",
-    "Clothing",
-    "Food",
-    "Sports",
-    "Books",
-    "Home",
-    "Auto",
-    "Health",
-    "Travel",
-    "Gaming",
-];
+const CITIES: [&str; 5] = ["Hangzhou", "Chengdu", "Wuhan", "Xian", "Qingdao"];
+const TOPICS: [&str; 4] = ["Books", "Food", "Travel", "Gaming"];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = match std::env::args().nth(1) {
@@ -50,34 +28,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Field::new("age", DataType::Int64, false),
         Field::new("score", DataType::Float64, false),
         Field::new("city", DataType::Utf8, false),
-        Field::new("category", DataType::Utf8, false),
+        Field::new("topic", DataType::Utf8, false),
         Field::new("embedding", vector_type(4), true),
     ]);
 
     // 1. Create and bulk-load 200,000 rows from Arrow (durable when insert returns).
     let rows = 200_000usize;
-    let mut rng = 42u64;
-    let mut next = || {
-        rng = rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = rng;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    };
     let load_schema = Arc::new(Schema::new(schema.fields()[..5].to_vec()));
     let batch = RecordBatch::try_new(
         load_schema,
         vec![
             Arc::new(StringArray::from_iter_values((0..rows).map(|i| format!("user_{i}")))),
-            Arc::new(Int64Array::from_iter_values((0..rows).map(|_| 18 + (next() % 63) as i64))),
+            Arc::new(Int64Array::from_iter_values((0..rows).map(|i| 18 + (i * 7 % 63) as i64))),
             Arc::new(Float64Array::from_iter_values(
-                (0..rows).map(|_| (next() % 10_001) as f64 / 100.0),
+                (0..rows).map(|i| (i * 7919 % 10_001) as f64 / 100.0),
             )),
             Arc::new(StringArray::from_iter_values(
-                (0..rows).map(|_| CITIES[(next() % 10) as usize]),
+                (0..rows).map(|i| CITIES[i * 3 % CITIES.len()]),
             )),
             Arc::new(StringArray::from_iter_values(
-                (0..rows).map(|_| CATEGORIES[(next() % 10) as usize]),
+                (0..rows).map(|i| TOPICS[i / 3 % TOPICS.len()]),
             )),
         ],
     )?;
@@ -100,7 +70,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .set("age", 36)
             .set("score", 99.5)
             .set("city", "Hangzhou")
-            .set("category", "Books")
+            .set("topic", "Books")
             .set("embedding", vec![0.1f32, 0.2, 0.3, 0.4]),
     )?;
     users.insert_row(
@@ -109,7 +79,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .set("age", 41)
             .set("score", 12.25)
             .set("city", "Wuhan")
-            .set("category", "Food"),
+            .set("topic", "Food"),
     )?;
     db.flush()?;
 

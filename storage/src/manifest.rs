@@ -21,8 +21,6 @@
 
 use std::path::{Path, PathBuf};
 
-use arrow_schema::Schema;
-
 use crate::codec::{Dec, Enc, crc};
 use crate::error::{Error, Result};
 use crate::io::Vfs;
@@ -102,11 +100,8 @@ impl Manifest {
             b.str(&t.name);
             b.u64(t.next_row_id);
             b.u32(t.schema.next_column_id());
-            b.u32(t.schema.columns().len() as u32);
-            for c in t.schema.columns() {
-                b.u32(c.id);
-            }
-            b.bytes(&crate::types::schema_to_bytes(&t.schema.user_schema()));
+            let ids: Vec<u32> = t.schema.columns().iter().map(|c| c.id).collect();
+            crate::types::encode_columns(&mut b, &ids, &t.schema.user_schema());
             b.u32(t.segments.len() as u32);
             for s in &t.segments {
                 b.u64(s.id);
@@ -169,17 +164,7 @@ impl Manifest {
             let name = d.str("table name")?.to_string();
             let next_row_id = d.u64("next row id")?;
             let next_column_id = d.u32("next column id")?;
-            let ncols = d.count(4, "column count")?;
-            let mut ids = Vec::with_capacity(ncols);
-            for _ in 0..ncols {
-                ids.push(d.u32("column id")?);
-            }
-            let fb = d.bytes("schema")?;
-            let schema: Schema = crate::types::schema_from_bytes(fb)
-                .map_err(|e| d.err(format!("table schema does not decode: {e}")))?;
-            if schema.fields().len() != ncols {
-                return Err(d.err("schema and column-id counts differ"));
-            }
+            let (ids, schema) = crate::types::decode_columns(&mut d)?;
             let columns = ids
                 .into_iter()
                 .zip(schema.fields().iter())
@@ -225,7 +210,7 @@ pub fn install(vfs: &dyn Vfs, root: &Path, m: &Manifest) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use arrow_schema::{DataType, Field};
+    use arrow_schema::{DataType, Field, Schema};
 
     use super::*;
 

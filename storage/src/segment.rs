@@ -44,7 +44,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 use arrow_array::{Array, ArrayRef, RecordBatch, UInt64Array};
 use arrow_buffer::Buffer;
-use arrow_schema::{Schema, SchemaRef};
+use arrow_schema::SchemaRef;
 use rayon::prelude::*;
 
 use crate::codec::{Dec, Enc, align64, crc};
@@ -216,11 +216,7 @@ pub fn write_segment(
     let mut e = Enc::new();
     e.u64(segment_id);
     e.u64(table_id);
-    e.u32(column_ids.len() as u32);
-    for &c in column_ids {
-        e.u32(c);
-    }
-    e.bytes(&crate::types::schema_to_bytes(schema));
+    crate::types::encode_columns(&mut e, column_ids, schema);
     let total_rows: usize = groups.iter().map(|g| g[0].len()).sum();
     e.u64(total_rows as u64);
     e.u32(groups.len() as u32);
@@ -523,17 +519,8 @@ fn parse_footer(footer: &[u8], path: &Path, base: u64) -> Result<SegmentMeta> {
     let mut d = Dec::new(footer, path, base);
     let segment_id = d.u64("segment id")?;
     let table_id = d.u64("table id")?;
-    let ncols = d.count(4, "column count")?;
-    let mut column_ids = Vec::with_capacity(ncols);
-    for _ in 0..ncols {
-        column_ids.push(d.u32("column id")?);
-    }
-    let fb = d.bytes("schema")?;
-    let schema: Schema = crate::types::schema_from_bytes(fb)
-        .map_err(|e| d.err(format!("schema does not decode: {e}")))?;
-    if schema.fields().len() != ncols {
-        return Err(d.err("schema and column-id counts differ"));
-    }
+    let (column_ids, schema) = crate::types::decode_columns(&mut d)?;
+    let ncols = column_ids.len();
     let physical = schema
         .fields()
         .iter()
@@ -582,7 +569,7 @@ fn parse_footer(footer: &[u8], path: &Path, base: u64) -> Result<SegmentMeta> {
 #[cfg(test)]
 mod tests {
     use arrow_array::{Float64Array, Int32Array, StringArray};
-    use arrow_schema::{DataType, Field};
+    use arrow_schema::{DataType, Field, Schema};
 
     use super::*;
     use crate::io::MemFs;

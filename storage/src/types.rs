@@ -240,6 +240,33 @@ pub fn schema_from_bytes(bytes: &[u8]) -> std::result::Result<Schema, arrow_sche
         .map_err(|e| arrow_schema::ArrowError::ParseError(format!("schema flatbuffer: {e}")))
 }
 
+/// Writes a column list: count (u32), the column ids (u32 each), then the Arrow schema of
+/// those columns as a length-prefixed IPC flatbuffer. Used by segment footers and the
+/// manifest.
+pub fn encode_columns(e: &mut crate::codec::Enc, ids: &[u32], schema: &Schema) {
+    e.u32(ids.len() as u32);
+    for &c in ids {
+        e.u32(c);
+    }
+    e.bytes(&schema_to_bytes(schema));
+}
+
+/// Reads what [`encode_columns`] wrote, checking that ids and fields correspond.
+pub fn decode_columns(d: &mut crate::codec::Dec<'_>) -> Result<(Vec<u32>, Schema)> {
+    let n = d.count(4, "column count")?;
+    let mut ids = Vec::with_capacity(n);
+    for _ in 0..n {
+        ids.push(d.u32("column id")?);
+    }
+    let fb = d.bytes("schema")?;
+    let schema =
+        schema_from_bytes(fb).map_err(|e| d.err(format!("schema does not decode: {e}")))?;
+    if schema.fields().len() != n {
+        return Err(d.err("schema and column-id counts differ"));
+    }
+    Ok((ids, schema))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
