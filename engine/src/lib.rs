@@ -24,13 +24,19 @@
 //! # }
 //! ```
 //!
-//! ## Durability (format version 1)
+//! ## Durability
 //! Bulk inserts (at least [`Options::bulk_insert_rows`] rows in one call) are written to a
-//! synced segment and a synced manifest before `insert` returns. Smaller inserts are held in
-//! the memtable and persisted by [`Database::flush`], by [`Database::close`], when the
-//! memtable reaches [`Options::memtable_flush_rows`], or when the last handle is dropped; a
-//! process killed before that loses them. The write-ahead log with its durability levels
-//! is a later step (see ARCHITECTURE.md).
+//! synced segment and a synced manifest before `insert` returns. Smaller inserts go to the
+//! memtable and, by [`Options::durability`] (or per call, [`Table::insert_with`]):
+//! - [`Durability::Buffered`]: nowhere else until the next flush — a killed process loses them;
+//! - [`Durability::ProcessSafe`] (default): the write-ahead log, written before returning —
+//!   survives a killed process;
+//! - [`Durability::PowerSafe`]: the write-ahead log, synced before returning (concurrent
+//!   commits share one sync) — survives power loss.
+//!
+//! Memtables become segments at [`Database::flush`], [`Database::close`], when one reaches
+//! [`Options::memtable_flush_rows`], or when the last handle is dropped; the log is then
+//! emptied. Opening a database replays the log.
 
 mod error;
 mod value;
@@ -43,7 +49,7 @@ use arrow_schema::{Schema, SchemaRef};
 use basalt_storage::{MemFs, OsFs, Store, StoreOptions, TableSnapshot, Vfs};
 
 pub use basalt_storage::{
-    CompressionPolicy, IdRange, ROW_GROUP_ROWS, SEGMENT_FORMAT_VERSION, vector_type,
+    CompressionPolicy, Durability, IdRange, ROW_GROUP_ROWS, SEGMENT_FORMAT_VERSION, vector_type,
 };
 pub use error::{Error, Result};
 pub use value::{Row, Value};
@@ -70,6 +76,9 @@ pub struct Options {
     pub memtable_flush_rows: usize,
     /// Inserts of at least this many rows go straight to a new segment (durable on return).
     pub bulk_insert_rows: usize,
+    /// Durability of inserts that do not choose one (default: process-safe). In-memory
+    /// databases keep no log: their writes are always buffered.
+    pub durability: Durability,
 }
 
 impl Default for Options {
@@ -80,6 +89,7 @@ impl Default for Options {
             compression: s.write.compression,
             memtable_flush_rows: s.memtable_flush_rows,
             bulk_insert_rows: s.bulk_insert_rows,
+            durability: s.durability,
         }
     }
 }
@@ -90,6 +100,7 @@ impl Options {
             read_only: self.read_only,
             memtable_flush_rows: self.memtable_flush_rows.max(1),
             bulk_insert_rows: self.bulk_insert_rows.max(1),
+            durability: self.durability,
             ..StoreOptions::default()
         };
         s.write.compression = self.compression;
@@ -140,6 +151,7 @@ impl Database {
     /// An in-memory database with explicit options.
     pub fn open_in_memory_with(options: Options) -> Result<Database> {
         let vfs: Arc<dyn Vfs> = Arc::new(MemFs::new());
+        let options = Options { durability: Durability::Buffered, read_only: false, ..options };
         let store = Store::open(vfs, Path::new("/"), Path::new(":memory:"), options.store())?;
         Ok(Database { inner: Arc::new(Inner { store, path: None }) })
     }
@@ -219,6 +231,11 @@ impl Table {
     /// Inserts several batches as one unit: all are validated before anything is written.
     pub fn insert_batches(&self, batches: &[RecordBatch]) -> Result<IdRange> {
         Ok(self.db.inner.store.insert(&self.name, batches)?)
+    }
+
+    /// Inserts batches with an explicit durability level for this write.
+    pub fn insert_with(&self, batches: &[RecordBatch], durability: Durability) -> Result<IdRange> {
+        Ok(self.db.inner.store.insert_with(&self.name, batches, durability)?)
     }
 
     /// Inserts one row; returns its `_id`.

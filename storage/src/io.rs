@@ -65,6 +65,43 @@ pub trait Vfs: Send + Sync + Debug {
     /// Takes the exclusive writer lock on `path`, or fails with [`Error::Locked`] naming
     /// `db_path`. In-memory file systems have nothing to share and always succeed.
     fn lock_exclusive(&self, path: &Path, db_path: &Path) -> Result<LockGuard>;
+    /// Opens `path` for appending, creating it empty if it does not exist.
+    fn open_append(&self, path: &Path) -> Result<Box<dyn AppendFile>>;
+}
+
+/// A file written only at its end (the write-ahead log).
+pub trait AppendFile: Send + Sync + Debug {
+    /// Appends `data` with one write (visible to other processes once it returns).
+    fn append(&mut self, data: &[u8]) -> Result<()>;
+    /// Makes everything appended so far durable (`fdatasync`).
+    fn sync(&mut self) -> Result<()>;
+    /// Current length in bytes.
+    fn len(&self) -> u64;
+    /// True when nothing has been written.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[derive(Debug)]
+struct OsAppend {
+    file: File,
+    path: PathBuf,
+    len: u64,
+}
+
+impl AppendFile for OsAppend {
+    fn append(&mut self, data: &[u8]) -> Result<()> {
+        self.file.write_all(data).map_err(|e| Error::io("append", &self.path, e))?;
+        self.len += data.len() as u64;
+        Ok(())
+    }
+    fn sync(&mut self) -> Result<()> {
+        self.file.sync_data().map_err(|e| Error::io("fsync", &self.path, e))
+    }
+    fn len(&self) -> u64 {
+        self.len
+    }
 }
 
 /// The operating system's file system.
@@ -171,15 +208,31 @@ impl Vfs for OsFs {
             Err(std::fs::TryLockError::Error(e)) => Err(Error::io("lock", path, e)),
         }
     }
+
+    fn open_append(&self, path: &Path) -> Result<Box<dyn AppendFile>> {
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| Error::io("open for append", path, e))?;
+        let len = file.metadata().map_err(|e| Error::io("stat", path, e))?.len();
+        Ok(Box::new(OsAppend { file, path: path.to_path_buf(), len }))
+    }
 }
 
 /// An in-memory file system: the backing of `:memory:` databases and of many tests.
 ///
 /// Files are stored as immutable 64-byte-aligned [`Buffer`]s, so `map` is a cheap clone.
+/// Clones share the same files.
+#[derive(Debug, Default, Clone)]
+pub struct MemFs(Arc<MemInner>);
+
 #[derive(Debug, Default)]
-pub struct MemFs {
+struct MemInner {
     files: Mutex<BTreeMap<PathBuf, Buffer>>,
     dirs: Mutex<std::collections::BTreeSet<PathBuf>>,
+    /// Bytes of each file known to be durable (written with sync, or synced since).
+    synced: Mutex<BTreeMap<PathBuf, usize>>,
 }
 
 impl MemFs {
@@ -190,12 +243,66 @@ impl MemFs {
 
     /// Replaces a file's bytes (tests use this to damage files).
     pub fn put(&self, path: &Path, bytes: &[u8]) {
-        self.files.lock().insert(path.to_path_buf(), aligned(bytes));
+        self.0.files.lock().insert(path.to_path_buf(), aligned(bytes));
     }
 
     /// Total bytes held.
     pub fn bytes_used(&self) -> usize {
-        self.files.lock().values().map(|b| b.len()).sum()
+        self.0.files.lock().values().map(|b| b.len()).sum()
+    }
+
+    /// Simulates a power loss: every file keeps only the bytes that were synced; files never
+    /// synced disappear. (Renames count as durable once done: the directory fsync that makes
+    /// them so is always issued right after, by the code under test.)
+    pub fn lose_unsynced_writes(&self) {
+        let synced = self.0.synced.lock();
+        let mut files = self.0.files.lock();
+        let paths: Vec<PathBuf> = files.keys().cloned().collect();
+        for p in paths {
+            match synced.get(&p) {
+                None => {
+                    files.remove(&p);
+                }
+                Some(&n) => {
+                    let b = &files[&p];
+                    if b.len() > n {
+                        let kept = aligned(&b.as_slice()[..n]);
+                        files.insert(p, kept);
+                    }
+                }
+            }
+        }
+    }
+
+    fn append_bytes(&self, path: &Path, data: &[u8]) -> usize {
+        let mut files = self.0.files.lock();
+        let old = files.get(path).map(|b| b.as_slice().to_vec()).unwrap_or_default();
+        let mut all = old;
+        all.extend_from_slice(data);
+        let len = all.len();
+        files.insert(path.to_path_buf(), aligned(&all));
+        len
+    }
+}
+
+#[derive(Debug)]
+struct MemAppend {
+    fs: MemFs,
+    path: PathBuf,
+    len: u64,
+}
+
+impl AppendFile for MemAppend {
+    fn append(&mut self, data: &[u8]) -> Result<()> {
+        self.len = self.fs.append_bytes(&self.path, data) as u64;
+        Ok(())
+    }
+    fn sync(&mut self) -> Result<()> {
+        self.fs.0.synced.lock().insert(self.path.clone(), self.len as usize);
+        Ok(())
+    }
+    fn len(&self) -> u64 {
+        self.len
     }
 }
 
@@ -211,38 +318,50 @@ fn not_found(path: &Path) -> std::io::Error {
 
 impl Vfs for MemFs {
     fn create_dir_all(&self, path: &Path) -> Result<()> {
-        let mut dirs = self.dirs.lock();
+        let mut dirs = self.0.dirs.lock();
         for a in path.ancestors() {
             dirs.insert(a.to_path_buf());
         }
         Ok(())
     }
 
-    fn write_file(&self, path: &Path, parts: &[&[u8]], _sync: bool) -> Result<()> {
+    fn write_file(&self, path: &Path, parts: &[&[u8]], sync: bool) -> Result<()> {
         let len = parts.iter().map(|p| p.len()).sum();
         let mut m = MutableBuffer::with_capacity(len);
         for p in parts {
             m.extend_from_slice(p);
         }
-        self.files.lock().insert(path.to_path_buf(), m.into());
+        self.0.files.lock().insert(path.to_path_buf(), m.into());
+        let mut synced = self.0.synced.lock();
+        if sync {
+            synced.insert(path.to_path_buf(), len);
+        } else {
+            synced.remove(path);
+        }
         Ok(())
     }
 
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
-        let mut files = self.files.lock();
+        let mut files = self.0.files.lock();
         let b = files.remove(from).ok_or_else(|| Error::io("rename", from, not_found(from)))?;
         files.insert(to.to_path_buf(), b);
+        let mut synced = self.0.synced.lock();
+        match synced.remove(from) {
+            Some(n) => synced.insert(to.to_path_buf(), n),
+            None => synced.remove(to),
+        };
         Ok(())
     }
 
     fn remove_file(&self, path: &Path) -> Result<()> {
-        self.files.lock().remove(path);
+        self.0.files.lock().remove(path);
+        self.0.synced.lock().remove(path);
         Ok(())
     }
 
     fn remove_dir_all(&self, path: &Path) -> Result<()> {
-        self.files.lock().retain(|p, _| !p.starts_with(path));
-        self.dirs.lock().retain(|p| !p.starts_with(path));
+        self.0.files.lock().retain(|p, _| !p.starts_with(path));
+        self.0.dirs.lock().retain(|p| !p.starts_with(path));
         Ok(())
     }
 
@@ -251,20 +370,20 @@ impl Vfs for MemFs {
     }
 
     fn read(&self, path: &Path) -> Result<Vec<u8>> {
-        let files = self.files.lock();
+        let files = self.0.files.lock();
         let b = files.get(path).ok_or_else(|| Error::io("read", path, not_found(path)))?;
         Ok(b.as_slice().to_vec())
     }
 
     fn map(&self, path: &Path) -> Result<Buffer> {
-        let files = self.files.lock();
+        let files = self.0.files.lock();
         files.get(path).cloned().ok_or_else(|| Error::io("open", path, not_found(path)))
     }
 
     fn list_dir(&self, path: &Path) -> Result<Vec<String>> {
         let mut out: Vec<String> = Vec::new();
-        let files = self.files.lock();
-        let dirs = self.dirs.lock();
+        let files = self.0.files.lock();
+        let dirs = self.0.dirs.lock();
         let children = files.keys().chain(dirs.iter());
         for p in children {
             // Direct children, and the first component of deeper paths (implicit directories).
@@ -280,11 +399,19 @@ impl Vfs for MemFs {
     }
 
     fn exists(&self, path: &Path) -> bool {
-        self.files.lock().contains_key(path) || self.dirs.lock().contains(path)
+        self.0.files.lock().contains_key(path) || self.0.dirs.lock().contains(path)
     }
 
     fn lock_exclusive(&self, _path: &Path, _db_path: &Path) -> Result<LockGuard> {
         Ok(LockGuard::new(()))
+    }
+
+    fn open_append(&self, path: &Path) -> Result<Box<dyn AppendFile>> {
+        let len = self.0.files.lock().get(path).map_or(0, |b| b.len() as u64);
+        if len == 0 {
+            self.append_bytes(path, &[]);
+        }
+        Ok(Box::new(MemAppend { fs: self.clone(), path: path.to_path_buf(), len }))
     }
 }
 
@@ -303,14 +430,14 @@ pub enum FaultKind {
 #[derive(Debug)]
 pub struct FaultFs {
     inner: Arc<dyn Vfs>,
-    remaining: AtomicU64,
+    remaining: Arc<AtomicU64>,
     kind: FaultKind,
 }
 
 impl FaultFs {
     /// Fails mutating operation number `n` (0-based) and all later ones.
     pub fn new(inner: Arc<dyn Vfs>, n: u64, kind: FaultKind) -> Self {
-        Self { inner, remaining: AtomicU64::new(n), kind }
+        Self { inner, remaining: Arc::new(AtomicU64::new(n)), kind }
     }
 
     /// A wrapper that never fails (counts operations; see [`FaultFs::ops_left`]).
@@ -324,14 +451,44 @@ impl FaultFs {
     }
 
     fn tick(&self, path: &Path) -> Result<()> {
-        let prev = self
-            .remaining
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |r| Some(r.saturating_sub(1)))
-            .unwrap_or(0);
-        if prev == 0 {
-            return Err(Error::io("injected fault", path, std::io::Error::other("injected fault")));
+        tick(&self.remaining, path)
+    }
+}
+
+fn tick(remaining: &AtomicU64, path: &Path) -> Result<()> {
+    let prev = remaining
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |r| Some(r.saturating_sub(1)))
+        .unwrap_or(0);
+    if prev == 0 {
+        return Err(Error::io("injected fault", path, std::io::Error::other("injected fault")));
+    }
+    Ok(())
+}
+
+#[derive(Debug)]
+struct FaultAppend {
+    inner: Box<dyn AppendFile>,
+    remaining: Arc<AtomicU64>,
+    kind: FaultKind,
+    path: PathBuf,
+}
+
+impl AppendFile for FaultAppend {
+    fn append(&mut self, data: &[u8]) -> Result<()> {
+        if let Err(e) = tick(&self.remaining, &self.path) {
+            if self.kind == FaultKind::Torn {
+                let _ = self.inner.append(&data[..data.len() / 2]);
+            }
+            return Err(e);
         }
-        Ok(())
+        self.inner.append(data)
+    }
+    fn sync(&mut self) -> Result<()> {
+        tick(&self.remaining, &self.path)?;
+        self.inner.sync()
+    }
+    fn len(&self) -> u64 {
+        self.inner.len()
     }
 }
 
@@ -381,6 +538,16 @@ impl Vfs for FaultFs {
     fn lock_exclusive(&self, path: &Path, db_path: &Path) -> Result<LockGuard> {
         self.inner.lock_exclusive(path, db_path)
     }
+    fn open_append(&self, path: &Path) -> Result<Box<dyn AppendFile>> {
+        self.tick(path)?;
+        let inner = self.inner.open_append(path)?;
+        Ok(Box::new(FaultAppend {
+            inner,
+            remaining: self.remaining.clone(),
+            kind: self.kind,
+            path: path.to_path_buf(),
+        }))
+    }
 }
 
 #[cfg(test)]
@@ -404,6 +571,17 @@ mod tests {
         fs.remove_file(&b).unwrap();
         fs.remove_file(&b).unwrap();
         assert!(fs.list_dir(&dir).unwrap().is_empty());
+        let w = dir.join("w");
+        let mut a = fs.open_append(&w).unwrap();
+        a.append(b"ab").unwrap();
+        a.append(b"cd").unwrap();
+        a.sync().unwrap();
+        assert_eq!(a.len(), 4);
+        drop(a);
+        let mut a = fs.open_append(&w).unwrap();
+        assert_eq!(a.len(), 4);
+        a.append(b"e").unwrap();
+        assert_eq!(fs.read(&w).unwrap(), b"abcde");
         fs.remove_dir_all(&dir).unwrap();
         assert!(!fs.exists(&dir));
     }
@@ -423,6 +601,21 @@ mod tests {
         assert!(matches!(OsFs.lock_exclusive(&p, t.path()), Err(Error::Locked { .. })));
         drop(g);
         OsFs.lock_exclusive(&p, t.path()).unwrap();
+    }
+
+    #[test]
+    fn mem_fs_power_loss_keeps_only_synced_bytes() {
+        let fs = MemFs::new();
+        fs.write_file(Path::new("/a"), &[b"synced"], true).unwrap();
+        fs.write_file(Path::new("/b"), &[b"not synced"], false).unwrap();
+        let mut w = fs.open_append(Path::new("/w")).unwrap();
+        w.append(b"12").unwrap();
+        w.sync().unwrap();
+        w.append(b"34").unwrap();
+        fs.lose_unsynced_writes();
+        assert_eq!(fs.read(Path::new("/a")).unwrap(), b"synced");
+        assert!(!fs.exists(Path::new("/b")));
+        assert_eq!(fs.read(Path::new("/w")).unwrap(), b"12");
     }
 
     #[test]

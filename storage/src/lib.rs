@@ -20,6 +20,7 @@ pub mod memtable;
 pub mod segment;
 pub mod store;
 pub mod types;
+pub mod wal;
 
 pub use encoding::{CompressionPolicy, DecodeMode};
 pub use error::{Error, Result};
@@ -27,3 +28,4 @@ pub use io::{FaultFs, FaultKind, MemFs, OsFs, Vfs};
 pub use segment::{ROW_GROUP_ROWS, SEGMENT_FORMAT_VERSION, WriteOptions};
 pub use store::{DbSnapshot, IdRange, RowLocation, Scan, Store, StoreOptions, TableSnapshot};
 pub use types::{ID_COLUMN, TableSchema, vector_type};
+pub use wal::Durability;

@@ -6,7 +6,8 @@
 //! magic "BSLTMAN\0" (8) | format version u32 | body length u64 | body | CRC-32C u32
 //! ```
 //! The CRC covers everything before it (magic, version, length, body). Body: manifest
-//! version (u64, +1 per install), next table id (u64), next segment id (u64), table count
+//! version (u64, +1 per install), next table id (u64), next segment id (u64), `wal_lsn`
+//! (u64: log records up to it are in segments), table count
 //! (u32), then per table: id (u64), name, next row id (u64), next column id (u32), column
 //! count (u32) and ids (u32 each), the user schema as an Arrow IPC flatbuffer, segment count
 //! (u32) and per segment: id, rows, min `_id`, max `_id`, file size (u64 each).
@@ -73,6 +74,8 @@ pub struct Manifest {
     pub next_table_id: u64,
     /// Next segment id to assign.
     pub next_segment_id: u64,
+    /// Log records up to this LSN are in segments; recovery replays the ones after it.
+    pub wal_lsn: u64,
     /// Tables, in creation order.
     pub tables: Vec<TableEntry>,
 }
@@ -94,6 +97,7 @@ impl Manifest {
         b.u64(self.version);
         b.u64(self.next_table_id);
         b.u64(self.next_segment_id);
+        b.u64(self.wal_lsn);
         b.u32(self.tables.len() as u32);
         for t in &self.tables {
             b.u64(t.id);
@@ -156,6 +160,7 @@ impl Manifest {
             version: d.u64("manifest version")?,
             next_table_id: d.u64("next table id")?,
             next_segment_id: d.u64("next segment id")?,
+            wal_lsn: d.u64("wal lsn")?,
             tables: Vec::new(),
         };
         let ntables = d.count(8, "table count")?;
@@ -223,6 +228,7 @@ mod tests {
             version: 7,
             next_table_id: 3,
             next_segment_id: 9,
+            wal_lsn: 4,
             tables: vec![TableEntry {
                 id: 2,
                 name: "t".into(),

@@ -26,6 +26,7 @@ use crate::manifest::{self, MANIFEST_TMP, Manifest, SegmentEntry, TableEntry};
 use crate::memtable::Memtable;
 use crate::segment::{self, Segment, WriteOptions};
 use crate::types::{ID_COLUMN, Physical, TableSchema, check_name, physical};
+use crate::wal::{self, Durability, Record, ReplayEnd, WAL_DIR, Wal};
 
 /// Name of the writer-lock file inside a database directory.
 pub const LOCK_FILE: &str = "LOCK";
@@ -41,6 +42,9 @@ pub struct StoreOptions {
     pub memtable_flush_rows: usize,
     /// Inserts of at least this many rows bypass the memtable and become a segment.
     pub bulk_insert_rows: usize,
+    /// Durability of writes that do not choose one ([`Durability::Buffered`] also means no
+    /// log is kept at all).
+    pub durability: Durability,
 }
 
 impl Default for StoreOptions {
@@ -50,6 +54,7 @@ impl Default for StoreOptions {
             write: WriteOptions::default(),
             memtable_flush_rows: segment::ROW_GROUP_ROWS,
             bulk_insert_rows: 16 * 1024,
+            durability: Durability::default(),
         }
     }
 }
@@ -500,9 +505,16 @@ impl Iterator for Scan {
 /// An immutable view of the whole database.
 #[derive(Debug, Clone, Default)]
 pub struct DbSnapshot {
+    /// Increases with every state change; publishing never goes backwards.
+    version: u64,
     manifest_version: u64,
     next_table_id: u64,
     next_segment_id: u64,
+    /// Log records up to this LSN are in segments (the manifest's `wal_lsn`).
+    wal_lsn: u64,
+    /// Highest LSN of a power-safe commit this state includes; it may be published only
+    /// once the log is synced that far.
+    sync_lsn: u64,
     tables: BTreeMap<String, Arc<TableSnapshot>>,
 }
 
@@ -515,9 +527,13 @@ impl DbSnapshot {
     pub fn table_names(&self) -> Vec<String> {
         self.tables.keys().cloned().collect()
     }
-    /// Version of the manifest this snapshot was built from or will install.
+    /// Version of the manifest this snapshot was built from or installed.
     pub fn manifest_version(&self) -> u64 {
         self.manifest_version
+    }
+
+    fn table_by_id(&self, id: u64) -> Option<&Arc<TableSnapshot>> {
+        self.tables.values().find(|t| t.id == id)
     }
 
     fn to_manifest(&self, version: u64) -> Manifest {
@@ -537,6 +553,7 @@ impl DbSnapshot {
             version,
             next_table_id: self.next_table_id,
             next_segment_id: self.next_segment_id,
+            wal_lsn: self.wal_lsn,
             tables,
         }
     }
@@ -549,11 +566,16 @@ pub struct Store {
     root: PathBuf,
     display: PathBuf,
     opts: StoreOptions,
+    /// The published state: what readers see.
     current: RwLock<Arc<DbSnapshot>>,
-    writer: Mutex<()>,
+    /// The newest state, including commits still waiting for their log sync. Holding this
+    /// lock is what makes a writer the only writer.
+    head: Mutex<Arc<DbSnapshot>>,
+    /// The write-ahead log (writers on disk only).
+    wal: Option<Wal>,
     closed: AtomicBool,
-    /// Set when a manifest install failed: the durable state is then either the old or the
-    /// new manifest and this handle cannot tell which, so it refuses further writes.
+    /// Set when a manifest install or a log write failed: the durable state is then
+    /// uncertain, so this handle refuses further writes.
     poisoned: AtomicBool,
     /// Segment ids are never reused, even when a write that allocated one fails.
     next_segment_id: AtomicU64,
@@ -562,7 +584,8 @@ pub struct Store {
 
 impl Store {
     /// Opens (creating if needed, unless read-only) the database rooted at `root` on `vfs`.
-    /// `display` names the database in errors (its path, or `:memory:`).
+    /// `display` names the database in errors (its path, or `:memory:`). Log records
+    /// not yet in segments are replayed; a writer then flushes them and deletes the log.
     pub fn open(
         vfs: Arc<dyn Vfs>,
         root: &Path,
@@ -576,11 +599,11 @@ impl Store {
             Some(vfs.lock_exclusive(&root.join(LOCK_FILE), display)?)
         };
         let mut attempts = 0;
-        let state = loop {
+        let (state, replayed) = loop {
             attempts += 1;
             match Self::load(vfs.as_ref(), root, display, &opts) {
                 // A read-only opener can race a writer that replaced the manifest and removed
-                // a segment it had listed: read the manifest again.
+                // a segment or log file it had listed: read the manifest again.
                 Err(Error::Io { source, .. })
                     if opts.read_only
                         && source.kind() == std::io::ErrorKind::NotFound
@@ -588,25 +611,43 @@ impl Store {
                 r => break r?,
             }
         };
+        let next_lsn = replayed.last_lsn.max(state.wal_lsn) + 1;
+        let wal = (!opts.read_only && opts.durability != Durability::Buffered)
+            .then(|| Wal::new(vfs.clone(), root.join(WAL_DIR), next_lsn));
+        let state = Arc::new(state);
         let store = Store {
             vfs,
             root: root.to_path_buf(),
             display: display.to_path_buf(),
             opts,
             next_segment_id: AtomicU64::new(state.next_segment_id),
-            current: RwLock::new(Arc::new(state)),
-            writer: Mutex::new(()),
+            current: RwLock::new(state.clone()),
+            head: Mutex::new(state),
+            wal,
             closed: AtomicBool::new(false),
             poisoned: AtomicBool::new(false),
             lock: Mutex::new(lock),
         };
         if !opts.read_only {
+            if replayed.files > 0 {
+                // Absorb the replayed log into segments, then forget it.
+                let mut head = store.head.lock();
+                let mut next = (**head).clone();
+                next.wal_lsn = next_lsn - 1;
+                store.flush_into(&mut head, next)?;
+                wal::remove_all(store.vfs.as_ref(), &root.join(WAL_DIR))?;
+            }
             store.remove_orphans()?;
         }
         Ok(store)
     }
 
-    fn load(vfs: &dyn Vfs, root: &Path, display: &Path, opts: &StoreOptions) -> Result<DbSnapshot> {
+    fn load(
+        vfs: &dyn Vfs,
+        root: &Path,
+        display: &Path,
+        opts: &StoreOptions,
+    ) -> Result<(DbSnapshot, ReplayEnd)> {
         let manifest = match Manifest::load(vfs, root)? {
             Some(m) => m,
             None if opts.read_only => {
@@ -624,6 +665,7 @@ impl Store {
                     version: 1,
                     next_table_id: 1,
                     next_segment_id: 1,
+                    wal_lsn: 0,
                     tables: Vec::new(),
                 };
                 manifest::install(vfs, root, &m)?;
@@ -658,12 +700,40 @@ impl Store {
             };
             tables.insert(t.name, Arc::new(snap));
         }
-        Ok(DbSnapshot {
+        let mut state = DbSnapshot {
+            version: 1,
             manifest_version: manifest.version,
             next_table_id: manifest.next_table_id,
             next_segment_id: manifest.next_segment_id,
+            wal_lsn: manifest.wal_lsn,
+            sync_lsn: 0,
             tables,
-        })
+        };
+        // Replay committed rows that never reached a segment.
+        let mut updated: BTreeMap<String, TableSnapshot> = BTreeMap::new();
+        let end = wal::replay(vfs, &root.join(WAL_DIR), manifest.wal_lsn, |lsn, rec| {
+            let Record::Insert { table_id, batch } = rec;
+            // Rows of a table dropped since are garbage.
+            let Some(t) = state.table_by_id(table_id) else { return Ok(()) };
+            let nt = updated.entry(t.name.clone()).or_insert_with(|| clone_table(t));
+            if batch.schema().fields() != nt.schema.full_schema().fields() {
+                return Err(Error::corrupt(
+                    root.join(WAL_DIR),
+                    lsn,
+                    format!("log record {lsn} does not match the schema of table '{}'", nt.name),
+                ));
+            }
+            let ids =
+                batch.column(0).as_any().downcast_ref::<UInt64Array>().map(|a| a.values().to_vec());
+            if let Some(max) = ids.and_then(|v| v.into_iter().max()) {
+                nt.next_row_id = nt.next_row_id.max(max + 1);
+            }
+            nt.memtable.push(batch)
+        })?;
+        for (name, t) in updated {
+            state.tables.insert(name, Arc::new(t));
+        }
+        Ok((state, end))
     }
 
     /// Deletes files no manifest refers to (left by a crash between writing a segment and
@@ -699,7 +769,7 @@ impl Store {
         Ok(())
     }
 
-    /// The current state, in O(1).
+    /// The published state, in O(1).
     pub fn snapshot(&self) -> Arc<DbSnapshot> {
         self.current.read().clone()
     }
@@ -712,6 +782,11 @@ impl Store {
     /// Whether writes are refused.
     pub fn is_read_only(&self) -> bool {
         self.opts.read_only
+    }
+
+    /// The durability level used when a write does not choose one.
+    pub fn default_durability(&self) -> Durability {
+        self.opts.durability
     }
 
     fn check_writable(&self) -> Result<()> {
@@ -727,20 +802,47 @@ impl Store {
         Ok(())
     }
 
-    /// Makes `next` durable (segments already written) and publishes it.
-    fn commit(&self, mut next: DbSnapshot) -> Result<()> {
-        next.manifest_version += 1;
-        next.next_segment_id = self.next_segment_id.load(Ordering::Acquire);
-        if let Err(e) = manifest::install(
-            self.vfs.as_ref(),
-            &self.root,
-            &next.to_manifest(next.manifest_version),
-        ) {
+    fn poison<T>(&self, r: Result<T>) -> Result<T> {
+        if r.is_err() {
             self.poisoned.store(true, Ordering::Release);
-            return Err(e);
         }
-        *self.current.write() = Arc::new(next);
+        r
+    }
+
+    /// Makes `next` visible once it is as durable as its commits demand.
+    fn publish(&self, next: Arc<DbSnapshot>) -> Result<()> {
+        if next.sync_lsn > 0
+            && let Some(wal) = &self.wal
+        {
+            self.poison(wal.sync_to(next.sync_lsn))?;
+        }
+        let mut cur = self.current.write();
+        if next.version > cur.version {
+            *cur = next;
+        }
         Ok(())
+    }
+
+    /// Installs `next` as the manifest (segments already written), makes it the head, and
+    /// publishes it. `absorbed` says every memtable row of `next` is now in a synced segment,
+    /// so no log sync is owed before publishing.
+    fn install(
+        &self,
+        head: &mut Arc<DbSnapshot>,
+        mut next: DbSnapshot,
+        absorbed: bool,
+    ) -> Result<()> {
+        next.manifest_version += 1;
+        next.version = head.version + 1;
+        next.next_segment_id = self.next_segment_id.load(Ordering::Acquire);
+        let m = next.to_manifest(next.manifest_version);
+        self.poison(manifest::install(self.vfs.as_ref(), &self.root, &m))?;
+        if absorbed {
+            next.sync_lsn = 0;
+        }
+        let next = Arc::new(next);
+        *head = next.clone();
+        self.publish(next)
     }
 
     /// Creates a table with the given user columns.
@@ -748,8 +850,8 @@ impl Store {
         self.check_writable()?;
         check_name(name)?;
         let ts = TableSchema::from_user_schema(schema)?;
-        let _w = self.writer.lock();
-        let mut next = (*self.snapshot()).clone();
+        let mut head = self.head.lock();
+        let mut next = (**head).clone();
         if next.tables.contains_key(name) {
             return Err(Error::TableExists { table: name.to_string() });
         }
@@ -765,32 +867,43 @@ impl Store {
             index: Arc::new(IdIndex::default()),
         };
         next.tables.insert(name.to_string(), Arc::new(t));
-        self.commit(next)
+        self.install(&mut head, next, false)
     }
 
     /// Drops a table and deletes its files.
     pub fn drop_table(&self, name: &str) -> Result<()> {
         self.check_writable()?;
-        let _w = self.writer.lock();
-        let mut next = (*self.snapshot()).clone();
+        let mut head = self.head.lock();
+        let mut next = (**head).clone();
         let t = next
             .tables
             .remove(name)
             .ok_or_else(|| Error::TableNotFound { table: name.to_string() })?;
-        self.commit(next)?;
+        self.install(&mut head, next, false)?;
         // The table is gone once the manifest is installed; its files are garbage now. A
         // failure here leaves orphans that the next writer open removes.
         let _ = self.vfs.remove_dir_all(&manifest::table_dir(&self.root, t.id));
         Ok(())
     }
 
-    /// Inserts rows. All batches are validated before anything is written; the rows get
-    /// consecutive new `_id`s.
+    /// Inserts rows with the store's default durability. See [`Store::insert_with`].
     pub fn insert(&self, table: &str, batches: &[RecordBatch]) -> Result<IdRange> {
+        self.insert_with(table, batches, self.opts.durability)
+    }
+
+    /// Inserts rows. All batches are validated before anything is written; the rows get
+    /// consecutive new `_id`s. Inserts of at least [`StoreOptions::bulk_insert_rows`] rows
+    /// become a synced segment (durable at every level); smaller ones go to the memtable and
+    /// to the log as `durability` demands.
+    pub fn insert_with(
+        &self,
+        table: &str,
+        batches: &[RecordBatch],
+        durability: Durability,
+    ) -> Result<IdRange> {
         self.check_writable()?;
-        let _w = self.writer.lock();
-        let snap = self.snapshot();
-        let t = snap.table(table)?;
+        let mut head = self.head.lock();
+        let t = head.table(table)?.clone();
         let mut conformed = Vec::with_capacity(batches.len());
         let mut total = 0u64;
         for b in batches {
@@ -819,38 +932,58 @@ impl Store {
                 .map_err(|e| Error::arrow(format!("insert into '{table}'"), e))?,
             );
         }
-        let mut next = (*snap).clone();
-        let mut nt = clone_table(t);
+        let mut next = (**head).clone();
+        let mut nt = clone_table(&t);
         nt.next_row_id = first + total;
         if total as usize >= self.opts.bulk_insert_rows {
-            // Keep segments in `_id` order: unflushed rows (smaller ids) go first, in their
-            // own segment, installed by the same manifest as the bulk segment.
-            if !nt.memtable.is_empty() {
-                let mem: Vec<RecordBatch> =
-                    nt.memtable.batches().iter().map(|b| b.batch.clone()).collect();
-                let seg = self.write_segment(&mut next, &nt, &mem)?;
+            // A bulk insert flushes every memtable in the same manifest install, so that
+            // segments stay in `_id` order and the log can be dropped afterwards.
+            let seg_rows = if nt.memtable.is_empty() { Vec::new() } else { memtable_rows(&nt) };
+            nt.memtable = Memtable::default();
+            if !seg_rows.is_empty() {
+                let seg = self.write_segment(&mut next, &nt, &seg_rows)?;
                 nt.segments.push(seg);
-                nt.memtable = Memtable::default();
             }
             let seg = self.write_segment(&mut next, &nt, &full)?;
             nt.segments.push(seg);
             nt.index = Arc::new(IdIndex::build(&nt.segments));
             next.tables.insert(table.to_string(), Arc::new(nt));
-            self.commit(next)?;
-        } else {
-            for b in full {
-                nt.memtable.push(b)?;
-            }
-            let needs_flush = nt.memtable.rows() >= self.opts.memtable_flush_rows;
-            next.tables.insert(table.to_string(), Arc::new(nt));
-            if needs_flush {
-                self.flush_tables(next, &[table.to_string()])?;
-            } else {
-                // Memtable rows are not durable until flushed: publish without a manifest
-                // install, but keep next_row_id monotonic in memory.
-                *self.current.write() = Arc::new(next);
-            }
+            self.flush_into(&mut head, next)?;
+            return Ok(IdRange { first, count: total });
         }
+        let mut record_lsn = None;
+        if durability != Durability::Buffered
+            && let Some(wal) = &self.wal
+        {
+            let batch = if full.len() == 1 {
+                full[0].clone()
+            } else {
+                arrow_select::concat::concat_batches(t.schema.full_schema(), &full)
+                    .map_err(|e| Error::arrow(format!("insert into '{table}'"), e))?
+            };
+            let lsn = self.poison(wal.append(&Record::Insert { table_id: t.id, batch }))?;
+            record_lsn = Some(lsn);
+        }
+        for b in full {
+            nt.memtable.push(b)?;
+        }
+        let needs_flush = nt.memtable.rows() >= self.opts.memtable_flush_rows;
+        next.tables.insert(table.to_string(), Arc::new(nt));
+        next.version = head.version + 1;
+        if durability == Durability::PowerSafe
+            && let Some(lsn) = record_lsn
+        {
+            next.sync_lsn = lsn;
+        }
+        if needs_flush {
+            self.flush_into(&mut head, next)?;
+            return Ok(IdRange { first, count: total });
+        }
+        let next = Arc::new(next);
+        *head = next.clone();
+        drop(head);
+        // Outside the writer lock: concurrent power-safe commits share one log sync.
+        self.publish(next)?;
         Ok(IdRange { first, count: total })
     }
 
@@ -894,42 +1027,44 @@ impl Store {
         })
     }
 
-    /// Writes the memtables of `names` to segments and installs one manifest for all.
-    fn flush_tables(&self, mut next: DbSnapshot, names: &[String]) -> Result<()> {
-        for name in names {
-            let Some(t) = next.tables.get(name).cloned() else { continue };
-            if t.memtable.is_empty() {
-                continue;
-            }
-            let batches: Vec<RecordBatch> =
-                t.memtable.batches().iter().map(|b| b.batch.clone()).collect();
-            let seg = self.write_segment(&mut next, &t, &batches)?;
-            let mut nt = clone_table(&t);
-            nt.segments.push(seg);
-            nt.memtable = Memtable::default();
-            nt.index = Arc::new(IdIndex::build(&nt.segments));
-            next.tables.insert(name.clone(), Arc::new(nt));
-        }
-        self.commit(next)
-    }
-
-    /// Persists every memtable (and row-id counters) to segments and the manifest.
-    pub fn flush(&self) -> Result<()> {
-        self.check_writable()?;
-        let _w = self.writer.lock();
-        let snap = self.snapshot();
-        let dirty: Vec<String> = snap
+    /// Writes every memtable of `next` to segments, installs one manifest for all of it
+    /// (recording that the whole log is absorbed), and drops the log.
+    fn flush_into(&self, head: &mut Arc<DbSnapshot>, mut next: DbSnapshot) -> Result<()> {
+        let dirty: Vec<String> = next
             .tables
             .values()
             .filter(|t| !t.memtable.is_empty())
             .map(|t| t.name.clone())
             .collect();
-        // Row-id counters only move with rows, so a database without memtable rows has
-        // nothing the manifest does not already say.
-        if dirty.is_empty() {
+        for name in dirty {
+            let Some(t) = next.tables.get(&name).cloned() else { continue };
+            let seg = self.write_segment(&mut next, &t, &memtable_rows(&t))?;
+            let mut nt = clone_table(&t);
+            nt.segments.push(seg);
+            nt.memtable = Memtable::default();
+            nt.index = Arc::new(IdIndex::build(&nt.segments));
+            next.tables.insert(name, Arc::new(nt));
+        }
+        if let Some(wal) = &self.wal {
+            next.wal_lsn = next.wal_lsn.max(wal.last_lsn());
+        }
+        self.install(head, next, true)?;
+        if let Some(wal) = &self.wal {
+            self.poison(wal.truncate())?;
+        }
+        Ok(())
+    }
+
+    /// Persists every memtable to segments and the manifest, and empties the log.
+    pub fn flush(&self) -> Result<()> {
+        self.check_writable()?;
+        let mut head = self.head.lock();
+        let dirty = head.tables.values().any(|t| !t.memtable.is_empty());
+        if !dirty {
             return Ok(());
         }
-        self.flush_tables((*snap).clone(), &dirty)
+        let next = (**head).clone();
+        self.flush_into(&mut head, next)
     }
 
     /// Flushes and releases the writer lock; later calls fail with [`Error::Closed`].
@@ -943,6 +1078,10 @@ impl Store {
         *self.lock.lock() = None;
         r
     }
+}
+
+fn memtable_rows(t: &TableSnapshot) -> Vec<RecordBatch> {
+    t.memtable.batches().iter().map(|b| b.batch.clone()).collect()
 }
 
 impl Drop for Store {

@@ -8,6 +8,7 @@ use arrow_schema::{DataType, Field, Schema};
 
 use super::*;
 use crate::io::{FaultFs, FaultKind, MemFs, OsFs};
+use crate::wal::Durability;
 
 fn schema() -> Schema {
     Schema::new(vec![
@@ -377,4 +378,159 @@ fn every_injected_fault_leaves_a_consistent_database() {
         }
         assert!(n > 5, "too few fault points exercised: {n}");
     }
+}
+
+fn open_with(fs: &MemFs, durability: Durability) -> Store {
+    let opts = StoreOptions { durability, ..StoreOptions::default() };
+    Store::open(Arc::new(fs.clone()), Path::new("/db"), Path::new(":memory:"), opts).unwrap()
+}
+
+/// Simulates a killed process: the store is never dropped, so nothing is flushed.
+fn kill(store: Store) {
+    std::mem::forget(store);
+}
+
+#[test]
+fn process_safe_commits_survive_a_killed_process_buffered_ones_do_not() {
+    for (durability, survives) in [
+        (Durability::ProcessSafe, true),
+        (Durability::PowerSafe, true),
+        (Durability::Buffered, false),
+    ] {
+        let fs = MemFs::new();
+        let s = open_with(&fs, durability);
+        s.create_table("t", &schema()).unwrap();
+        s.insert("t", &[rows(0, 20_000)]).unwrap(); // segment: durable at every level
+        for i in 0..10 {
+            s.insert("t", &[rows(20_000 + i, 1)]).unwrap();
+        }
+        kill(s);
+        let s = open_with(&fs, durability);
+        let t = s.snapshot().table("t").unwrap().clone();
+        assert_eq!(t.count(), if survives { 20_010 } else { 20_000 }, "{durability:?}");
+        if survives {
+            // Recovery flushed the log into a segment and deleted it.
+            assert!(t.memtable().is_empty());
+            assert!(fs.list_dir(Path::new("/db/wal")).unwrap().is_empty());
+            let r = t.get(20_007, &[1]).unwrap().unwrap();
+            assert_eq!(
+                r.column(0).as_any().downcast_ref::<StringArray>().unwrap().value(0),
+                "user_20006"
+            );
+        }
+        // Ids continue after the recovered rows. Rows lost under Buffered never became
+        // durable, and neither did their ids: those are handed out again (documented).
+        let next = s.insert("t", &[rows(0, 1)]).unwrap().first;
+        assert_eq!(next, if survives { 20_011 } else { 20_001 }, "{durability:?}");
+    }
+}
+
+#[test]
+fn power_loss_keeps_power_safe_commits_and_what_they_synced() {
+    let fs = MemFs::new();
+    let s = open_with(&fs, Durability::ProcessSafe);
+    s.create_table("t", &schema()).unwrap();
+    s.insert_with("t", &[rows(0, 1)], Durability::ProcessSafe).unwrap(); // id 1
+    s.insert_with("t", &[rows(1, 1)], Durability::PowerSafe).unwrap(); // id 2: syncs 1 and 2
+    s.insert_with("t", &[rows(2, 1)], Durability::ProcessSafe).unwrap(); // id 3: not synced
+    kill(s);
+    fs.lose_unsynced_writes();
+    let s = open_with(&fs, Durability::ProcessSafe);
+    let t = s.snapshot().table("t").unwrap().clone();
+    let ids = t.get_many(&[1, 2, 3], &[0]).unwrap();
+    let ids = ids.column(0).as_any().downcast_ref::<UInt64Array>().unwrap();
+    assert_eq!(ids.values().to_vec(), vec![1, 2]);
+}
+
+#[test]
+fn torn_log_tail_is_discarded_and_earlier_commits_kept() {
+    let fs = MemFs::new();
+    let s = open_with(&fs, Durability::ProcessSafe);
+    s.create_table("t", &schema()).unwrap();
+    for i in 0..3 {
+        s.insert("t", &[rows(i, 1)]).unwrap();
+    }
+    kill(s);
+    let wal_dir = Path::new("/db/wal");
+    let f = wal_dir.join(&fs.list_dir(wal_dir).unwrap()[0]);
+    let bytes = fs.read(&f).unwrap();
+    for cut in [bytes.len() - 1, bytes.len() - 30] {
+        let fs2 = MemFs::new();
+        for name in fs.list_dir(Path::new("/db")).unwrap() {
+            copy_tree(&fs, &fs2, &Path::new("/db").join(name));
+        }
+        fs2.put(&f, &bytes[..cut]);
+        let s = open_with(&fs2, Durability::ProcessSafe);
+        assert_eq!(s.snapshot().table("t").unwrap().count(), 2, "cut at {cut}");
+    }
+}
+
+fn copy_tree(from: &MemFs, to: &MemFs, p: &Path) {
+    if let Ok(bytes) = from.read(p) {
+        to.put(p, &bytes);
+        return;
+    }
+    for c in from.list_dir(p).unwrap() {
+        copy_tree(from, to, &p.join(c));
+    }
+}
+
+#[test]
+fn log_records_of_dropped_tables_are_ignored() {
+    let fs = MemFs::new();
+    let s = open_with(&fs, Durability::ProcessSafe);
+    s.create_table("a", &schema()).unwrap();
+    s.create_table("b", &schema()).unwrap();
+    s.insert("a", &[rows(0, 3)]).unwrap();
+    s.insert("b", &[rows(0, 4)]).unwrap();
+    s.drop_table("a").unwrap();
+    s.create_table("a", &schema()).unwrap();
+    kill(s);
+    let s = open_with(&fs, Durability::ProcessSafe);
+    let snap = s.snapshot();
+    assert_eq!(snap.table("a").unwrap().count(), 0);
+    assert_eq!(snap.table("b").unwrap().count(), 4);
+}
+
+#[test]
+fn read_only_opener_sees_process_safe_commits_of_a_live_writer() {
+    let t = tempfile::tempdir().unwrap();
+    let w = Store::open(Arc::new(OsFs), t.path(), t.path(), StoreOptions::default()).unwrap();
+    w.create_table("t", &schema()).unwrap();
+    w.insert("t", &[rows(0, 7)]).unwrap();
+    let ro = StoreOptions { read_only: true, ..StoreOptions::default() };
+    let r = Store::open(Arc::new(OsFs), t.path(), t.path(), ro).unwrap();
+    assert_eq!(r.snapshot().table("t").unwrap().count(), 7);
+    // The reader leaves the writer's log alone.
+    drop(r);
+    w.insert("t", &[rows(7, 1)]).unwrap();
+    drop(w);
+    let s = Store::open(Arc::new(OsFs), t.path(), t.path(), StoreOptions::default()).unwrap();
+    assert_eq!(s.snapshot().table("t").unwrap().count(), 8);
+}
+
+#[test]
+fn concurrent_power_safe_commits_all_land() {
+    let fs = MemFs::new();
+    let s = Arc::new(open_with(&fs, Durability::PowerSafe));
+    s.create_table("t", &schema()).unwrap();
+    let threads: Vec<_> = (0..8)
+        .map(|k| {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                for i in 0..25 {
+                    s.insert("t", &[rows(k * 100 + i, 1)]).unwrap();
+                }
+            })
+        })
+        .collect();
+    for th in threads {
+        th.join().unwrap();
+    }
+    assert_eq!(s.snapshot().table("t").unwrap().count(), 200);
+    let s = Arc::try_unwrap(s).unwrap();
+    kill(s);
+    fs.lose_unsynced_writes();
+    let s = open_with(&fs, Durability::PowerSafe);
+    assert_eq!(s.snapshot().table("t").unwrap().count(), 200);
 }
