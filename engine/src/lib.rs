@@ -245,6 +245,35 @@ impl Table {
 
     /// Inserts rows as one unit.
     pub fn insert_rows(&self, rows: &[Row]) -> Result<IdRange> {
+        let batch = self.rows_to_batch(rows)?;
+        self.insert(&batch)
+    }
+
+    /// Deletes the row with this `_id`; false if there is none.
+    pub fn delete(&self, id: u64) -> Result<bool> {
+        Ok(self.delete_many(&[id])? == 1)
+    }
+
+    /// Deletes the rows with these `_id`s (missing ones are ignored) as one commit; returns
+    /// how many were deleted.
+    pub fn delete_many(&self, ids: &[u64]) -> Result<u64> {
+        Ok(self.db.inner.store.delete(&self.name, ids)?)
+    }
+
+    /// Sets the columns named in `row` on the row with this `_id` (other columns and `_id`
+    /// keep their values); false if there is no such row.
+    pub fn update(&self, id: u64, row: Row) -> Result<bool> {
+        let batch = self.rows_to_batch(std::slice::from_ref(&row))?;
+        Ok(self.db.inner.store.update(&self.name, &[id], &batch)? == 1)
+    }
+
+    /// Updates several rows as one commit: row `i` of `values` holds the new values of the
+    /// columns it has for `ids[i]`. Returns how many rows existed and were updated.
+    pub fn update_many(&self, ids: &[u64], values: &RecordBatch) -> Result<u64> {
+        Ok(self.db.inner.store.update(&self.name, ids, values)?)
+    }
+
+    fn rows_to_batch(&self, rows: &[Row]) -> Result<RecordBatch> {
         let snap = self.snap()?;
         let user = snap.schema().user_schema();
         let fields = value::row_fields(&self.name, user.fields(), rows)?;
@@ -252,13 +281,12 @@ impl Table {
             .iter()
             .map(|f| value::column_from_rows(&self.name, f, rows))
             .collect::<Result<Vec<_>>>()?;
-        let batch = RecordBatch::try_new_with_options(
+        RecordBatch::try_new_with_options(
             Arc::new(Schema::new(fields)),
             columns,
             &arrow_array::RecordBatchOptions::new().with_row_count(Some(rows.len())),
         )
-        .map_err(|e| basalt_storage::Error::arrow(format!("insert into '{}'", self.name), e))?;
-        self.insert(&batch)
+        .map_err(|e| basalt_storage::Error::arrow(format!("table '{}'", self.name), e).into())
     }
 
     /// The row with this `_id` (all columns, `_id` first), or `None`.

@@ -12,6 +12,7 @@
 
 pub mod bitpack;
 pub mod codec;
+pub mod deletes;
 pub mod encoding;
 pub mod error;
 pub mod io;

@@ -10,7 +10,8 @@
 //! (u64: log records up to it are in segments), table count
 //! (u32), then per table: id (u64), name, next row id (u64), next column id (u32), column
 //! count (u32) and ids (u32 each), the user schema as an Arrow IPC flatbuffer, segment count
-//! (u32) and per segment: id, rows, min `_id`, max `_id`, file size (u64 each).
+//! (u32) and per segment: id, rows, min `_id`, max `_id`, file size, delete-file generation
+//! (0 = none) and deleted rows (u64 each).
 //!
 //! # Atomic replacement
 //!
@@ -48,6 +49,10 @@ pub struct SegmentEntry {
     pub id_max: u64,
     /// File size in bytes.
     pub bytes: u64,
+    /// Generation of the segment's delete file in force (0: no deletes persisted).
+    pub deletes_gen: u64,
+    /// Deleted rows recorded by that delete file.
+    pub deleted: u64,
 }
 
 /// A table as the manifest records it.
@@ -90,6 +95,11 @@ pub fn segment_path(root: &Path, table_id: u64, segment_id: u64) -> PathBuf {
     table_dir(root, table_id).join(format!("s{segment_id:016x}.bsg"))
 }
 
+/// Path of a segment's delete file of a given generation.
+pub fn delete_path(root: &Path, table_id: u64, segment_id: u64, generation: u64) -> PathBuf {
+    table_dir(root, table_id).join(format!("s{segment_id:016x}.{generation}.del"))
+}
+
 impl Manifest {
     /// Serialises the manifest.
     pub fn encode(&self) -> Vec<u8> {
@@ -113,6 +123,8 @@ impl Manifest {
                 b.u64(s.id_min);
                 b.u64(s.id_max);
                 b.u64(s.bytes);
+                b.u64(s.deletes_gen);
+                b.u64(s.deleted);
             }
         }
         let body = b.finish();
@@ -177,7 +189,7 @@ impl Manifest {
                 .collect();
             let schema = TableSchema::from_parts(columns, next_column_id)
                 .map_err(|e| d.err(format!("invalid schema for table '{name}': {e}")))?;
-            let nseg = d.count(40, "segment count")?;
+            let nseg = d.count(56, "segment count")?;
             let mut segments = Vec::with_capacity(nseg);
             for _ in 0..nseg {
                 segments.push(SegmentEntry {
@@ -186,6 +198,8 @@ impl Manifest {
                     id_min: d.u64("segment id min")?,
                     id_max: d.u64("segment id max")?,
                     bytes: d.u64("segment size")?,
+                    deletes_gen: d.u64("delete generation")?,
+                    deleted: d.u64("deleted rows")?,
                 });
             }
             m.tables.push(TableEntry { id, name, schema, next_row_id, segments });
@@ -240,6 +254,8 @@ mod tests {
                     id_min: 1,
                     id_max: 100,
                     bytes: 4096,
+                    deletes_gen: 2,
+                    deleted: 3,
                 }],
             }],
         }

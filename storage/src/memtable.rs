@@ -9,8 +9,11 @@
 //!
 //! It does not persist anything: durability of memtable rows is the write path's business.
 
+use std::sync::Arc;
+
 use arrow_array::{Array, RecordBatch, UInt64Array};
 
+use crate::deletes::DeleteVector;
 use crate::error::{Error, Result};
 
 /// Largest batch the merge produces; larger inserts stay as they are.
@@ -19,7 +22,7 @@ const MERGE_LIMIT: usize = 64 * 1024;
 /// One batch with its `_id` summary.
 #[derive(Debug, Clone)]
 pub struct MemBatch {
-    /// The rows (full table schema, `_id` first).
+    /// The rows (full table schema, `_id` first), including deleted ones.
     pub batch: RecordBatch,
     /// Smallest `_id`.
     pub id_min: u64,
@@ -27,6 +30,8 @@ pub struct MemBatch {
     pub id_max: u64,
     /// `_id` strictly ascending.
     pub sorted: bool,
+    /// Rows deleted (or replaced by an update) since the batch was added.
+    pub deleted: Option<Arc<DeleteVector>>,
 }
 
 impl MemBatch {
@@ -36,7 +41,30 @@ impl MemBatch {
         let sorted = v.windows(2).all(|w| w[0] < w[1]);
         let id_min = v.iter().copied().min().unwrap_or(u64::MAX);
         let id_max = v.iter().copied().max().unwrap_or(0);
-        Ok(Self { batch, id_min, id_max, sorted })
+        Ok(Self { batch, id_min, id_max, sorted, deleted: None })
+    }
+
+    /// Whether row `row` is deleted.
+    pub fn is_deleted(&self, row: usize) -> bool {
+        self.deleted.as_ref().is_some_and(|d| d.get(row))
+    }
+
+    /// Number of live rows.
+    pub fn live_rows(&self) -> usize {
+        self.batch.num_rows() - self.deleted.as_ref().map_or(0, |d| d.count())
+    }
+
+    /// The live rows (the batch itself when nothing was deleted).
+    pub fn live(&self) -> Result<RecordBatch> {
+        match &self.deleted {
+            Some(d) if d.count() > 0 => {
+                let mask =
+                    arrow_array::BooleanArray::new(d.keep_mask(0, self.batch.num_rows()), None);
+                arrow_select::filter::filter_record_batch(&self.batch, &mask)
+                    .map_err(|e| Error::arrow("filter deleted memtable rows", e))
+            }
+            _ => Ok(self.batch.clone()),
+        }
     }
 
     /// Row index of `id` in this batch.
@@ -46,7 +74,13 @@ impl MemBatch {
         }
         let ids = ids_of(&self.batch).ok()?;
         let v = ids.values();
-        if self.sorted { v.binary_search(&id).ok() } else { v.iter().position(|&x| x == id) }
+        let row = if self.sorted {
+            v.binary_search(&id).ok()
+        } else {
+            // An id appears at most once among the live rows of a batch.
+            (0..v.len()).find(|&i| v[i] == id && !self.is_deleted(i))
+        }?;
+        (!self.is_deleted(row)).then_some(row)
     }
 }
 
@@ -61,6 +95,7 @@ fn ids_of(batch: &RecordBatch) -> Result<&UInt64Array> {
 #[derive(Debug, Clone, Default)]
 pub struct Memtable {
     batches: Vec<MemBatch>,
+    /// Live rows.
     rows: usize,
     bytes: usize,
 }
@@ -81,9 +116,10 @@ impl Memtable {
             if rb < ra || ra + rb > MERGE_LIMIT {
                 break;
             }
-            let merged =
-                arrow_select::concat::concat_batches(&a.batch.schema(), [&a.batch, &b.batch])
-                    .map_err(|e| Error::arrow("merge memtable batches", e))?;
+            // Merging drops deleted rows for good.
+            let (la, lb) = (a.live()?, b.live()?);
+            let merged = arrow_select::concat::concat_batches(&a.batch.schema(), [&la, &lb])
+                .map_err(|e| Error::arrow("merge memtable batches", e))?;
             self.batches.truncate(n - 2);
             self.batches.push(MemBatch::new(merged)?);
         }
@@ -95,9 +131,21 @@ impl Memtable {
         &self.batches
     }
 
-    /// Total rows.
+    /// Live rows.
     pub fn rows(&self) -> usize {
         self.rows
+    }
+
+    /// Deletes row `row` of batch `batch`; false if it was already deleted.
+    pub fn delete(&mut self, batch: usize, row: usize) -> bool {
+        let Some(b) = self.batches.get_mut(batch) else { return false };
+        let n = b.batch.num_rows();
+        let d = Arc::make_mut(b.deleted.get_or_insert_with(|| Arc::new(DeleteVector::new(n))));
+        let newly = d.set(row);
+        if newly {
+            self.rows -= 1;
+        }
+        newly
     }
 
     /// Approximate bytes held.
@@ -105,9 +153,9 @@ impl Memtable {
         self.bytes
     }
 
-    /// True when empty.
+    /// True when no batch is held (deleted rows still count as held).
     pub fn is_empty(&self) -> bool {
-        self.rows == 0
+        self.batches.is_empty()
     }
 
     /// Locates `id`: (batch index, row), newest batch first.
@@ -118,8 +166,6 @@ impl Memtable {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use arrow_array::Int32Array;
     use arrow_schema::{DataType, Field, Schema};
 
@@ -151,6 +197,14 @@ mod tests {
             assert_eq!(col.value(r), id as i32 * 2);
         }
         assert!(m.find(1001).is_none());
+        // Deleting hides a row from find() and from the live rows; merges drop it.
+        let (b, r) = m.find(500).unwrap();
+        assert!(m.delete(b, r));
+        assert!(!m.delete(b, r));
+        assert!(m.find(500).is_none());
+        assert_eq!(m.rows(), 999);
+        let live: usize = m.batches().iter().map(|b| b.live().unwrap().num_rows()).sum();
+        assert_eq!(live, 999);
         let order: Vec<u64> =
             m.batches().iter().flat_map(|b| ids_of(&b.batch).unwrap().values().to_vec()).collect();
         assert_eq!(order, (1..=1000).collect::<Vec<_>>());

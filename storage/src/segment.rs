@@ -133,6 +133,11 @@ pub struct SegmentMeta {
 }
 
 impl SegmentMeta {
+    /// Index of the first row of row group `rg` within the segment.
+    pub fn row_start(&self, rg: usize) -> usize {
+        self.row_groups[..rg].iter().map(|g| g.rows as usize).sum()
+    }
+
     /// Position of a column id in this segment, if present.
     pub fn position_of(&self, column_id: u32) -> Option<usize> {
         self.column_ids.iter().position(|&c| c == column_id)

@@ -19,6 +19,7 @@ use arrow_array::{Array, ArrayRef, FixedSizeListArray, RecordBatch, UInt64Array,
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use parking_lot::{Mutex, RwLock};
 
+use crate::deletes::DeleteVector;
 use crate::encoding::DecodeMode;
 use crate::error::{Error, Result};
 use crate::io::{LockGuard, Vfs};
@@ -26,7 +27,7 @@ use crate::manifest::{self, MANIFEST_TMP, Manifest, SegmentEntry, TableEntry};
 use crate::memtable::Memtable;
 use crate::segment::{self, Segment, WriteOptions};
 use crate::types::{ID_COLUMN, Physical, TableSchema, check_name, physical};
-use crate::wal::{self, Durability, Record, ReplayEnd, WAL_DIR, Wal};
+use crate::wal::{self, Durability, Op, Record, ReplayEnd, WAL_DIR, Wal};
 
 /// Name of the writer-lock file inside a database directory.
 pub const LOCK_FILE: &str = "LOCK";
@@ -75,13 +76,41 @@ impl IdRange {
     }
 }
 
-/// A segment that is part of a table, with its mapped file.
+/// A segment that is part of a table, with its mapped file and deleted rows.
 #[derive(Debug, Clone)]
 pub struct LiveSegment {
     /// Manifest entry.
     pub entry: SegmentEntry,
     /// The open segment.
     pub segment: Arc<Segment>,
+    /// Deleted rows (shared copy-on-write between snapshots).
+    pub deletes: Option<Arc<DeleteVector>>,
+    /// Deletes not yet written to a delete file.
+    pub deletes_dirty: bool,
+}
+
+impl LiveSegment {
+    fn new(entry: SegmentEntry, segment: Arc<Segment>) -> Self {
+        Self { entry, segment, deletes: None, deletes_dirty: false }
+    }
+
+    /// Number of deleted rows.
+    pub fn deleted(&self) -> u64 {
+        self.deletes.as_ref().map_or(0, |d| d.count() as u64)
+    }
+
+    /// Whether segment row `row` is deleted.
+    pub fn is_deleted(&self, row: usize) -> bool {
+        self.deletes.as_ref().is_some_and(|d| d.get(row))
+    }
+
+    /// Keep-mask of row group `rg` when it has deleted rows.
+    pub fn keep_mask(&self, rg: usize) -> Option<arrow_array::BooleanArray> {
+        let d = self.deletes.as_ref()?;
+        let meta = self.segment.meta();
+        let (start, len) = (meta.row_start(rg), meta.row_groups[rg].rows as usize);
+        d.any_in(start, len).then(|| arrow_array::BooleanArray::new(d.keep_mask(start, len), None))
+    }
 }
 
 /// Where a row lives.
@@ -181,9 +210,49 @@ impl TableSnapshot {
         self.next_row_id
     }
 
-    /// Number of rows, in O(number of segments).
+    /// Number of live rows, in O(number of segments).
     pub fn count(&self) -> u64 {
-        self.segments.iter().map(|s| s.entry.rows).sum::<u64>() + self.memtable.rows() as u64
+        self.segments.iter().map(|s| s.entry.rows - s.deleted()).sum::<u64>()
+            + self.memtable.rows() as u64
+    }
+
+    /// Adds rows that already carry their `_id`s to the memtable (private copy).
+    fn apply_insert(&mut self, batch: RecordBatch) -> Result<()> {
+        let max = batch
+            .column(0)
+            .as_any()
+            .downcast_ref::<UInt64Array>()
+            .and_then(|a| a.values().iter().copied().max());
+        if let Some(max) = max {
+            self.next_row_id = self.next_row_id.max(max + 1);
+        }
+        self.memtable.push(batch)
+    }
+
+    /// Marks the rows with these `_id`s deleted (in place on this private copy); returns the
+    /// ids that existed, in the order given (each once).
+    fn delete_ids(&mut self, ids: &[u64]) -> Result<Vec<u64>> {
+        let mut found = Vec::with_capacity(ids.len());
+        for &id in ids {
+            match self.locate(id)? {
+                Some(RowLocation::Memtable { batch, row }) => {
+                    self.memtable.delete(batch, row);
+                }
+                Some(RowLocation::Segment { segment, rg, row }) => {
+                    let ls = &mut self.segments[segment];
+                    let pos = ls.segment.meta().row_start(rg) + row;
+                    let rows = ls.entry.rows as usize;
+                    let d = Arc::make_mut(
+                        ls.deletes.get_or_insert_with(|| Arc::new(DeleteVector::new(rows))),
+                    );
+                    d.set(pos);
+                    ls.deletes_dirty = true;
+                }
+                None => continue,
+            }
+            found.push(id);
+        }
+        Ok(found)
     }
 
     /// Resolves column names to positions in the full schema (`_id` is 0).
@@ -263,10 +332,15 @@ impl TableSnapshot {
             return Ok(Some(RowLocation::Memtable { batch, row }));
         }
         for (s, g) in self.index.candidates(id) {
-            let seg = &self.segments[s].segment;
+            let ls = &self.segments[s];
+            let seg = &ls.segment;
             let meta = &seg.meta().row_groups[g];
+            let start = seg.meta().row_start(g);
             if meta.ids_dense {
                 let row = (id - meta.id_min) as usize;
+                if ls.is_deleted(start + row) {
+                    continue;
+                }
                 return Ok(Some(RowLocation::Segment { segment: s, rg: g, row }));
             }
             let ids = seg.read_column(g, 0, DecodeMode::Values)?;
@@ -275,9 +349,9 @@ impl TableSnapshot {
                 .downcast_ref::<UInt64Array>()
                 .ok_or_else(|| Error::corrupt(seg.path(), 0, "_id column is not UInt64"))?;
             let found = if meta.ids_sorted {
-                ids.values().binary_search(&id).ok()
+                ids.values().binary_search(&id).ok().filter(|&r| !ls.is_deleted(start + r))
             } else {
-                ids.values().iter().position(|&x| x == id)
+                (0..ids.len()).find(|&r| ids.value(r) == id && !ls.is_deleted(start + r))
             };
             if let Some(row) = found {
                 return Ok(Some(RowLocation::Segment { segment: s, rg: g, row }));
@@ -481,24 +555,38 @@ impl Iterator for Scan {
             let (s, g) = (self.segment, self.rg);
             self.rg += 1;
             let rows = t.segments[s].segment.meta().row_groups[g].rows as usize;
+            let mask = t.segments[s].keep_mask(g);
+            if mask.as_ref().is_some_and(|m| m.true_count() == 0) {
+                continue;
+            }
             let r = t.read_row_group(s, g, &self.projection, DecodeMode::Values).and_then(|cols| {
-                RecordBatch::try_new_with_options(
+                let b = RecordBatch::try_new_with_options(
                     self.schema.clone(),
                     cols,
                     &arrow_array::RecordBatchOptions::new().with_row_count(Some(rows)),
                 )
-                .map_err(|e| Error::arrow("scan", e))
+                .map_err(|e| Error::arrow("scan", e))?;
+                match &mask {
+                    Some(m) => arrow_select::filter::filter_record_batch(&b, m)
+                        .map_err(|e| Error::arrow("scan", e)),
+                    None => Ok(b),
+                }
             });
             return Some(r);
         }
-        let mb = t.memtable.batches().get(self.mem)?;
-        self.mem += 1;
-        Some(mb.batch.project(&self.projection).map_err(|e| Error::arrow("scan", e)).and_then(
-            |b| {
+        loop {
+            let mb = t.memtable.batches().get(self.mem)?;
+            self.mem += 1;
+            if mb.live_rows() == 0 {
+                continue;
+            }
+            let r = mb.live().and_then(|b| {
+                let b = b.project(&self.projection).map_err(|e| Error::arrow("scan", e))?;
                 // Memtable batches carry the schema of their insert; present the current one.
                 b.with_schema(self.schema.clone()).map_err(|e| Error::arrow("scan", e))
-            },
-        ))
+            });
+            return Some(r);
+        }
     }
 }
 
@@ -686,7 +774,20 @@ impl Store {
                         "segment does not match its manifest entry",
                     ));
                 }
-                segments.push(LiveSegment { entry: e, segment: seg });
+                let mut ls = LiveSegment::new(e, seg);
+                if ls.entry.deletes_gen > 0 {
+                    let p = manifest::delete_path(root, t.id, ls.entry.id, ls.entry.deletes_gen);
+                    let d = DeleteVector::decode(&vfs.read(&p)?, ls.entry.rows as usize, &p)?;
+                    if d.count() as u64 != ls.entry.deleted {
+                        return Err(Error::corrupt(
+                            &p,
+                            0,
+                            "delete file does not match its manifest entry",
+                        ));
+                    }
+                    ls.deletes = Some(Arc::new(d));
+                }
+                segments.push(ls);
             }
             let index = Arc::new(IdIndex::build(&segments));
             let snap = TableSnapshot {
@@ -712,23 +813,33 @@ impl Store {
         // Replay committed rows that never reached a segment.
         let mut updated: BTreeMap<String, TableSnapshot> = BTreeMap::new();
         let end = wal::replay(vfs, &root.join(WAL_DIR), manifest.wal_lsn, |lsn, rec| {
-            let Record::Insert { table_id, batch } = rec;
-            // Rows of a table dropped since are garbage.
-            let Some(t) = state.table_by_id(table_id) else { return Ok(()) };
-            let nt = updated.entry(t.name.clone()).or_insert_with(|| clone_table(t));
-            if batch.schema().fields() != nt.schema.full_schema().fields() {
-                return Err(Error::corrupt(
-                    root.join(WAL_DIR),
-                    lsn,
-                    format!("log record {lsn} does not match the schema of table '{}'", nt.name),
-                ));
+            for op in rec.ops {
+                let table_id = match &op {
+                    Op::Insert { table_id, .. } | Op::Delete { table_id, .. } => *table_id,
+                };
+                // Changes to a table dropped since are garbage.
+                let Some(t) = state.table_by_id(table_id) else { continue };
+                let nt = updated.entry(t.name.clone()).or_insert_with(|| clone_table(t));
+                match op {
+                    Op::Insert { batch, .. } => {
+                        if batch.schema().fields() != nt.schema.full_schema().fields() {
+                            return Err(Error::corrupt(
+                                root.join(WAL_DIR),
+                                lsn,
+                                format!(
+                                    "log record {lsn} does not match the schema of table '{}'",
+                                    nt.name
+                                ),
+                            ));
+                        }
+                        nt.apply_insert(batch)?;
+                    }
+                    Op::Delete { ids, .. } => {
+                        nt.delete_ids(&ids)?;
+                    }
+                }
             }
-            let ids =
-                batch.column(0).as_any().downcast_ref::<UInt64Array>().map(|a| a.values().to_vec());
-            if let Some(max) = ids.and_then(|v| v.into_iter().max()) {
-                nt.next_row_id = nt.next_row_id.max(max + 1);
-            }
-            nt.memtable.push(batch)
+            Ok(())
         })?;
         for (name, t) in updated {
             state.tables.insert(name, Arc::new(t));
@@ -755,11 +866,20 @@ impl Store {
                 None => self.vfs.remove_dir_all(&dir)?,
                 Some(t) => {
                     for f in self.vfs.list_dir(&dir)? {
+                        let named = |p: PathBuf| p.file_name() == Some(std::ffi::OsStr::new(&f));
                         let keep = t.segments.iter().any(|s| {
-                            manifest::segment_path(&self.root, id, s.entry.id).file_name()
-                                == Some(std::ffi::OsStr::new(&f))
+                            named(manifest::segment_path(&self.root, id, s.entry.id))
+                                || (s.entry.deletes_gen > 0
+                                    && named(manifest::delete_path(
+                                        &self.root,
+                                        id,
+                                        s.entry.id,
+                                        s.entry.deletes_gen,
+                                    )))
                         });
-                        if !keep && f.starts_with('s') && f.ends_with(".bsg") {
+                        let ours =
+                            f.starts_with('s') && (f.ends_with(".bsg") || f.ends_with(".del"));
+                        if !keep && ours {
                             self.vfs.remove_file(&dir.join(&f))?;
                         }
                     }
@@ -938,9 +1058,9 @@ impl Store {
         if total as usize >= self.opts.bulk_insert_rows {
             // A bulk insert flushes every memtable in the same manifest install, so that
             // segments stay in `_id` order and the log can be dropped afterwards.
-            let seg_rows = if nt.memtable.is_empty() { Vec::new() } else { memtable_rows(&nt) };
+            let seg_rows = if nt.memtable.is_empty() { Vec::new() } else { memtable_rows(&nt)? };
             nt.memtable = Memtable::default();
-            if !seg_rows.is_empty() {
+            if seg_rows.iter().any(|b| b.num_rows() > 0) {
                 let seg = self.write_segment(&mut next, &nt, &seg_rows)?;
                 nt.segments.push(seg);
             }
@@ -951,40 +1071,152 @@ impl Store {
             self.flush_into(&mut head, next)?;
             return Ok(IdRange { first, count: total });
         }
-        let mut record_lsn = None;
+        let batch = if full.len() == 1 {
+            full[0].clone()
+        } else {
+            arrow_select::concat::concat_batches(t.schema.full_schema(), &full)
+                .map_err(|e| Error::arrow(format!("insert into '{table}'"), e))?
+        };
+        nt.memtable.push(batch.clone())?;
+        let ops = vec![Op::Insert { table_id: t.id, batch }];
+        self.commit_change(head, nt, ops, durability)?;
+        Ok(IdRange { first, count: total })
+    }
+
+    /// Logs `ops` (unless buffered), installs the changed table `nt` as the new head, flushes
+    /// if its memtable is full, and publishes (outside the writer lock, so that concurrent
+    /// power-safe commits share one log sync).
+    fn commit_change(
+        &self,
+        mut head: parking_lot::MutexGuard<'_, Arc<DbSnapshot>>,
+        nt: TableSnapshot,
+        ops: Vec<Op>,
+        durability: Durability,
+    ) -> Result<()> {
+        let mut next = (**head).clone();
         if durability != Durability::Buffered
             && let Some(wal) = &self.wal
         {
-            let batch = if full.len() == 1 {
-                full[0].clone()
-            } else {
-                arrow_select::concat::concat_batches(t.schema.full_schema(), &full)
-                    .map_err(|e| Error::arrow(format!("insert into '{table}'"), e))?
-            };
-            let lsn = self.poison(wal.append(&Record::Insert { table_id: t.id, batch }))?;
-            record_lsn = Some(lsn);
-        }
-        for b in full {
-            nt.memtable.push(b)?;
+            let lsn = self.poison(wal.append(&Record { ops }))?;
+            if durability == Durability::PowerSafe {
+                next.sync_lsn = lsn;
+            }
         }
         let needs_flush = nt.memtable.rows() >= self.opts.memtable_flush_rows;
-        next.tables.insert(table.to_string(), Arc::new(nt));
+        next.tables.insert(nt.name.clone(), Arc::new(nt));
         next.version = head.version + 1;
-        if durability == Durability::PowerSafe
-            && let Some(lsn) = record_lsn
-        {
-            next.sync_lsn = lsn;
-        }
         if needs_flush {
-            self.flush_into(&mut head, next)?;
-            return Ok(IdRange { first, count: total });
+            return self.flush_into(&mut head, next);
         }
         let next = Arc::new(next);
         *head = next.clone();
         drop(head);
-        // Outside the writer lock: concurrent power-safe commits share one log sync.
-        self.publish(next)?;
-        Ok(IdRange { first, count: total })
+        self.publish(next)
+    }
+
+    /// Deletes the rows with these `_id`s with the store's default durability.
+    pub fn delete(&self, table: &str, ids: &[u64]) -> Result<u64> {
+        self.delete_with(table, ids, self.opts.durability)
+    }
+
+    /// Deletes the rows with these `_id`s; ids that do not exist are ignored. Returns how
+    /// many rows were deleted.
+    pub fn delete_with(&self, table: &str, ids: &[u64], durability: Durability) -> Result<u64> {
+        self.check_writable()?;
+        let head = self.head.lock();
+        let t = head.table(table)?.clone();
+        let mut nt = clone_table(&t);
+        let found = nt.delete_ids(ids)?;
+        if found.is_empty() {
+            return Ok(0);
+        }
+        let n = found.len() as u64;
+        self.commit_change(head, nt, vec![Op::Delete { table_id: t.id, ids: found }], durability)?;
+        Ok(n)
+    }
+
+    /// Updates rows by `_id` with the store's default durability. See [`Store::update_with`].
+    pub fn update(&self, table: &str, ids: &[u64], values: &RecordBatch) -> Result<u64> {
+        self.update_with(table, ids, values, self.opts.durability)
+    }
+
+    /// Updates the rows with these `_id`s: row `i` of `values` gives the new values of the
+    /// columns it has for `ids[i]`; other columns keep their values and `_id` is kept. Ids
+    /// that do not exist are ignored. Returns how many rows were updated. The update is
+    /// atomic: validated fully before anything changes.
+    pub fn update_with(
+        &self,
+        table: &str,
+        ids: &[u64],
+        values: &RecordBatch,
+        durability: Durability,
+    ) -> Result<u64> {
+        self.check_writable()?;
+        let head = self.head.lock();
+        let t = head.table(table)?.clone();
+        let bad = |reason: String| Error::InvalidInput { table: table.to_string(), reason };
+        if values.num_rows() != ids.len() {
+            return Err(bad(format!("{} ids but {} rows of values", ids.len(), values.num_rows())));
+        }
+        let mut seen = std::collections::HashSet::with_capacity(ids.len());
+        if let Some(dup) = ids.iter().find(|id| !seen.insert(**id)) {
+            return Err(bad(format!("_id {dup} given twice")));
+        }
+        // Which ids exist, and their current rows.
+        let mut keep = Vec::with_capacity(ids.len());
+        for &id in ids {
+            keep.push(t.locate(id)?.is_some());
+        }
+        let found: Vec<u64> =
+            ids.iter().zip(&keep).filter(|(_, k)| **k).map(|(id, _)| *id).collect();
+        if found.is_empty() {
+            return Ok(0);
+        }
+        let all: Vec<usize> = (0..t.schema.full_schema().fields().len()).collect();
+        let old = t.get_many(&found, &all)?;
+        let keep = arrow_array::BooleanArray::from(keep);
+        let values = arrow_select::filter::filter_record_batch(values, &keep)
+            .map_err(|e| Error::arrow(format!("update '{table}'"), e))?;
+        // The new user rows: given columns from `values`, the rest from the old rows.
+        let mut fields = Vec::new();
+        let mut cols = Vec::new();
+        for (i, c) in t.schema.columns().iter().enumerate() {
+            match values.schema().index_of(c.field.name()) {
+                Ok(j) => {
+                    fields.push(values.schema().field(j).clone());
+                    cols.push(values.column(j).clone());
+                }
+                Err(_) => {
+                    fields.push(c.field.as_ref().clone());
+                    cols.push(old.column(i + 1).clone());
+                }
+            }
+        }
+        if let Some(f) =
+            values.schema().fields().iter().find(|f| t.schema.index_of(f.name()).is_none())
+        {
+            return Err(Error::ColumnNotFound {
+                table: table.to_string(),
+                column: f.name().clone(),
+            });
+        }
+        if values.schema().index_of(ID_COLUMN).is_ok() {
+            return Err(bad("_id cannot be updated".into()));
+        }
+        let user = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols)
+            .map_err(|e| Error::arrow(format!("update '{table}'"), e))?;
+        let mut full_cols = vec![old.column(0).clone()];
+        full_cols.extend(t.conform(&user)?);
+        let batch = RecordBatch::try_new(t.schema.full_schema().clone(), full_cols)
+            .map_err(|e| Error::arrow(format!("update '{table}'"), e))?;
+        let mut nt = clone_table(&t);
+        nt.delete_ids(&found)?;
+        nt.apply_insert(batch.clone())?;
+        let n = found.len() as u64;
+        let ops =
+            vec![Op::Delete { table_id: t.id, ids: found }, Op::Insert { table_id: t.id, batch }];
+        self.commit_change(head, nt, ops, durability)?;
+        Ok(n)
     }
 
     fn write_segment(
@@ -1015,16 +1247,16 @@ impl Store {
         )?;
         self.vfs.sync_dir(&dir)?;
         let segment = Segment::open(self.vfs.as_ref(), &path)?;
-        Ok(LiveSegment {
-            entry: SegmentEntry {
-                id: seg_id,
-                rows: w.rows,
-                id_min: w.id_min,
-                id_max: w.id_max,
-                bytes: w.bytes,
-            },
-            segment,
-        })
+        let entry = SegmentEntry {
+            id: seg_id,
+            rows: w.rows,
+            id_min: w.id_min,
+            id_max: w.id_max,
+            bytes: w.bytes,
+            deletes_gen: 0,
+            deleted: 0,
+        };
+        Ok(LiveSegment::new(entry, segment))
     }
 
     /// Writes every memtable of `next` to segments, installs one manifest for all of it
@@ -1033,14 +1265,41 @@ impl Store {
         let dirty: Vec<String> = next
             .tables
             .values()
-            .filter(|t| !t.memtable.is_empty())
+            .filter(|t| !t.memtable.is_empty() || t.segments.iter().any(|s| s.deletes_dirty))
             .map(|t| t.name.clone())
             .collect();
+        let mut superseded = Vec::new();
         for name in dirty {
             let Some(t) = next.tables.get(&name).cloned() else { continue };
-            let seg = self.write_segment(&mut next, &t, &memtable_rows(&t))?;
             let mut nt = clone_table(&t);
-            nt.segments.push(seg);
+            // Deletes of existing segments: a new delete-file generation each.
+            for ls in nt.segments.iter_mut().filter(|s| s.deletes_dirty) {
+                let generation = ls.entry.deletes_gen + 1;
+                let path = manifest::delete_path(&self.root, nt.id, ls.entry.id, generation);
+                let d = ls
+                    .deletes
+                    .clone()
+                    .unwrap_or_else(|| Arc::new(DeleteVector::new(ls.entry.rows as usize)));
+                self.vfs.write_file(&path, &[&d.encode()], true)?;
+                if ls.entry.deletes_gen > 0 {
+                    superseded.push(manifest::delete_path(
+                        &self.root,
+                        nt.id,
+                        ls.entry.id,
+                        ls.entry.deletes_gen,
+                    ));
+                }
+                ls.entry.deletes_gen = generation;
+                ls.entry.deleted = d.count() as u64;
+                ls.deletes_dirty = false;
+            }
+            let rows = memtable_rows(&t)?;
+            if rows.iter().any(|b| b.num_rows() > 0) {
+                let seg = self.write_segment(&mut next, &nt, &rows)?;
+                nt.segments.push(seg);
+            } else if self.vfs.exists(&manifest::table_dir(&self.root, nt.id)) {
+                self.vfs.sync_dir(&manifest::table_dir(&self.root, nt.id))?;
+            }
             nt.memtable = Memtable::default();
             nt.index = Arc::new(IdIndex::build(&nt.segments));
             next.tables.insert(name, Arc::new(nt));
@@ -1051,6 +1310,10 @@ impl Store {
         self.install(head, next, true)?;
         if let Some(wal) = &self.wal {
             self.poison(wal.truncate())?;
+        }
+        for p in superseded {
+            // Garbage now; the next writer open removes what this misses.
+            let _ = self.vfs.remove_file(&p);
         }
         Ok(())
     }
@@ -1080,8 +1343,8 @@ impl Store {
     }
 }
 
-fn memtable_rows(t: &TableSnapshot) -> Vec<RecordBatch> {
-    t.memtable.batches().iter().map(|b| b.batch.clone()).collect()
+fn memtable_rows(t: &TableSnapshot) -> Result<Vec<RecordBatch>> {
+    t.memtable.batches().iter().map(|b| b.live()).collect()
 }
 
 impl Drop for Store {

@@ -7,9 +7,11 @@
 //! ```text
 //! header  "BSLTWAL\0" (8) | format version u32 | reserved u32 (0)
 //! record  body length u32 | CRC-32C of body u32 | body
-//! body    lsn u64 | kind u8 | payload
-//!         kind 1 = insert: table id u64, then one Arrow IPC stream holding the rows
-//!                  (full table schema, `_id` first)
+//! body    lsn u64 | op count u32 | ops          (one record = one atomic commit)
+//! op      kind u8 | table id u64 | payload
+//!         kind 1 = insert: length u32 + one Arrow IPC stream holding the rows (full
+//!                  table schema, `_id` first; an update re-inserts existing ids)
+//!         kind 2 = delete: count u32 + the deleted `_id`s (u64 each)
 //! ```
 //!
 //! LSNs increase by one per record across files. The manifest records `wal_lsn`, the last
@@ -55,6 +57,7 @@ pub const WAL_FORMAT_VERSION: u32 = 1;
 const MAGIC: &[u8; 8] = b"BSLTWAL\0";
 const HEADER_LEN: usize = 16;
 const KIND_INSERT: u8 = 1;
+const KIND_DELETE: u8 = 2;
 
 /// How durable a commit is when it returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -68,30 +71,63 @@ pub enum Durability {
     PowerSafe,
 }
 
-/// A log record.
+/// One change inside a commit.
 #[derive(Debug, Clone)]
-pub enum Record {
-    /// Rows inserted into a table (full schema, `_id` first).
+pub enum Op {
+    /// Rows inserted into a table (full schema, `_id` first). Re-inserting an existing
+    /// `_id` after deleting it in the same commit is an update.
     Insert {
         /// Table id.
         table_id: u64,
         /// The rows.
         batch: RecordBatch,
     },
+    /// Rows deleted from a table, by `_id`.
+    Delete {
+        /// Table id.
+        table_id: u64,
+        /// The deleted ids.
+        ids: Vec<u64>,
+    },
+}
+
+/// A log record: one commit, applied all or nothing.
+#[derive(Debug, Clone, Default)]
+pub struct Record {
+    /// The commit's changes, in order.
+    pub ops: Vec<Op>,
 }
 
 impl Record {
     fn encode_body(&self, lsn: u64) -> Result<Vec<u8>> {
         let mut out = Vec::with_capacity(256);
         out.extend_from_slice(&lsn.to_le_bytes());
-        match self {
-            Record::Insert { table_id, batch } => {
-                out.push(KIND_INSERT);
-                out.extend_from_slice(&table_id.to_le_bytes());
-                let mut w = arrow_ipc::writer::StreamWriter::try_new(&mut out, &batch.schema())
-                    .map_err(|e| Error::arrow("encode log record", e))?;
-                w.write(batch).map_err(|e| Error::arrow("encode log record", e))?;
-                w.finish().map_err(|e| Error::arrow("encode log record", e))?;
+        out.extend_from_slice(&(self.ops.len() as u32).to_le_bytes());
+        for op in &self.ops {
+            match op {
+                Op::Insert { table_id, batch } => {
+                    out.push(KIND_INSERT);
+                    out.extend_from_slice(&table_id.to_le_bytes());
+                    let len_at = out.len();
+                    out.extend_from_slice(&0u32.to_le_bytes());
+                    {
+                        let mut w =
+                            arrow_ipc::writer::StreamWriter::try_new(&mut out, &batch.schema())
+                                .map_err(|e| Error::arrow("encode log record", e))?;
+                        w.write(batch).map_err(|e| Error::arrow("encode log record", e))?;
+                        w.finish().map_err(|e| Error::arrow("encode log record", e))?;
+                    }
+                    let len = (out.len() - len_at - 4) as u32;
+                    out[len_at..len_at + 4].copy_from_slice(&len.to_le_bytes());
+                }
+                Op::Delete { table_id, ids } => {
+                    out.push(KIND_DELETE);
+                    out.extend_from_slice(&table_id.to_le_bytes());
+                    out.extend_from_slice(&(ids.len() as u32).to_le_bytes());
+                    for id in ids {
+                        out.extend_from_slice(&id.to_le_bytes());
+                    }
+                }
             }
         }
         Ok(out)
@@ -100,23 +136,40 @@ impl Record {
     fn decode_body(body: &[u8], file: &Path, offset: u64) -> Result<(u64, Record)> {
         let mut d = Dec::new(body, file, offset);
         let lsn = d.u64("lsn")?;
-        match d.u8("record kind")? {
-            KIND_INSERT => {
-                let table_id = d.u64("table id")?;
-                let rest = &body[body.len() - d.remaining()..];
-                let mut r =
-                    arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(rest), None)
+        let n = d.count(9, "op count")?;
+        let mut ops = Vec::with_capacity(n);
+        for _ in 0..n {
+            let kind = d.u8("op kind")?;
+            let table_id = d.u64("table id")?;
+            match kind {
+                KIND_INSERT => {
+                    let bytes = d.bytes("rows")?;
+                    let mut r =
+                        arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None)
+                            .map_err(|e| {
+                                Error::corrupt(file, offset, format!("log record rows: {e}"))
+                            })?;
+                    let batch = r
+                        .next()
+                        .ok_or_else(|| Error::corrupt(file, offset, "log record without rows"))?
                         .map_err(|e| {
                             Error::corrupt(file, offset, format!("log record rows: {e}"))
                         })?;
-                let batch = r
-                    .next()
-                    .ok_or_else(|| Error::corrupt(file, offset, "log record without rows"))?
-                    .map_err(|e| Error::corrupt(file, offset, format!("log record rows: {e}")))?;
-                Ok((lsn, Record::Insert { table_id, batch }))
+                    ops.push(Op::Insert { table_id, batch });
+                }
+                KIND_DELETE => {
+                    let k = d.count(8, "deleted id count")?;
+                    let mut ids = Vec::with_capacity(k);
+                    for _ in 0..k {
+                        ids.push(d.u64("deleted id")?);
+                    }
+                    ops.push(Op::Delete { table_id, ids });
+                }
+                k => return Err(Error::corrupt(file, offset, format!("unknown log op kind {k}"))),
             }
-            k => Err(Error::corrupt(file, offset, format!("unknown log record kind {k}"))),
         }
+        d.finish("log record")?;
+        Ok((lsn, Record { ops }))
     }
 }
 
@@ -186,7 +239,7 @@ pub fn replay(
                 bytes[pos + 7],
             ]);
             let body_start = pos + 8;
-            if bytes.len() - body_start < len || len < 9 {
+            if bytes.len() - body_start < len || len < 12 {
                 end.torn_tail = damaged(pos, "truncated log record")?;
                 break;
             }
@@ -334,15 +387,23 @@ mod tests {
             vec![Arc::new(UInt64Array::from(vec![i])), Arc::new(Int32Array::from(vec![i as i32]))],
         )
         .unwrap();
-        Record::Insert { table_id: 7, batch }
+        Record {
+            ops: vec![
+                Op::Insert { table_id: 7, batch },
+                Op::Delete { table_id: 7, ids: vec![i, i + 1] },
+            ],
+        }
     }
 
     fn collect(fs: &MemFs, after: u64) -> Result<(Vec<u64>, ReplayEnd)> {
         let mut seen = Vec::new();
         let end = replay(fs, Path::new("/w"), after, |lsn, r| {
-            let Record::Insert { batch, table_id } = r;
-            assert_eq!(table_id, 7);
+            let [Op::Insert { batch, table_id }, Op::Delete { ids, .. }] = &r.ops[..] else {
+                panic!("unexpected record {r:?}");
+            };
+            assert_eq!(*table_id, 7);
             assert_eq!(batch.num_rows(), 1);
+            assert_eq!(ids.len(), 2);
             seen.push(lsn);
             Ok(())
         })?;

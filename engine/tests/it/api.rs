@@ -158,3 +158,29 @@ fn drop_of_the_last_handle_flushes() {
     let e = db.table("t").unwrap().insert_row(Row::new().set("name", "y")).unwrap_err();
     assert!(matches!(e, Error::Storage(StorageError::ReadOnly { .. })), "{e}");
 }
+
+#[test]
+fn delete_and_update_by_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let t = db.create_table("people", &people()).unwrap();
+    for n in ["a", "b", "c"] {
+        t.insert_row(Row::new().set("name", n).set("age", 30)).unwrap();
+    }
+    assert!(t.delete(2).unwrap());
+    assert!(!t.delete(2).unwrap());
+    assert!(t.update(3, Row::new().set("age", 31)).unwrap());
+    assert!(!t.update(99, Row::new().set("age", 1)).unwrap());
+    let e = t.update(1, Row::new().set("age", "old")).unwrap_err();
+    assert!(matches!(e, Error::InvalidValue { .. }), "{e}");
+    assert_eq!(t.count().unwrap(), 2);
+    db.close().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let t = db.table("people").unwrap();
+    assert!(t.get(2).unwrap().is_none());
+    let r = t.get(3).unwrap().unwrap();
+    assert_eq!(r.get("name"), Some(&Value::from("c")));
+    assert_eq!(r.get("age"), Some(&Value::Int(31)));
+    assert_eq!(t.delete_many(&[1, 3, 5]).unwrap(), 2);
+    assert_eq!(t.count().unwrap(), 0);
+}
