@@ -49,7 +49,8 @@ use arrow_schema::{Schema, SchemaRef};
 use basalt_storage::{MemFs, OsFs, Store, StoreOptions, TableSnapshot, Vfs};
 
 pub use basalt_storage::{
-    CompressionPolicy, Durability, IdRange, ROW_GROUP_ROWS, SEGMENT_FORMAT_VERSION, vector_type,
+    CmpOp, CompressionPolicy, Durability, IdRange, Predicate, ROW_GROUP_ROWS,
+    SEGMENT_FORMAT_VERSION, Scalar, vector_type,
 };
 pub use error::{Error, Result};
 pub use value::{Row, Value};
@@ -265,6 +266,28 @@ impl Table {
     pub fn update(&self, id: u64, row: Row) -> Result<bool> {
         let batch = self.rows_to_batch(std::slice::from_ref(&row))?;
         Ok(self.db.inner.store.update(&self.name, &[id], &batch)? == 1)
+    }
+
+    /// Deletes every row where `predicate` is true, as one commit; returns how many.
+    pub fn delete_where(&self, predicate: &Predicate) -> Result<u64> {
+        let store = &self.db.inner.store;
+        Ok(store.delete_where(&self.name, predicate, store.default_durability())?)
+    }
+
+    /// Sets the columns named in `row` on every row where `predicate` is true, as one
+    /// commit; returns how many rows were updated.
+    pub fn update_where(&self, predicate: &Predicate, row: Row) -> Result<u64> {
+        let batch = self.rows_to_batch(std::slice::from_ref(&row))?;
+        let store = &self.db.inner.store;
+        Ok(store.update_where(&self.name, predicate, &batch, store.default_durability())?)
+    }
+
+    /// The named columns of the rows where `predicate` is true. Row groups that zone maps
+    /// rule out are not read.
+    pub fn scan_where(&self, columns: &[&str], predicate: &Predicate) -> Result<Scan> {
+        let snap = self.snap()?;
+        let proj = snap.resolve(columns)?;
+        Ok(Scan { inner: snap.scan_filtered(&proj, Some(predicate.clone()))? })
     }
 
     /// Updates several rows as one commit: row `i` of `values` holds the new values of the

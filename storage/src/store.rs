@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use arrow_array::{Array, ArrayRef, FixedSizeListArray, RecordBatch, UInt64Array, new_null_array};
+use arrow_buffer::BooleanBuffer;
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use parking_lot::{Mutex, RwLock};
 
@@ -25,6 +26,7 @@ use crate::error::{Error, Result};
 use crate::io::{LockGuard, Vfs};
 use crate::manifest::{self, MANIFEST_TMP, Manifest, SegmentEntry, TableEntry};
 use crate::memtable::Memtable;
+use crate::predicate::{self, ChunkStats, Predicate};
 use crate::segment::{self, Segment, WriteOptions};
 use crate::types::{ID_COLUMN, Physical, TableSchema, check_name, physical};
 use crate::wal::{self, Durability, Op, Record, ReplayEnd, WAL_DIR, Wal};
@@ -315,15 +317,81 @@ impl TableSnapshot {
     /// Scans the projected columns (full-schema positions) as record batches: one per row
     /// group, then the memtable's batches.
     pub fn scan(self: &Arc<Self>, projection: &[usize]) -> Result<Scan> {
+        self.scan_filtered(projection, None)
+    }
+
+    /// Scans the rows where `predicate` is true (all rows for `None`). Row groups whose
+    /// zone maps rule the predicate out are not read; the predicate is evaluated on
+    /// dictionary codes where chunks are dictionary-encoded.
+    pub fn scan_filtered(
+        self: &Arc<Self>,
+        projection: &[usize],
+        predicate: Option<Predicate>,
+    ) -> Result<Scan> {
         self.check_projection(projection)?;
+        if let Some(p) = &predicate {
+            self.resolve(&p.columns())?;
+        }
         Ok(Scan {
             schema: self.projected_schema(projection)?,
             table: self.clone(),
             projection: projection.to_vec(),
+            predicate,
             segment: 0,
             rg: 0,
             mem: 0,
         })
+    }
+
+    /// The `_id`s of the rows where `predicate` is true, in scan order.
+    pub fn matching_ids(self: &Arc<Self>, predicate: &Predicate) -> Result<Vec<u64>> {
+        let mut out = Vec::new();
+        for b in self.scan_filtered(&[0], Some(predicate.clone()))? {
+            let b = b?;
+            let ids = b.column(0).as_any().downcast_ref::<UInt64Array>().ok_or_else(|| {
+                Error::InvalidInput {
+                    table: self.name.clone(),
+                    reason: "_id column is not UInt64".into(),
+                }
+            })?;
+            out.extend_from_slice(ids.values());
+        }
+        Ok(out)
+    }
+
+    /// Row-group selection for a predicate: `None` = skip the row group entirely.
+    fn select_in_row_group(
+        &self,
+        segment: usize,
+        rg: usize,
+        predicate: &Predicate,
+    ) -> Result<Option<BooleanBuffer>> {
+        let ls = &self.segments[segment];
+        let meta = ls.segment.meta();
+        let g = &meta.row_groups[rg];
+        let stats = |name: &str| {
+            let pos = self.schema.index_of(name).map(|i| self.schema.column_id_at(i))?;
+            let c = meta.position_of(pos).map(|p| &g.chunks[p]);
+            Some(match c {
+                Some(c) => ChunkStats {
+                    zone_map: c.zone_map.as_ref(),
+                    null_count: u64::from(c.null_count),
+                    rows: u64::from(g.rows),
+                },
+                // A column added after this segment was written: all NULL here.
+                None => ChunkStats {
+                    zone_map: None,
+                    null_count: u64::from(g.rows),
+                    rows: u64::from(g.rows),
+                },
+            })
+        };
+        if !predicate::may_match(predicate, &stats) {
+            return Ok(None);
+        }
+        let mut cols = RowGroupColumns { table: self, segment, rg, rows: g.rows as usize };
+        let sel = predicate::evaluate(predicate, &mut cols)?;
+        Ok((sel.count_set_bits() > 0).then_some(sel))
     }
 
     /// Finds where `id` lives.
@@ -528,9 +596,35 @@ pub struct Scan {
     table: Arc<TableSnapshot>,
     schema: SchemaRef,
     projection: Vec<usize>,
+    predicate: Option<Predicate>,
     segment: usize,
     rg: usize,
     mem: usize,
+}
+
+/// Columns of one row group, fetched on demand (dictionary chunks as codes).
+struct RowGroupColumns<'a> {
+    table: &'a TableSnapshot,
+    segment: usize,
+    rg: usize,
+    rows: usize,
+}
+
+impl predicate::Columns for RowGroupColumns<'_> {
+    fn rows(&self) -> usize {
+        self.rows
+    }
+    fn column(&mut self, name: &str) -> Result<ArrayRef> {
+        let i = self.table.schema.index_of(name).ok_or_else(|| Error::ColumnNotFound {
+            table: self.table.name.clone(),
+            column: name.to_string(),
+        })?;
+        let mut cols = self.table.read_row_group(self.segment, self.rg, &[i], DecodeMode::Codes)?;
+        cols.pop().ok_or_else(|| Error::ColumnNotFound {
+            table: self.table.name.clone(),
+            column: name.to_string(),
+        })
+    }
 }
 
 impl Scan {
@@ -555,8 +649,15 @@ impl Iterator for Scan {
             let (s, g) = (self.segment, self.rg);
             self.rg += 1;
             let rows = t.segments[s].segment.meta().row_groups[g].rows as usize;
-            let mask = t.segments[s].keep_mask(g);
-            if mask.as_ref().is_some_and(|m| m.true_count() == 0) {
+            let mut keep = t.segments[s].keep_mask(g).map(|m| m.values().clone());
+            if let Some(p) = &self.predicate {
+                match t.select_in_row_group(s, g, p) {
+                    Err(e) => return Some(Err(e)),
+                    Ok(None) => continue,
+                    Ok(Some(sel)) => keep = Some(keep.map_or(sel.clone(), |k| &k & &sel)),
+                }
+            }
+            if keep.as_ref().is_some_and(|m| m.count_set_bits() == 0) {
                 continue;
             }
             let r = t.read_row_group(s, g, &self.projection, DecodeMode::Values).and_then(|cols| {
@@ -566,10 +667,13 @@ impl Iterator for Scan {
                     &arrow_array::RecordBatchOptions::new().with_row_count(Some(rows)),
                 )
                 .map_err(|e| Error::arrow("scan", e))?;
-                match &mask {
-                    Some(m) => arrow_select::filter::filter_record_batch(&b, m)
-                        .map_err(|e| Error::arrow("scan", e)),
-                    None => Ok(b),
+                match &keep {
+                    Some(m) if m.count_set_bits() < rows => {
+                        let m = arrow_array::BooleanArray::new(m.clone(), None);
+                        arrow_select::filter::filter_record_batch(&b, &m)
+                            .map_err(|e| Error::arrow("scan", e))
+                    }
+                    _ => Ok(b),
                 }
             });
             return Some(r);
@@ -581,11 +685,24 @@ impl Iterator for Scan {
                 continue;
             }
             let r = mb.live().and_then(|b| {
+                let b = match &self.predicate {
+                    Some(p) => {
+                        let mut named = b.clone();
+                        let sel = predicate::evaluate(p, &mut named)?;
+                        let m = arrow_array::BooleanArray::new(sel, None);
+                        arrow_select::filter::filter_record_batch(&b, &m)
+                            .map_err(|e| Error::arrow("scan", e))?
+                    }
+                    None => b,
+                };
                 let b = b.project(&self.projection).map_err(|e| Error::arrow("scan", e))?;
                 // Memtable batches carry the schema of their insert; present the current one.
                 b.with_schema(self.schema.clone()).map_err(|e| Error::arrow("scan", e))
             });
-            return Some(r);
+            match r {
+                Ok(b) if b.num_rows() == 0 => continue,
+                r => return Some(r),
+            }
         }
     }
 }
@@ -1154,6 +1271,76 @@ impl Store {
         self.check_writable()?;
         let head = self.head.lock();
         let t = head.table(table)?.clone();
+        self.update_locked(head, &t, ids, values, durability)
+    }
+
+    /// Deletes the rows where `predicate` is true, as one commit; returns how many.
+    pub fn delete_where(
+        &self,
+        table: &str,
+        predicate: &Predicate,
+        durability: Durability,
+    ) -> Result<u64> {
+        self.check_writable()?;
+        let head = self.head.lock();
+        let t = head.table(table)?.clone();
+        let ids = t.matching_ids(predicate)?;
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let mut nt = clone_table(&t);
+        let found = nt.delete_ids(&ids)?;
+        let n = found.len() as u64;
+        self.commit_change(head, nt, vec![Op::Delete { table_id: t.id, ids: found }], durability)?;
+        Ok(n)
+    }
+
+    /// Sets the columns of the one-row batch `values` on every row where `predicate` is
+    /// true, as one commit; returns how many rows were updated.
+    pub fn update_where(
+        &self,
+        table: &str,
+        predicate: &Predicate,
+        values: &RecordBatch,
+        durability: Durability,
+    ) -> Result<u64> {
+        self.check_writable()?;
+        if values.num_rows() != 1 {
+            return Err(Error::InvalidInput {
+                table: table.to_string(),
+                reason: format!(
+                    "update by predicate takes one row of values, got {}",
+                    values.num_rows()
+                ),
+            });
+        }
+        let head = self.head.lock();
+        let t = head.table(table)?.clone();
+        let ids = t.matching_ids(predicate)?;
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let zeros = arrow_array::UInt32Array::from(vec![0u32; ids.len()]);
+        let cols = values
+            .columns()
+            .iter()
+            .map(|c| arrow_select::take::take(c.as_ref(), &zeros, None))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| Error::arrow(format!("update '{table}'"), e))?;
+        let repeated = RecordBatch::try_new(values.schema(), cols)
+            .map_err(|e| Error::arrow(format!("update '{table}'"), e))?;
+        self.update_locked(head, &t, &ids, &repeated, durability)
+    }
+
+    fn update_locked(
+        &self,
+        head: parking_lot::MutexGuard<'_, Arc<DbSnapshot>>,
+        t: &Arc<TableSnapshot>,
+        ids: &[u64],
+        values: &RecordBatch,
+        durability: Durability,
+    ) -> Result<u64> {
+        let table = t.name.as_str();
         let bad = |reason: String| Error::InvalidInput { table: table.to_string(), reason };
         if values.num_rows() != ids.len() {
             return Err(bad(format!("{} ids but {} rows of values", ids.len(), values.num_rows())));

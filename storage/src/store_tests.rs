@@ -682,3 +682,62 @@ fn single_row_deletes_and_updates_in_the_memtable_survive_close() {
     let s = Store::open(Arc::new(OsFs), t.path(), t.path(), StoreOptions::default()).unwrap();
     assert_eq!(names_of(&s, "t"), vec![(1, "user_0".to_string()), (3, "three".to_string())]);
 }
+
+#[test]
+fn filtered_scans_and_predicate_deletes_updates() {
+    use crate::predicate::{CmpOp, Predicate};
+    let fs = MemFs::new();
+    let s = open_with(&fs, Durability::ProcessSafe);
+    s.create_table("t", &schema()).unwrap();
+    s.insert("t", &[rows(0, 70_000)]).unwrap(); // two row groups
+    s.insert("t", &[rows(70_000, 50)]).unwrap(); // memtable
+    s.delete("t", &[5, 70_010]).unwrap();
+    let snap = s.snapshot();
+    let t = snap.table("t").unwrap().clone();
+    let reference = |f: &dyn Fn(u64, i64) -> bool| -> Vec<u64> {
+        let mut out = Vec::new();
+        for b in t.scan(&[0, 2]).unwrap() {
+            let b = b.unwrap();
+            let ids = b.column(0).as_any().downcast_ref::<UInt64Array>().unwrap();
+            let age = b.column(1).as_any().downcast_ref::<Int64Array>().unwrap();
+            for i in 0..b.num_rows() {
+                if age.is_valid(i) && f(ids.value(i), age.value(i)) {
+                    out.push(ids.value(i));
+                }
+            }
+        }
+        out
+    };
+    let p =
+        Predicate::And(vec![Predicate::eq("age", 30), Predicate::cmp("_id", CmpOp::Gt, 60_000u64)]);
+    assert_eq!(t.matching_ids(&p).unwrap(), reference(&|id, age| age == 30 && id > 60_000));
+    let p = Predicate::Or(vec![
+        Predicate::between("_id", 3u64, 7u64),
+        Predicate::eq("name", "user_70011"),
+    ]);
+    assert_eq!(t.matching_ids(&p).unwrap(), vec![3, 4, 6, 7, 70_012]);
+    // A predicate no row group can satisfy reads nothing and matches nothing.
+    assert!(t.matching_ids(&Predicate::cmp("_id", CmpOp::Gt, 10_000_000u64)).unwrap().is_empty());
+    assert!(matches!(t.matching_ids(&Predicate::eq("nope", 1)), Err(Error::ColumnNotFound { .. })));
+
+    let n = s.delete_where("t", &Predicate::eq("age", 20), Durability::ProcessSafe).unwrap();
+    assert_eq!(n as usize, reference(&|_, age| age == 20).len());
+    let upd = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![Field::new("score", DataType::Float64, true)])),
+        vec![Arc::new(Float64Array::from(vec![-1.0]))],
+    )
+    .unwrap();
+    let n = s.update_where("t", &Predicate::eq("age", 21), &upd, Durability::ProcessSafe).unwrap();
+    assert_eq!(n as usize, reference(&|_, age| age == 21).len());
+    assert!(n > 500);
+    let t2 = s.snapshot().table("t").unwrap().clone();
+    assert!(t2.matching_ids(&Predicate::eq("age", 20)).unwrap().is_empty());
+    let changed = t2.matching_ids(&Predicate::eq("score", -1.0)).unwrap();
+    assert_eq!(changed.len() as u64, n);
+    assert_eq!(t2.matching_ids(&Predicate::eq("age", 21)).unwrap().len() as u64, n);
+    kill(s);
+    let s = open_with(&fs, Durability::ProcessSafe);
+    let t3 = s.snapshot().table("t").unwrap().clone();
+    assert_eq!(t3.matching_ids(&Predicate::eq("score", -1.0)).unwrap().len() as u64, n);
+    assert_eq!(t3.count(), t2.count());
+}

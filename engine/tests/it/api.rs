@@ -184,3 +184,38 @@ fn delete_and_update_by_id() {
     assert_eq!(t.delete_many(&[1, 3, 5]).unwrap(), 2);
     assert_eq!(t.count().unwrap(), 0);
 }
+
+#[test]
+fn predicates_select_update_and_delete() {
+    use basalt::{CmpOp, Predicate};
+    let db = Database::open_in_memory().unwrap();
+    let t = db.create_table("people", &people()).unwrap();
+    for (n, a) in [("ann", 20), ("bob", 30), ("cyd", 40), ("dee", 50)] {
+        t.insert_row(Row::new().set("name", n).set("age", a)).unwrap();
+    }
+    t.insert_row(Row::new().set("name", "eve")).unwrap(); // age NULL
+    let names = |p: &Predicate| -> Vec<String> {
+        let b = t.scan_where(&["name"], p).unwrap().collect_batch().unwrap();
+        let a = b.column(0).as_any().downcast_ref::<StringArray>().unwrap();
+        a.iter().map(|s| s.unwrap().to_string()).collect()
+    };
+    assert_eq!(names(&Predicate::cmp("age", CmpOp::Gt, 25)), vec!["bob", "cyd", "dee"]);
+    // NOT (age > 25) does not select the NULL age: three-valued logic.
+    assert_eq!(names(&Predicate::Not(Box::new(Predicate::cmp("age", CmpOp::Gt, 25)))), vec!["ann"]);
+    assert_eq!(names(&Predicate::IsNull { column: "age".into(), negated: false }), vec!["eve"]);
+    assert_eq!(
+        t.update_where(&Predicate::between("age", 30, 40), Row::new().set("age", 99)).unwrap(),
+        2
+    );
+    assert_eq!(names(&Predicate::eq("age", 99)), vec!["bob", "cyd"]);
+    assert_eq!(
+        t.delete_where(&Predicate::LikePrefix {
+            column: "name".into(),
+            prefix: "d".into(),
+            negated: false
+        })
+        .unwrap(),
+        1
+    );
+    assert_eq!(t.count().unwrap(), 4);
+}

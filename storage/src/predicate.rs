@@ -1,0 +1,655 @@
+//! The DataFusion-free predicate: what SQL pushdown, fused kernels, filtered vector
+//! search, update/delete by predicate and memory filters all hand to storage.
+//!
+//! A [`Predicate`] is a tree of comparisons of one column with constants (`=`, `<>`, `<`,
+//! `<=`, `>`, `>=`, `IN`, `IS [NOT] NULL`, `LIKE 'prefix%'`) combined with AND / OR / NOT,
+//! with SQL's three-valued logic: a comparison with NULL is *unknown*, NOT of unknown is
+//! unknown, and only rows where the whole predicate is *true* are selected.
+//!
+//! Evaluation works on encoded data where the encoding allows: a dictionary-encoded chunk is
+//! evaluated once per dictionary entry and the per-entry result is gathered by code, so a
+//! string equality over 64Ki rows with 10 distinct values compares 10 strings. Zone maps
+//! (min/max, null counts) let whole row groups be skipped without reading them.
+//!
+//! Not supported (callers keep such filters for themselves): comparisons between two
+//! columns, arithmetic, functions, LIKE patterns other than a prefix, comparisons of
+//! vector or nested columns.
+
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::{
+    Array, ArrayRef, BinaryArray, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray,
+    UInt64Array, new_null_array,
+};
+use arrow_buffer::BooleanBuffer;
+use arrow_schema::DataType;
+
+use crate::encoding::{StatValue, ZoneMap};
+use crate::error::{Error, Result};
+
+/// A constant in a predicate.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Scalar {
+    /// NULL (every comparison with it is unknown).
+    Null,
+    /// A boolean.
+    Bool(bool),
+    /// A signed integer.
+    Int(i64),
+    /// An unsigned integer.
+    UInt(u64),
+    /// A float.
+    Float(f64),
+    /// Text.
+    Str(String),
+    /// Bytes.
+    Bytes(Vec<u8>),
+}
+
+/// A comparison operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CmpOp {
+    /// `=`
+    Eq,
+    /// `<>`
+    NotEq,
+    /// `<`
+    Lt,
+    /// `<=`
+    LtEq,
+    /// `>`
+    Gt,
+    /// `>=`
+    GtEq,
+}
+
+/// A filter over one table's columns.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Predicate {
+    /// Every row.
+    True,
+    /// No row.
+    False,
+    /// `column op value`.
+    Cmp {
+        /// Column name (`_id` allowed).
+        column: String,
+        /// Operator.
+        op: CmpOp,
+        /// Constant.
+        value: Scalar,
+    },
+    /// `column [NOT] IN (values)`.
+    InList {
+        /// Column name.
+        column: String,
+        /// Constants.
+        values: Vec<Scalar>,
+        /// NOT IN.
+        negated: bool,
+    },
+    /// `column IS [NOT] NULL`.
+    IsNull {
+        /// Column name.
+        column: String,
+        /// IS NOT NULL.
+        negated: bool,
+    },
+    /// `column [NOT] LIKE 'prefix%'` on text or binary.
+    LikePrefix {
+        /// Column name.
+        column: String,
+        /// The literal prefix.
+        prefix: String,
+        /// NOT LIKE.
+        negated: bool,
+    },
+    /// All of them.
+    And(Vec<Predicate>),
+    /// Any of them.
+    Or(Vec<Predicate>),
+    /// The negation.
+    Not(Box<Predicate>),
+}
+
+impl Predicate {
+    /// `column = value`.
+    pub fn eq(column: &str, value: impl Into<Scalar>) -> Self {
+        Predicate::Cmp { column: column.into(), op: CmpOp::Eq, value: value.into() }
+    }
+    /// `column op value`.
+    pub fn cmp(column: &str, op: CmpOp, value: impl Into<Scalar>) -> Self {
+        Predicate::Cmp { column: column.into(), op, value: value.into() }
+    }
+    /// `column BETWEEN low AND high` (inclusive).
+    pub fn between(column: &str, low: impl Into<Scalar>, high: impl Into<Scalar>) -> Self {
+        Predicate::And(vec![
+            Predicate::cmp(column, CmpOp::GtEq, low),
+            Predicate::cmp(column, CmpOp::LtEq, high),
+        ])
+    }
+
+    /// Every column the predicate reads.
+    pub fn columns(&self) -> Vec<&str> {
+        let mut out = Vec::new();
+        self.collect_columns(&mut out);
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    fn collect_columns<'a>(&'a self, out: &mut Vec<&'a str>) {
+        match self {
+            Predicate::True | Predicate::False => {}
+            Predicate::Cmp { column, .. }
+            | Predicate::InList { column, .. }
+            | Predicate::IsNull { column, .. }
+            | Predicate::LikePrefix { column, .. } => out.push(column),
+            Predicate::And(v) | Predicate::Or(v) => v.iter().for_each(|p| p.collect_columns(out)),
+            Predicate::Not(p) => p.collect_columns(out),
+        }
+    }
+}
+
+macro_rules! scalar_from {
+    ($($t:ty => $v:ident),*) => {$(
+        impl From<$t> for Scalar {
+            fn from(v: $t) -> Self { Scalar::$v(v.into()) }
+        }
+    )*};
+}
+scalar_from!(bool => Bool, i8 => Int, i16 => Int, i32 => Int, i64 => Int, u8 => UInt, u16 => UInt, u32 => UInt, u64 => UInt, f32 => Float, f64 => Float, String => Str);
+impl From<&str> for Scalar {
+    fn from(v: &str) -> Self {
+        Scalar::Str(v.to_string())
+    }
+}
+
+/// Three-valued result: rows where the predicate is definitely true / definitely false
+/// (neither = unknown).
+struct Tri {
+    t: BooleanBuffer,
+    f: BooleanBuffer,
+}
+
+impl Tri {
+    fn constant(n: usize, v: bool) -> Tri {
+        Tri { t: BooleanBuffer::collect_bool(n, |_| v), f: BooleanBuffer::collect_bool(n, |_| !v) }
+    }
+}
+
+/// What a predicate is evaluated against: a way to fetch a column by name.
+pub trait Columns {
+    /// Rows.
+    fn rows(&self) -> usize;
+    /// The column (dictionary-encoded arrays are welcome) or an error if unknown.
+    fn column(&mut self, name: &str) -> Result<ArrayRef>;
+}
+
+impl Columns for RecordBatch {
+    fn rows(&self) -> usize {
+        self.num_rows()
+    }
+    fn column(&mut self, name: &str) -> Result<ArrayRef> {
+        self.column_by_name(name)
+            .cloned()
+            .ok_or_else(|| Error::ColumnNotFound { table: String::new(), column: name.to_string() })
+    }
+}
+
+/// Evaluates `p`: the rows where it is true.
+pub fn evaluate(p: &Predicate, cols: &mut dyn Columns) -> Result<BooleanBuffer> {
+    Ok(eval(p, cols)?.t)
+}
+
+fn eval(p: &Predicate, cols: &mut dyn Columns) -> Result<Tri> {
+    let n = cols.rows();
+    Ok(match p {
+        Predicate::True => Tri::constant(n, true),
+        Predicate::False => Tri::constant(n, false),
+        Predicate::Cmp { column, op, value } => {
+            let a = cols.column(column)?;
+            leaf(&a, &|v: &ArrayRef| compare(v, *op, value, column))?
+        }
+        Predicate::InList { column, values, negated } => {
+            let a = cols.column(column)?;
+            let tri = leaf(&a, &|v: &ArrayRef| {
+                // x IN (a, b) = x = a OR x = b, with unknown when no match and a NULL listed.
+                let mut t = BooleanBuffer::new_unset(v.len());
+                let mut has_null = false;
+                for s in values {
+                    if *s == Scalar::Null {
+                        has_null = true;
+                        continue;
+                    }
+                    let r = compare(v, CmpOp::Eq, s, column)?;
+                    t = &t | &r.t;
+                }
+                let valid = valid_of(v.as_ref());
+                let f = if has_null { BooleanBuffer::new_unset(v.len()) } else { &valid & &!&t };
+                Ok(Tri { t: &t & &valid, f })
+            })?;
+            if *negated { Tri { t: tri.f, f: tri.t } } else { tri }
+        }
+        Predicate::IsNull { column, negated } => {
+            let a = cols.column(column)?;
+            let valid = valid_of(a.as_ref());
+            if *negated { Tri { f: !&valid, t: valid } } else { Tri { t: !&valid, f: valid } }
+        }
+        Predicate::LikePrefix { column, prefix, negated } => {
+            let a = cols.column(column)?;
+            let tri = leaf(&a, &|v: &ArrayRef| {
+                let r = match v.data_type() {
+                    DataType::Utf8 => {
+                        let pat = StringArray::new_scalar(prefix.as_str());
+                        arrow_string::like::starts_with(v, &pat)
+                    }
+                    DataType::Binary => {
+                        let pat = BinaryArray::new_scalar(prefix.as_bytes());
+                        arrow_string::like::starts_with(v, &pat)
+                    }
+                    other => {
+                        return Err(Error::InvalidInput {
+                            table: String::new(),
+                            reason: format!("LIKE on column '{column}' of type {other}"),
+                        });
+                    }
+                }
+                .map_err(|e| Error::arrow(format!("LIKE on column '{column}'"), e))?;
+                Ok(tri_of(&r))
+            })?;
+            if *negated { Tri { t: tri.f, f: tri.t } } else { tri }
+        }
+        Predicate::And(ps) => {
+            let mut acc = Tri::constant(n, true);
+            for p in ps {
+                let r = eval(p, cols)?;
+                acc = Tri { t: &acc.t & &r.t, f: &acc.f | &r.f };
+            }
+            acc
+        }
+        Predicate::Or(ps) => {
+            let mut acc = Tri::constant(n, false);
+            for p in ps {
+                let r = eval(p, cols)?;
+                acc = Tri { t: &acc.t | &r.t, f: &acc.f & &r.f };
+            }
+            acc
+        }
+        Predicate::Not(p) => {
+            let r = eval(p, cols)?;
+            Tri { t: r.f, f: r.t }
+        }
+    })
+}
+
+fn valid_of(a: &dyn Array) -> BooleanBuffer {
+    match a.logical_nulls() {
+        Some(n) => n.inner().clone(),
+        None => BooleanBuffer::new_set(a.len()),
+    }
+}
+
+fn tri_of(r: &BooleanArray) -> Tri {
+    let valid = valid_of(r);
+    let v = r.values();
+    Tri { t: v & &valid, f: &!v & &valid }
+}
+
+/// Evaluates a leaf on a column. Dictionary columns are evaluated once per dictionary
+/// entry, and the per-entry results gathered by code.
+fn leaf(a: &ArrayRef, f: &dyn Fn(&ArrayRef) -> Result<Tri>) -> Result<Tri> {
+    if let Some(d) = a.as_any_dictionary_opt() {
+        let per_entry = f(d.values())?;
+        let t = BooleanArray::new(per_entry.t, None);
+        let fa = BooleanArray::new(per_entry.f, None);
+        let keys = d.keys();
+        let gather = |x: &BooleanArray| -> Result<BooleanBuffer> {
+            let g = arrow_select::take::take(x, keys, None)
+                .map_err(|e| Error::arrow("gather by code", e))?;
+            let g = g.as_boolean();
+            // Null keys (NULL rows) are neither true nor false.
+            Ok(g.values() & &valid_of(g))
+        };
+        return Ok(Tri { t: gather(&t)?, f: gather(&fa)? });
+    }
+    f(a)
+}
+
+/// A one-element array of the constant, in a type comparable with `target`.
+fn scalar_array(s: &Scalar, target: &DataType, column: &str) -> Result<Option<ArrayRef>> {
+    let natural: ArrayRef = match s {
+        Scalar::Null => return Ok(None),
+        Scalar::Bool(v) => Arc::new(BooleanArray::from(vec![*v])),
+        Scalar::Int(v) => Arc::new(Int64Array::from(vec![*v])),
+        Scalar::UInt(v) => Arc::new(UInt64Array::from(vec![*v])),
+        Scalar::Float(v) => Arc::new(Float64Array::from(vec![*v])),
+        Scalar::Str(v) => Arc::new(StringArray::from(vec![v.as_str()])),
+        Scalar::Bytes(v) => Arc::new(BinaryArray::from(vec![v.as_slice()])),
+    };
+    let ok = match (s, target) {
+        (Scalar::Bool(_), DataType::Boolean) => true,
+        (Scalar::Int(_) | Scalar::UInt(_), t) => {
+            t.is_integer() || t.is_floating() || t.is_temporal()
+        }
+        (Scalar::Float(_), t) => t.is_floating(),
+        (Scalar::Str(_), DataType::Utf8 | DataType::Binary) => true,
+        (Scalar::Bytes(_), DataType::Binary) => true,
+        _ => false,
+    };
+    if !ok {
+        return Err(Error::TypeMismatch {
+            table: String::new(),
+            column: column.to_string(),
+            expected: target.clone(),
+            found: format!("{s:?}"),
+        });
+    }
+    let opts = arrow_cast::CastOptions { safe: false, ..Default::default() };
+    arrow_cast::cast_with_options(&natural, target, &opts).map(Some).map_err(|_| {
+        Error::InvalidInput {
+            table: String::new(),
+            reason: format!(
+                "constant {s:?} is out of range for column '{column}' of type {target}"
+            ),
+        }
+    })
+}
+
+fn compare(v: &ArrayRef, op: CmpOp, s: &Scalar, column: &str) -> Result<Tri> {
+    let Some(c) = scalar_array(s, v.data_type(), column)? else {
+        // Comparison with NULL: unknown everywhere.
+        let n = v.len();
+        return Ok(Tri { t: BooleanBuffer::new_unset(n), f: BooleanBuffer::new_unset(n) });
+    };
+    let c = arrow_array::Scalar::new(c);
+    let r = match op {
+        CmpOp::Eq => arrow_ord::cmp::eq(v, &c),
+        CmpOp::NotEq => arrow_ord::cmp::neq(v, &c),
+        CmpOp::Lt => arrow_ord::cmp::lt(v, &c),
+        CmpOp::LtEq => arrow_ord::cmp::lt_eq(v, &c),
+        CmpOp::Gt => arrow_ord::cmp::gt(v, &c),
+        CmpOp::GtEq => arrow_ord::cmp::gt_eq(v, &c),
+    }
+    .map_err(|e| Error::arrow(format!("compare column '{column}'"), e))?;
+    Ok(tri_of(&r))
+}
+
+/// What is known about a chunk without reading it.
+#[derive(Debug, Clone, Copy)]
+pub struct ChunkStats<'a> {
+    /// Min/max of the non-null values.
+    pub zone_map: Option<&'a ZoneMap>,
+    /// Null rows.
+    pub null_count: u64,
+    /// All rows.
+    pub rows: u64,
+}
+
+/// Whether any row of a row group can satisfy `p`, judging by chunk statistics
+/// (`stats(column)`; `None` = unknown). False means the row group can be skipped.
+pub fn may_match<'a>(p: &Predicate, stats: &dyn Fn(&str) -> Option<ChunkStats<'a>>) -> bool {
+    match p {
+        Predicate::False => false,
+        Predicate::True => true,
+        Predicate::And(ps) => ps.iter().all(|p| may_match(p, stats)),
+        Predicate::Or(ps) => ps.iter().any(|p| may_match(p, stats)),
+        Predicate::Not(_) => true,
+        Predicate::IsNull { column, negated } => match stats(column) {
+            Some(s) if !negated => s.null_count > 0,
+            Some(s) => s.null_count < s.rows,
+            None => true,
+        },
+        Predicate::Cmp { column, op, value } => match stats(column) {
+            Some(s) if s.null_count == s.rows => false,
+            Some(ChunkStats { zone_map: Some(z), .. }) => range_may_match(z, *op, value),
+            _ => *value != Scalar::Null,
+        },
+        Predicate::InList { column, values, negated: false } => match stats(column) {
+            Some(s) if s.null_count == s.rows => false,
+            Some(ChunkStats { zone_map: Some(z), .. }) => {
+                values.iter().any(|v| range_may_match(z, CmpOp::Eq, v))
+            }
+            _ => true,
+        },
+        Predicate::InList { .. } | Predicate::LikePrefix { .. } => true,
+    }
+}
+
+fn range_may_match(z: &ZoneMap, op: CmpOp, v: &Scalar) -> bool {
+    use std::cmp::Ordering::*;
+    let cmp = |b: &StatValue| -> Option<std::cmp::Ordering> {
+        match (b, v) {
+            (StatValue::Int(x), Scalar::Int(y)) => Some(x.cmp(y)),
+            (StatValue::Int(x), Scalar::UInt(y)) => Some(i128::from(*x).cmp(&i128::from(*y))),
+            (StatValue::UInt(x), Scalar::UInt(y)) => Some(x.cmp(y)),
+            (StatValue::UInt(x), Scalar::Int(y)) => Some(i128::from(*x).cmp(&i128::from(*y))),
+            (StatValue::Float(x), Scalar::Float(y)) => x.partial_cmp(y),
+            (StatValue::Float(x), Scalar::Int(y)) => x.partial_cmp(&(*y as f64)),
+            (StatValue::Bytes(x), Scalar::Str(y)) => Some(x.as_slice().cmp(y.as_bytes())),
+            (StatValue::Bytes(x), Scalar::Bytes(y)) => Some(x.as_slice().cmp(y.as_slice())),
+            _ => None,
+        }
+    };
+    if *v == Scalar::Null {
+        return false;
+    }
+    let (Some(lo), Some(hi)) = (cmp(&z.min), cmp(&z.max)) else { return true };
+    match op {
+        CmpOp::Eq => lo != Greater && hi != Less,
+        CmpOp::NotEq => !(lo == Equal && hi == Equal),
+        CmpOp::Lt => lo == Less,
+        CmpOp::LtEq => lo != Greater,
+        CmpOp::Gt => hi == Greater,
+        CmpOp::GtEq => hi != Less,
+    }
+}
+
+/// A column of nulls for predicates on columns a segment does not have.
+pub fn null_column(dt: &DataType, rows: usize) -> ArrayRef {
+    new_null_array(dt, rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow_schema::{Field, Schema};
+    use proptest::prelude::*;
+
+    use super::*;
+
+    type Row = (Option<i64>, Option<String>);
+
+    /// Reference three-valued evaluation on one row: Some(bool) or None (unknown).
+    fn reference(p: &Predicate, r: &Row) -> Option<bool> {
+        let get = |c: &str| -> Option<Scalar> {
+            match c {
+                "n" => r.0.map(Scalar::Int),
+                _ => r.1.clone().map(Scalar::Str),
+            }
+        };
+        let cmp = |a: &Scalar, b: &Scalar| -> Option<std::cmp::Ordering> {
+            match (a, b) {
+                (Scalar::Int(x), Scalar::Int(y)) => Some(x.cmp(y)),
+                (Scalar::Str(x), Scalar::Str(y)) => Some(x.cmp(y)),
+                _ => None,
+            }
+        };
+        match p {
+            Predicate::True => Some(true),
+            Predicate::False => Some(false),
+            Predicate::Cmp { column, op, value } => {
+                let o = cmp(&get(column)?, value)?;
+                Some(match op {
+                    CmpOp::Eq => o.is_eq(),
+                    CmpOp::NotEq => o.is_ne(),
+                    CmpOp::Lt => o.is_lt(),
+                    CmpOp::LtEq => o.is_le(),
+                    CmpOp::Gt => o.is_gt(),
+                    CmpOp::GtEq => o.is_ge(),
+                })
+            }
+            Predicate::InList { column, values, negated } => {
+                let v = get(column)?;
+                let hit = values.iter().any(|x| cmp(&v, x).is_some_and(|o| o.is_eq()));
+                let r = if hit {
+                    Some(true)
+                } else if values.contains(&Scalar::Null) {
+                    None
+                } else {
+                    Some(false)
+                };
+                r.map(|b| b != *negated)
+            }
+            Predicate::IsNull { column, negated } => Some(get(column).is_none() != *negated),
+            Predicate::LikePrefix { column, prefix, negated } => match get(column)? {
+                Scalar::Str(s) => Some(s.starts_with(prefix.as_str()) != *negated),
+                _ => None,
+            },
+            Predicate::And(ps) => {
+                let rs: Vec<_> = ps.iter().map(|p| reference(p, r)).collect();
+                if rs.contains(&Some(false)) {
+                    Some(false)
+                } else if rs.contains(&None) {
+                    None
+                } else {
+                    Some(true)
+                }
+            }
+            Predicate::Or(ps) => {
+                let rs: Vec<_> = ps.iter().map(|p| reference(p, r)).collect();
+                if rs.contains(&Some(true)) {
+                    Some(true)
+                } else if rs.contains(&None) {
+                    None
+                } else {
+                    Some(false)
+                }
+            }
+            Predicate::Not(p) => reference(p, r).map(|b| !b),
+        }
+    }
+
+    fn leaf() -> impl Strategy<Value = Predicate> {
+        let op = prop_oneof![
+            Just(CmpOp::Eq),
+            Just(CmpOp::NotEq),
+            Just(CmpOp::Lt),
+            Just(CmpOp::LtEq),
+            Just(CmpOp::Gt),
+            Just(CmpOp::GtEq)
+        ];
+        let int = prop_oneof![4 => (-3i64..4).prop_map(Scalar::Int), 1 => Just(Scalar::Null)];
+        let s = prop_oneof![4 => "[a-c]{0,2}".prop_map(Scalar::Str), 1 => Just(Scalar::Null)];
+        prop_oneof![
+            (op.clone(), int.clone()).prop_map(|(op, value)| Predicate::Cmp {
+                column: "n".into(),
+                op,
+                value
+            }),
+            (op, s.clone()).prop_map(|(op, value)| Predicate::Cmp {
+                column: "s".into(),
+                op,
+                value
+            }),
+            (proptest::collection::vec(int, 0..4), any::<bool>()).prop_map(|(values, negated)| {
+                Predicate::InList { column: "n".into(), values, negated }
+            }),
+            (proptest::collection::vec(s, 0..3), any::<bool>()).prop_map(|(values, negated)| {
+                Predicate::InList { column: "s".into(), values, negated }
+            }),
+            (prop_oneof![Just("n"), Just("s")], any::<bool>())
+                .prop_map(|(c, negated)| Predicate::IsNull { column: c.into(), negated }),
+            ("[a-c]{0,2}", any::<bool>()).prop_map(|(prefix, negated)| Predicate::LikePrefix {
+                column: "s".into(),
+                prefix,
+                negated
+            }),
+        ]
+    }
+
+    fn predicate() -> impl Strategy<Value = Predicate> {
+        leaf().prop_recursive(3, 12, 3, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..3).prop_map(Predicate::And),
+                proptest::collection::vec(inner.clone(), 0..3).prop_map(Predicate::Or),
+                inner.prop_map(|p| Predicate::Not(Box::new(p))),
+            ]
+        })
+    }
+
+    fn rows() -> impl Strategy<Value = Vec<Row>> {
+        proptest::collection::vec(
+            (proptest::option::of(-3i64..4), proptest::option::of("[a-c]{0,2}")),
+            0..60,
+        )
+    }
+
+    fn batch(rows: &[Row], dict: bool) -> RecordBatch {
+        let n: ArrayRef = Arc::new(Int64Array::from(rows.iter().map(|r| r.0).collect::<Vec<_>>()));
+        let mut s: ArrayRef =
+            Arc::new(StringArray::from(rows.iter().map(|r| r.1.clone()).collect::<Vec<_>>()));
+        if dict {
+            let t = DataType::Dictionary(Box::new(DataType::UInt8), Box::new(DataType::Utf8));
+            s = arrow_cast::cast(&s, &t).unwrap();
+        }
+        let schema = Schema::new(vec![
+            Field::new("n", DataType::Int64, true),
+            Field::new("s", s.data_type().clone(), true),
+        ]);
+        RecordBatch::try_new(Arc::new(schema), vec![n, s]).unwrap()
+    }
+
+    fn stats_of(rows: &[Row]) -> (Option<ZoneMap>, Option<ZoneMap>, u64, u64) {
+        let ints: Vec<i64> = rows.iter().filter_map(|r| r.0).collect();
+        let strs: Vec<&String> = rows.iter().filter_map(|r| r.1.as_ref()).collect();
+        let zi = (!ints.is_empty()).then(|| ZoneMap {
+            min: StatValue::Int(*ints.iter().min().unwrap()),
+            max: StatValue::Int(*ints.iter().max().unwrap()),
+        });
+        let zs = (!strs.is_empty()).then(|| ZoneMap {
+            min: StatValue::Bytes(strs.iter().min().unwrap().as_bytes().to_vec()),
+            max: StatValue::Bytes(strs.iter().max().unwrap().as_bytes().to_vec()),
+        });
+        (zi, zs, (rows.len() - ints.len()) as u64, (rows.len() - strs.len()) as u64)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+        #[test]
+        fn evaluation_matches_three_valued_reference(p in predicate(), rows in rows()) {
+            let want: Vec<bool> = rows.iter().map(|r| reference(&p, r) == Some(true)).collect();
+            for dict in [false, true] {
+                let mut b = batch(&rows, dict);
+                let got: Vec<bool> = evaluate(&p, &mut b).unwrap().iter().collect();
+                prop_assert_eq!(&got, &want, "dict = {}", dict);
+            }
+            // Zone-map pruning never skips a row group that has a match.
+            let (zi, zs, ni, ns) = stats_of(&rows);
+            let n = rows.len() as u64;
+            let stats = |c: &str| Some(match c {
+                "n" => ChunkStats { zone_map: zi.as_ref(), null_count: ni, rows: n },
+                _ => ChunkStats { zone_map: zs.as_ref(), null_count: ns, rows: n },
+            });
+            if want.iter().any(|w| *w) {
+                prop_assert!(may_match(&p, &stats));
+            }
+        }
+    }
+
+    #[test]
+    fn type_errors_are_reported() {
+        let mut b = batch(&[(Some(1), Some("a".into()))], false);
+        let e = evaluate(&Predicate::eq("n", "x"), &mut b).unwrap_err();
+        assert!(matches!(e, Error::TypeMismatch { .. }), "{e}");
+        assert!(evaluate(&Predicate::eq("zzz", 1), &mut b).is_err());
+        let mut small = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![Field::new("t", DataType::Int8, true)])),
+            vec![Arc::new(arrow_array::Int8Array::from(vec![1]))],
+        )
+        .unwrap();
+        let e = evaluate(&Predicate::eq("t", 300), &mut small).unwrap_err();
+        assert!(e.to_string().contains("out of range"), "{e}");
+    }
+}
