@@ -1396,7 +1396,7 @@ impl Store {
         full_cols.extend(t.conform(&user)?);
         let batch = RecordBatch::try_new(t.schema.full_schema().clone(), full_cols)
             .map_err(|e| Error::arrow(format!("update '{table}'"), e))?;
-        let mut nt = clone_table(&t);
+        let mut nt = clone_table(t);
         nt.delete_ids(&found)?;
         nt.apply_insert(batch.clone())?;
         let n = found.len() as u64;
