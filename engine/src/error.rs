@@ -12,6 +12,9 @@ pub enum Error {
     /// tables or columns, type and schema mismatches, ...
     #[error(transparent)]
     Storage(#[from] basalt_storage::Error),
+    /// A transaction call out of order (commit without begin, nested begin).
+    #[error("transaction error: {0}")]
+    Transaction(String),
     /// A row value cannot be stored in its column.
     #[error("table '{table}', column '{column}': {reason}")]
     InvalidValue {
@@ -29,7 +32,7 @@ impl Error {
     pub fn as_storage(&self) -> Option<&basalt_storage::Error> {
         match self {
             Error::Storage(e) => Some(e),
-            Error::InvalidValue { .. } => None,
+            Error::InvalidValue { .. } | Error::Transaction(_) => None,
         }
     }
 

@@ -46,7 +46,8 @@ use std::sync::Arc;
 
 use arrow_array::RecordBatch;
 use arrow_schema::{Schema, SchemaRef};
-use basalt_storage::{MemFs, OsFs, Store, StoreOptions, TableSnapshot, Vfs};
+use basalt_storage::{MemFs, OsFs, Store, StoreOptions, TableSnapshot, Transaction, Vfs};
+use parking_lot::Mutex;
 
 pub use basalt_storage::{
     CmpOp, CompressionPolicy, Durability, IdRange, Predicate, ROW_GROUP_ROWS,
@@ -80,6 +81,9 @@ pub struct Options {
     /// Durability of inserts that do not choose one (default: process-safe). In-memory
     /// databases keep no log: their writes are always buffered.
     pub durability: Durability,
+    /// How long a write waits for another connection's write transaction before failing
+    /// with `StorageError::LockTimeout` (default 10 s).
+    pub lock_timeout: std::time::Duration,
 }
 
 impl Default for Options {
@@ -91,6 +95,7 @@ impl Default for Options {
             memtable_flush_rows: s.memtable_flush_rows,
             bulk_insert_rows: s.bulk_insert_rows,
             durability: s.durability,
+            lock_timeout: s.lock_timeout,
         }
     }
 }
@@ -102,6 +107,7 @@ impl Options {
             memtable_flush_rows: self.memtable_flush_rows.max(1),
             bulk_insert_rows: self.bulk_insert_rows.max(1),
             durability: self.durability,
+            lock_timeout: self.lock_timeout,
             ..StoreOptions::default()
         };
         s.write.compression = self.compression;
@@ -165,7 +171,7 @@ impl Database {
     /// Creates a table with the given columns (every table also has `_id`).
     pub fn create_table(&self, name: &str, schema: &Schema) -> Result<Table> {
         self.inner.store.create_table(name, schema)?;
-        Ok(Table { db: self.clone(), name: name.to_string() })
+        Ok(Table { db: self.clone(), name: name.to_string(), conn: None })
     }
 
     /// Drops a table and deletes its files.
@@ -178,10 +184,21 @@ impl Database {
         self.inner.store.snapshot().table_names()
     }
 
-    /// A handle on an existing table.
+    /// A handle on an existing table; every write through it commits on its own.
     pub fn table(&self, name: &str) -> Result<Table> {
         self.inner.store.snapshot().table(name)?;
-        Ok(Table { db: self.clone(), name: name.to_string() })
+        Ok(Table { db: self.clone(), name: name.to_string(), conn: None })
+    }
+
+    /// A new connection: it carries its own transaction (see [`Connection`]).
+    pub fn connect(&self) -> Connection {
+        Connection {
+            state: Arc::new(Mutex::new(ConnState {
+                db: self.clone(),
+                txn: None,
+                durability: None,
+            })),
+        }
     }
 
     /// Persists every table's memtable to segment files.
@@ -196,16 +213,133 @@ impl Database {
     }
 }
 
-/// A handle on one table. Each call works on the table's state at that moment.
+/// A connection: the unit of transactions. Outside a transaction every write commits on
+/// its own; between [`Connection::begin`] and [`Connection::commit`] /
+/// [`Connection::rollback`], the connection's tables read their own uncommitted writes, other
+/// connections see none of them, and commit makes all of them visible at once (atomically
+/// across tables). See ARCHITECTURE.md (*Transactions*) for the isolation level. Dropping a
+/// connection rolls back its open transaction.
+#[derive(Debug, Clone)]
+pub struct Connection {
+    state: Arc<Mutex<ConnState>>,
+}
+
+#[derive(Debug)]
+struct ConnState {
+    db: Database,
+    txn: Option<Transaction>,
+    durability: Option<Durability>,
+}
+
+impl Drop for ConnState {
+    fn drop(&mut self) {
+        if let Some(t) = self.txn.take() {
+            self.db.inner.store.rollback(t);
+        }
+    }
+}
+
+impl Connection {
+    fn store_db(&self) -> Database {
+        self.state.lock().db.clone()
+    }
+
+    /// A handle on a table whose reads and writes go through this connection.
+    pub fn table(&self, name: &str) -> Result<Table> {
+        let db = self.store_db();
+        let t = db.table(name)?;
+        Ok(Table { conn: Some(self.state.clone()), ..t })
+    }
+
+    /// Starts a transaction. Its reads come from the state at this moment until its first
+    /// write, which makes it the (single) writer until it ends.
+    pub fn begin(&self) -> Result<()> {
+        self.start(false)
+    }
+
+    /// Starts a transaction that is the writer from the start (waiting for another writer
+    /// up to the lock timeout): serializable.
+    pub fn begin_immediate(&self) -> Result<()> {
+        self.start(true)
+    }
+
+    fn start(&self, immediate: bool) -> Result<()> {
+        let mut st = self.state.lock();
+        if st.txn.is_some() {
+            return Err(Error::Transaction(
+                "a transaction is already open on this connection".into(),
+            ));
+        }
+        let store = &st.db.inner.store;
+        let d = st.durability.unwrap_or(store.default_durability());
+        let t = if immediate { store.begin_immediate(d)? } else { store.begin(d)? };
+        st.txn = Some(t);
+        Ok(())
+    }
+
+    /// Commits the open transaction.
+    pub fn commit(&self) -> Result<()> {
+        let mut st = self.state.lock();
+        let t = st.txn.take().ok_or_else(|| Error::Transaction("no transaction is open".into()))?;
+        Ok(st.db.inner.store.commit(t)?)
+    }
+
+    /// Rolls back the open transaction.
+    pub fn rollback(&self) -> Result<()> {
+        let mut st = self.state.lock();
+        let t = st.txn.take().ok_or_else(|| Error::Transaction("no transaction is open".into()))?;
+        st.db.inner.store.rollback(t);
+        Ok(())
+    }
+
+    /// Whether a transaction is open.
+    pub fn in_transaction(&self) -> bool {
+        self.state.lock().txn.is_some()
+    }
+
+    /// Durability of this connection's commits (transactions begun later and auto-commit
+    /// writes); `None` returns to the database default.
+    pub fn set_durability(&self, durability: Option<Durability>) {
+        self.state.lock().durability = durability;
+    }
+}
+
+/// A handle on one table. Reads see the table as of each call (or the connection's open
+/// transaction); writes commit on their own unless the handle came from a [`Connection`]
+/// with an open transaction.
 #[derive(Debug, Clone)]
 pub struct Table {
     db: Database,
     name: String,
+    conn: Option<Arc<Mutex<ConnState>>>,
 }
 
 impl Table {
     fn snap(&self) -> Result<Arc<TableSnapshot>> {
+        if let Some(c) = &self.conn
+            && let Some(t) = &c.lock().txn
+        {
+            return Ok(t.table(&self.name)?);
+        }
         Ok(self.db.inner.store.snapshot().table(&self.name)?.clone())
+    }
+
+    /// Runs a write: inside the connection's transaction (atomic as a statement), or as its
+    /// own commit.
+    fn write<T>(
+        &self,
+        f: impl FnOnce(&mut Transaction, &Store) -> basalt_storage::Result<T>,
+    ) -> Result<T> {
+        let store = &self.db.inner.store;
+        let mut durability = store.default_durability();
+        if let Some(c) = &self.conn {
+            let mut st = c.lock();
+            if let Some(t) = st.txn.as_mut() {
+                return Ok(t.statement(store, f)?);
+            }
+            durability = st.durability.unwrap_or(durability);
+        }
+        Ok(store.autocommit(durability, f)?)
     }
 
     /// The table's name.
@@ -231,11 +365,15 @@ impl Table {
 
     /// Inserts several batches as one unit: all are validated before anything is written.
     pub fn insert_batches(&self, batches: &[RecordBatch]) -> Result<IdRange> {
-        Ok(self.db.inner.store.insert(&self.name, batches)?)
+        self.write(|t, s| t.insert(s, &self.name, batches))
     }
 
     /// Inserts batches with an explicit durability level for this write.
+    /// Outside a transaction only; inside one, the transaction's durability applies.
     pub fn insert_with(&self, batches: &[RecordBatch], durability: Durability) -> Result<IdRange> {
+        if self.conn.as_ref().is_some_and(|c| c.lock().txn.is_some()) {
+            return self.insert_batches(batches);
+        }
         Ok(self.db.inner.store.insert_with(&self.name, batches, durability)?)
     }
 
@@ -258,28 +396,26 @@ impl Table {
     /// Deletes the rows with these `_id`s (missing ones are ignored) as one commit; returns
     /// how many were deleted.
     pub fn delete_many(&self, ids: &[u64]) -> Result<u64> {
-        Ok(self.db.inner.store.delete(&self.name, ids)?)
+        self.write(|t, s| t.delete(s, &self.name, ids))
     }
 
     /// Sets the columns named in `row` on the row with this `_id` (other columns and `_id`
     /// keep their values); false if there is no such row.
     pub fn update(&self, id: u64, row: Row) -> Result<bool> {
         let batch = self.rows_to_batch(std::slice::from_ref(&row))?;
-        Ok(self.db.inner.store.update(&self.name, &[id], &batch)? == 1)
+        Ok(self.write(|t, s| t.update(s, &self.name, &[id], &batch))? == 1)
     }
 
     /// Deletes every row where `predicate` is true, as one commit; returns how many.
     pub fn delete_where(&self, predicate: &Predicate) -> Result<u64> {
-        let store = &self.db.inner.store;
-        Ok(store.delete_where(&self.name, predicate, store.default_durability())?)
+        self.write(|t, s| t.delete_where(s, &self.name, predicate))
     }
 
     /// Sets the columns named in `row` on every row where `predicate` is true, as one
     /// commit; returns how many rows were updated.
     pub fn update_where(&self, predicate: &Predicate, row: Row) -> Result<u64> {
         let batch = self.rows_to_batch(std::slice::from_ref(&row))?;
-        let store = &self.db.inner.store;
-        Ok(store.update_where(&self.name, predicate, &batch, store.default_durability())?)
+        self.write(|t, s| t.update_where(s, &self.name, predicate, &batch))
     }
 
     /// The named columns of the rows where `predicate` is true. Row groups that zone maps
@@ -293,7 +429,7 @@ impl Table {
     /// Updates several rows as one commit: row `i` of `values` holds the new values of the
     /// columns it has for `ids[i]`. Returns how many rows existed and were updated.
     pub fn update_many(&self, ids: &[u64], values: &RecordBatch) -> Result<u64> {
-        Ok(self.db.inner.store.update(&self.name, ids, values)?)
+        self.write(|t, s| t.update(s, &self.name, ids, values))
     }
 
     fn rows_to_batch(&self, rows: &[Row]) -> Result<RecordBatch> {

@@ -67,6 +67,15 @@ pub enum Error {
         /// The database directory (or `:memory:`).
         path: PathBuf,
     },
+    /// Another writer (a write transaction on another connection) held the writer lock for
+    /// longer than the lock-wait timeout.
+    #[error("database {path}: timed out after {waited:?} waiting for another writer to finish")]
+    LockTimeout {
+        /// The database directory (or `:memory:`).
+        path: PathBuf,
+        /// How long this writer waited.
+        waited: std::time::Duration,
+    },
     /// The database handle was closed.
     #[error("database is closed")]
     Closed,

@@ -21,6 +21,7 @@ pub mod memtable;
 pub mod predicate;
 pub mod segment;
 pub mod store;
+pub mod txn;
 pub mod types;
 pub mod wal;
 
@@ -30,5 +31,6 @@ pub use io::{FaultFs, FaultKind, MemFs, OsFs, Vfs};
 pub use predicate::{CmpOp, Predicate, Scalar};
 pub use segment::{ROW_GROUP_ROWS, SEGMENT_FORMAT_VERSION, WriteOptions};
 pub use store::{DbSnapshot, IdRange, RowLocation, Scan, Store, StoreOptions, TableSnapshot};
+pub use txn::Transaction;
 pub use types::{ID_COLUMN, TableSchema, vector_type};
 pub use wal::Durability;

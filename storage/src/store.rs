@@ -48,6 +48,9 @@ pub struct StoreOptions {
     /// Durability of writes that do not choose one ([`Durability::Buffered`] also means no
     /// log is kept at all).
     pub durability: Durability,
+    /// How long a writer waits for another writer (an open write transaction) before
+    /// failing with [`Error::LockTimeout`].
+    pub lock_timeout: std::time::Duration,
 }
 
 impl Default for StoreOptions {
@@ -58,6 +61,7 @@ impl Default for StoreOptions {
             memtable_flush_rows: segment::ROW_GROUP_ROWS,
             bulk_insert_rows: 16 * 1024,
             durability: Durability::default(),
+            lock_timeout: std::time::Duration::from_secs(10),
         }
     }
 }
@@ -174,8 +178,8 @@ impl IdIndex {
     }
 }
 
-/// An immutable view of one table.
-#[derive(Debug)]
+/// An immutable view of one table (transactions modify private clones).
+#[derive(Debug, Clone)]
 pub struct TableSnapshot {
     id: u64,
     name: String,
@@ -212,6 +216,14 @@ impl TableSnapshot {
         self.next_row_id
     }
 
+    pub(crate) fn set_next_row_id(&mut self, id: u64) {
+        self.next_row_id = id;
+    }
+
+    pub(crate) fn push_memtable(&mut self, batch: RecordBatch) -> Result<()> {
+        self.memtable.push(batch)
+    }
+
     /// Number of live rows, in O(number of segments).
     pub fn count(&self) -> u64 {
         self.segments.iter().map(|s| s.entry.rows - s.deleted()).sum::<u64>()
@@ -233,7 +245,7 @@ impl TableSnapshot {
 
     /// Marks the rows with these `_id`s deleted (in place on this private copy); returns the
     /// ids that existed, in the order given (each once).
-    fn delete_ids(&mut self, ids: &[u64]) -> Result<Vec<u64>> {
+    pub(crate) fn delete_ids(&mut self, ids: &[u64]) -> Result<Vec<u64>> {
         let mut found = Vec::with_capacity(ids.len());
         for &id in ids {
             match self.locate(id)? {
@@ -785,6 +797,18 @@ pub struct Store {
     /// Segment ids are never reused, even when a write that allocated one fails.
     next_segment_id: AtomicU64,
     lock: Mutex<Option<LockGuard>>,
+    /// The writer token: held by one auto-commit write or one write transaction at a time.
+    writer_busy: Mutex<bool>,
+    writer_free: parking_lot::Condvar,
+}
+
+/// Holding this is being *the* writer; dropping it lets the next writer in.
+pub(crate) struct WriterGuard<'a>(&'a Store);
+
+impl Drop for WriterGuard<'_> {
+    fn drop(&mut self) {
+        self.0.release_writer();
+    }
 }
 
 impl Store {
@@ -832,17 +856,20 @@ impl Store {
             closed: AtomicBool::new(false),
             poisoned: AtomicBool::new(false),
             lock: Mutex::new(lock),
+            writer_busy: Mutex::new(false),
+            writer_free: parking_lot::Condvar::new(),
         };
         if !opts.read_only {
+            // First forget files no manifest names (so no new file ever lands on an orphan's
+            // name), then absorb the replayed log into segments and forget the log.
+            store.remove_orphans()?;
             if replayed.files > 0 {
-                // Absorb the replayed log into segments, then forget it.
                 let mut head = store.head.lock();
                 let mut next = (**head).clone();
                 next.wal_lsn = next_lsn - 1;
                 store.flush_into(&mut head, next)?;
                 wal::remove_all(store.vfs.as_ref(), &root.join(WAL_DIR))?;
             }
-            store.remove_orphans()?;
         }
         Ok(store)
     }
@@ -1026,7 +1053,34 @@ impl Store {
         self.opts.durability
     }
 
-    fn check_writable(&self) -> Result<()> {
+    /// Waits (up to the lock timeout) to become the writer.
+    pub(crate) fn acquire_writer(&self) -> Result<()> {
+        let deadline = std::time::Instant::now() + self.opts.lock_timeout;
+        let mut busy = self.writer_busy.lock();
+        while *busy {
+            if self.writer_free.wait_until(&mut busy, deadline).timed_out() && *busy {
+                return Err(Error::LockTimeout {
+                    path: self.display.clone(),
+                    waited: self.opts.lock_timeout,
+                });
+            }
+        }
+        *busy = true;
+        Ok(())
+    }
+
+    pub(crate) fn release_writer(&self) {
+        *self.writer_busy.lock() = false;
+        self.writer_free.notify_one();
+    }
+
+    fn writer(&self) -> Result<WriterGuard<'_>> {
+        self.check_writable()?;
+        self.acquire_writer()?;
+        Ok(WriterGuard(self))
+    }
+
+    pub(crate) fn check_writable(&self) -> Result<()> {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);
         }
@@ -1047,7 +1101,7 @@ impl Store {
     }
 
     /// Makes `next` visible once it is as durable as its commits demand.
-    fn publish(&self, next: Arc<DbSnapshot>) -> Result<()> {
+    pub(crate) fn publish(&self, next: Arc<DbSnapshot>) -> Result<()> {
         if next.sync_lsn > 0
             && let Some(wal) = &self.wal
         {
@@ -1087,6 +1141,7 @@ impl Store {
         self.check_writable()?;
         check_name(name)?;
         let ts = TableSchema::from_user_schema(schema)?;
+        let _w = self.writer()?;
         let mut head = self.head.lock();
         let mut next = (**head).clone();
         if next.tables.contains_key(name) {
@@ -1109,7 +1164,7 @@ impl Store {
 
     /// Drops a table and deletes its files.
     pub fn drop_table(&self, name: &str) -> Result<()> {
-        self.check_writable()?;
+        let _w = self.writer()?;
         let mut head = self.head.lock();
         let mut next = (**head).clone();
         let t = next
@@ -1128,107 +1183,17 @@ impl Store {
         self.insert_with(table, batches, self.opts.durability)
     }
 
-    /// Inserts rows. All batches are validated before anything is written; the rows get
-    /// consecutive new `_id`s. Inserts of at least [`StoreOptions::bulk_insert_rows`] rows
-    /// become a synced segment (durable at every level); smaller ones go to the memtable and
-    /// to the log as `durability` demands.
+    /// Inserts rows as one auto-committed transaction. All batches are validated before
+    /// anything is written; the rows get consecutive new `_id`s. Inserts of at least
+    /// [`StoreOptions::bulk_insert_rows`] rows become synced segments (durable at every
+    /// level); smaller ones go to the memtable and to the log as `durability` demands.
     pub fn insert_with(
         &self,
         table: &str,
         batches: &[RecordBatch],
         durability: Durability,
     ) -> Result<IdRange> {
-        self.check_writable()?;
-        let mut head = self.head.lock();
-        let t = head.table(table)?.clone();
-        let mut conformed = Vec::with_capacity(batches.len());
-        let mut total = 0u64;
-        for b in batches {
-            let cols = t.conform(b)?;
-            total += b.num_rows() as u64;
-            conformed.push((b.num_rows(), cols));
-        }
-        let first = t.next_row_id;
-        if total == 0 {
-            return Ok(IdRange { first, count: 0 });
-        }
-        let mut full = Vec::with_capacity(conformed.len());
-        let mut id = first;
-        for (rows, cols) in conformed {
-            let ids: ArrayRef = Arc::new(UInt64Array::from_iter_values(id..id + rows as u64));
-            id += rows as u64;
-            let mut all = Vec::with_capacity(cols.len() + 1);
-            all.push(ids);
-            all.extend(cols);
-            full.push(
-                RecordBatch::try_new_with_options(
-                    t.schema.full_schema().clone(),
-                    all,
-                    &arrow_array::RecordBatchOptions::new().with_row_count(Some(rows)),
-                )
-                .map_err(|e| Error::arrow(format!("insert into '{table}'"), e))?,
-            );
-        }
-        let mut next = (**head).clone();
-        let mut nt = clone_table(&t);
-        nt.next_row_id = first + total;
-        if total as usize >= self.opts.bulk_insert_rows {
-            // A bulk insert flushes every memtable in the same manifest install, so that
-            // segments stay in `_id` order and the log can be dropped afterwards.
-            let seg_rows = if nt.memtable.is_empty() { Vec::new() } else { memtable_rows(&nt)? };
-            nt.memtable = Memtable::default();
-            if seg_rows.iter().any(|b| b.num_rows() > 0) {
-                let seg = self.write_segment(&mut next, &nt, &seg_rows)?;
-                nt.segments.push(seg);
-            }
-            let seg = self.write_segment(&mut next, &nt, &full)?;
-            nt.segments.push(seg);
-            nt.index = Arc::new(IdIndex::build(&nt.segments));
-            next.tables.insert(table.to_string(), Arc::new(nt));
-            self.flush_into(&mut head, next)?;
-            return Ok(IdRange { first, count: total });
-        }
-        let batch = if full.len() == 1 {
-            full[0].clone()
-        } else {
-            arrow_select::concat::concat_batches(t.schema.full_schema(), &full)
-                .map_err(|e| Error::arrow(format!("insert into '{table}'"), e))?
-        };
-        nt.memtable.push(batch.clone())?;
-        let ops = vec![Op::Insert { table_id: t.id, batch }];
-        self.commit_change(head, nt, ops, durability)?;
-        Ok(IdRange { first, count: total })
-    }
-
-    /// Logs `ops` (unless buffered), installs the changed table `nt` as the new head, flushes
-    /// if its memtable is full, and publishes (outside the writer lock, so that concurrent
-    /// power-safe commits share one log sync).
-    fn commit_change(
-        &self,
-        mut head: parking_lot::MutexGuard<'_, Arc<DbSnapshot>>,
-        nt: TableSnapshot,
-        ops: Vec<Op>,
-        durability: Durability,
-    ) -> Result<()> {
-        let mut next = (**head).clone();
-        if durability != Durability::Buffered
-            && let Some(wal) = &self.wal
-        {
-            let lsn = self.poison(wal.append(&Record { ops }))?;
-            if durability == Durability::PowerSafe {
-                next.sync_lsn = lsn;
-            }
-        }
-        let needs_flush = nt.memtable.rows() >= self.opts.memtable_flush_rows;
-        next.tables.insert(nt.name.clone(), Arc::new(nt));
-        next.version = head.version + 1;
-        if needs_flush {
-            return self.flush_into(&mut head, next);
-        }
-        let next = Arc::new(next);
-        *head = next.clone();
-        drop(head);
-        self.publish(next)
+        self.autocommit(durability, |t, s| t.insert(s, table, batches))
     }
 
     /// Deletes the rows with these `_id`s with the store's default durability.
@@ -1239,17 +1204,7 @@ impl Store {
     /// Deletes the rows with these `_id`s; ids that do not exist are ignored. Returns how
     /// many rows were deleted.
     pub fn delete_with(&self, table: &str, ids: &[u64], durability: Durability) -> Result<u64> {
-        self.check_writable()?;
-        let head = self.head.lock();
-        let t = head.table(table)?.clone();
-        let mut nt = clone_table(&t);
-        let found = nt.delete_ids(ids)?;
-        if found.is_empty() {
-            return Ok(0);
-        }
-        let n = found.len() as u64;
-        self.commit_change(head, nt, vec![Op::Delete { table_id: t.id, ids: found }], durability)?;
-        Ok(n)
+        self.autocommit(durability, |t, s| t.delete(s, table, ids))
     }
 
     /// Updates rows by `_id` with the store's default durability. See [`Store::update_with`].
@@ -1268,10 +1223,7 @@ impl Store {
         values: &RecordBatch,
         durability: Durability,
     ) -> Result<u64> {
-        self.check_writable()?;
-        let head = self.head.lock();
-        let t = head.table(table)?.clone();
-        self.update_locked(head, &t, ids, values, durability)
+        self.autocommit(durability, |t, s| t.update(s, table, ids, values))
     }
 
     /// Deletes the rows where `predicate` is true, as one commit; returns how many.
@@ -1281,18 +1233,7 @@ impl Store {
         predicate: &Predicate,
         durability: Durability,
     ) -> Result<u64> {
-        self.check_writable()?;
-        let head = self.head.lock();
-        let t = head.table(table)?.clone();
-        let ids = t.matching_ids(predicate)?;
-        if ids.is_empty() {
-            return Ok(0);
-        }
-        let mut nt = clone_table(&t);
-        let found = nt.delete_ids(&ids)?;
-        let n = found.len() as u64;
-        self.commit_change(head, nt, vec![Op::Delete { table_id: t.id, ids: found }], durability)?;
-        Ok(n)
+        self.autocommit(durability, |t, s| t.delete_where(s, table, predicate))
     }
 
     /// Sets the columns of the one-row batch `values` on every row where `predicate` is
@@ -1304,116 +1245,84 @@ impl Store {
         values: &RecordBatch,
         durability: Durability,
     ) -> Result<u64> {
-        self.check_writable()?;
-        if values.num_rows() != 1 {
-            return Err(Error::InvalidInput {
-                table: table.to_string(),
-                reason: format!(
-                    "update by predicate takes one row of values, got {}",
-                    values.num_rows()
-                ),
-            });
-        }
-        let head = self.head.lock();
-        let t = head.table(table)?.clone();
-        let ids = t.matching_ids(predicate)?;
-        if ids.is_empty() {
-            return Ok(0);
-        }
-        let zeros = arrow_array::UInt32Array::from(vec![0u32; ids.len()]);
-        let cols = values
-            .columns()
-            .iter()
-            .map(|c| arrow_select::take::take(c.as_ref(), &zeros, None))
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|e| Error::arrow(format!("update '{table}'"), e))?;
-        let repeated = RecordBatch::try_new(values.schema(), cols)
-            .map_err(|e| Error::arrow(format!("update '{table}'"), e))?;
-        self.update_locked(head, &t, &ids, &repeated, durability)
+        self.autocommit(durability, |t, s| t.update_where(s, table, predicate, values))
     }
 
-    fn update_locked(
+    /// The store's options.
+    pub fn options(&self) -> &StoreOptions {
+        &self.opts
+    }
+
+    /// The newest state, including commits still waiting for their log sync.
+    pub(crate) fn head_snapshot(&self) -> Arc<DbSnapshot> {
+        self.head.lock().clone()
+    }
+
+    /// Removes a file nothing refers to (best effort).
+    pub(crate) fn remove_unreferenced(&self, path: &Path) {
+        let _ = self.vfs.remove_file(path);
+    }
+
+    /// Writes a transaction's big insert straight to segments of its private table copy
+    /// (the memtable's rows first, to keep segments in `_id` order). Returns the new files.
+    pub(crate) fn spill(
         &self,
-        head: parking_lot::MutexGuard<'_, Arc<DbSnapshot>>,
-        t: &Arc<TableSnapshot>,
-        ids: &[u64],
-        values: &RecordBatch,
+        t: &mut TableSnapshot,
+        rows: &[RecordBatch],
+    ) -> Result<Vec<PathBuf>> {
+        let mut paths = Vec::new();
+        if !t.memtable.is_empty() {
+            let mem = memtable_rows(t)?;
+            if mem.iter().any(|b| b.num_rows() > 0) {
+                let seg = self.write_segment(t, &mem)?;
+                paths.push(seg.segment.path().to_path_buf());
+                t.segments.push(seg);
+            }
+            t.memtable = Memtable::default();
+        }
+        let seg = self.write_segment(t, rows)?;
+        paths.push(seg.segment.path().to_path_buf());
+        t.segments.push(seg);
+        t.index = Arc::new(IdIndex::build(&t.segments));
+        Ok(paths)
+    }
+
+    /// Makes a writer transaction's tables the new head: through one manifest install when it
+    /// spilled segments or a memtable is full, otherwise through one log record. Returns the
+    /// state to publish once the writer lock is released (`None` when already published).
+    pub(crate) fn apply_commit(
+        &self,
+        tables: BTreeMap<String, Arc<TableSnapshot>>,
+        ops: Vec<Op>,
+        spilled: bool,
         durability: Durability,
-    ) -> Result<u64> {
-        let table = t.name.as_str();
-        let bad = |reason: String| Error::InvalidInput { table: table.to_string(), reason };
-        if values.num_rows() != ids.len() {
-            return Err(bad(format!("{} ids but {} rows of values", ids.len(), values.num_rows())));
+    ) -> Result<Option<Arc<DbSnapshot>>> {
+        let mut head = self.head.lock();
+        let mut next = (**head).clone();
+        for (name, t) in tables {
+            next.tables.insert(name, t);
         }
-        let mut seen = std::collections::HashSet::with_capacity(ids.len());
-        if let Some(dup) = ids.iter().find(|id| !seen.insert(**id)) {
-            return Err(bad(format!("_id {dup} given twice")));
+        let full = next.tables.values().any(|t| t.memtable.rows() >= self.opts.memtable_flush_rows);
+        if spilled || full {
+            self.flush_into(&mut head, next)?;
+            return Ok(None);
         }
-        // Which ids exist, and their current rows.
-        let mut keep = Vec::with_capacity(ids.len());
-        for &id in ids {
-            keep.push(t.locate(id)?.is_some());
-        }
-        let found: Vec<u64> =
-            ids.iter().zip(&keep).filter(|(_, k)| **k).map(|(id, _)| *id).collect();
-        if found.is_empty() {
-            return Ok(0);
-        }
-        let all: Vec<usize> = (0..t.schema.full_schema().fields().len()).collect();
-        let old = t.get_many(&found, &all)?;
-        let keep = arrow_array::BooleanArray::from(keep);
-        let values = arrow_select::filter::filter_record_batch(values, &keep)
-            .map_err(|e| Error::arrow(format!("update '{table}'"), e))?;
-        // The new user rows: given columns from `values`, the rest from the old rows.
-        let mut fields = Vec::new();
-        let mut cols = Vec::new();
-        for (i, c) in t.schema.columns().iter().enumerate() {
-            match values.schema().index_of(c.field.name()) {
-                Ok(j) => {
-                    fields.push(values.schema().field(j).clone());
-                    cols.push(values.column(j).clone());
-                }
-                Err(_) => {
-                    fields.push(c.field.as_ref().clone());
-                    cols.push(old.column(i + 1).clone());
-                }
+        if durability != Durability::Buffered
+            && let Some(wal) = &self.wal
+        {
+            let lsn = self.poison(wal.append(&Record { ops }))?;
+            if durability == Durability::PowerSafe {
+                next.sync_lsn = lsn;
             }
         }
-        if let Some(f) =
-            values.schema().fields().iter().find(|f| t.schema.index_of(f.name()).is_none())
-        {
-            return Err(Error::ColumnNotFound {
-                table: table.to_string(),
-                column: f.name().clone(),
-            });
-        }
-        if values.schema().index_of(ID_COLUMN).is_ok() {
-            return Err(bad("_id cannot be updated".into()));
-        }
-        let user = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols)
-            .map_err(|e| Error::arrow(format!("update '{table}'"), e))?;
-        let mut full_cols = vec![old.column(0).clone()];
-        full_cols.extend(t.conform(&user)?);
-        let batch = RecordBatch::try_new(t.schema.full_schema().clone(), full_cols)
-            .map_err(|e| Error::arrow(format!("update '{table}'"), e))?;
-        let mut nt = clone_table(t);
-        nt.delete_ids(&found)?;
-        nt.apply_insert(batch.clone())?;
-        let n = found.len() as u64;
-        let ops =
-            vec![Op::Delete { table_id: t.id, ids: found }, Op::Insert { table_id: t.id, batch }];
-        self.commit_change(head, nt, ops, durability)?;
-        Ok(n)
+        next.version = head.version + 1;
+        let next = Arc::new(next);
+        *head = next.clone();
+        Ok(Some(next))
     }
 
-    fn write_segment(
-        &self,
-        next: &mut DbSnapshot,
-        t: &TableSnapshot,
-        batches: &[RecordBatch],
-    ) -> Result<LiveSegment> {
+    fn write_segment(&self, t: &TableSnapshot, batches: &[RecordBatch]) -> Result<LiveSegment> {
         let seg_id = self.next_segment_id.fetch_add(1, Ordering::AcqRel);
-        next.next_segment_id = seg_id + 1;
         let dir = manifest::table_dir(&self.root, t.id);
         if !self.vfs.exists(&dir) {
             self.vfs.create_dir_all(&dir)?;
@@ -1482,7 +1391,7 @@ impl Store {
             }
             let rows = memtable_rows(&t)?;
             if rows.iter().any(|b| b.num_rows() > 0) {
-                let seg = self.write_segment(&mut next, &nt, &rows)?;
+                let seg = self.write_segment(&nt, &rows)?;
                 nt.segments.push(seg);
             } else if self.vfs.exists(&manifest::table_dir(&self.root, nt.id)) {
                 self.vfs.sync_dir(&manifest::table_dir(&self.root, nt.id))?;
@@ -1507,7 +1416,7 @@ impl Store {
 
     /// Persists every memtable to segments and the manifest, and empties the log.
     pub fn flush(&self) -> Result<()> {
-        self.check_writable()?;
+        let _w = self.writer()?;
         let mut head = self.head.lock();
         let dirty = head.tables.values().any(|t| !t.memtable.is_empty());
         if !dirty {

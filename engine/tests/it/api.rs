@@ -219,3 +219,49 @@ fn predicates_select_update_and_delete() {
     );
     assert_eq!(t.count().unwrap(), 4);
 }
+
+#[test]
+fn connections_carry_transactions() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts =
+        Options { lock_timeout: std::time::Duration::from_millis(100), ..Options::default() };
+    let db = Database::open_with(dir.path(), opts).unwrap();
+    db.create_table("a", &people()).unwrap();
+    db.create_table("b", &people()).unwrap();
+    let conn = db.connect();
+    let (ta, tb) = (conn.table("a").unwrap(), conn.table("b").unwrap());
+    conn.begin().unwrap();
+    assert!(conn.begin().is_err());
+    ta.insert_row(Row::new().set("name", "x")).unwrap();
+    tb.insert_row(Row::new().set("name", "y")).unwrap();
+    // A failing statement is undone alone; the transaction goes on.
+    assert!(ta.insert_rows(&[Row::new().set("name", "ok"), Row::new().set("age", 1)]).is_err());
+    assert_eq!(ta.count().unwrap(), 1); // read-your-own-writes
+    assert_eq!(db.table("a").unwrap().count().unwrap(), 0); // invisible to others
+    // Another connection's write waits for the writer, then times out.
+    let e = db.table("a").unwrap().insert_row(Row::new().set("name", "z")).unwrap_err();
+    assert!(matches!(e, Error::Storage(StorageError::LockTimeout { .. })), "{e}");
+    conn.commit().unwrap();
+    assert_eq!(db.table("a").unwrap().count().unwrap(), 1);
+    assert_eq!(db.table("b").unwrap().count().unwrap(), 1);
+    assert!(conn.commit().is_err());
+
+    conn.begin().unwrap();
+    ta.delete(1).unwrap();
+    assert_eq!(ta.count().unwrap(), 0);
+    conn.rollback().unwrap();
+    assert_eq!(ta.count().unwrap(), 1);
+
+    // Dropping a connection with an open transaction rolls it back and frees the writer.
+    let c2 = db.connect();
+    c2.begin().unwrap();
+    c2.table("b").unwrap().insert_row(Row::new().set("name", "gone")).unwrap();
+    drop(c2);
+    db.table("b").unwrap().insert_row(Row::new().set("name", "kept")).unwrap();
+    assert_eq!(db.table("b").unwrap().count().unwrap(), 2);
+    drop((ta, tb, conn));
+    db.close().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    assert_eq!(db.table("a").unwrap().count().unwrap(), 1);
+    assert_eq!(db.table("b").unwrap().count().unwrap(), 2);
+}

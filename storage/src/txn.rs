@@ -1,0 +1,406 @@
+//! Transactions: the one way data changes.
+//!
+//! Every insert, update and delete — an auto-commit call on [`Store`] or a statement inside
+//! an explicit transaction — runs as a [`Transaction`]. A transaction reads from a snapshot
+//! taken at `begin` and writes to private copies of the tables it touches, so it sees its own
+//! writes and nobody else does until it commits. Commit publishes all of its changes at once
+//! (one log record, or one manifest install when it wrote segments), atomically across tables.
+//!
+//! # Isolation
+//!
+//! One writer at a time: a transaction becomes *the* writer at its first write (or at begin,
+//! with [`Store::begin_immediate`]) and stays it until commit or rollback; other writers wait
+//! for it up to the lock-wait timeout (then [`Error::LockTimeout`]), they never fail at once
+//! with "busy". At its first write a transaction's snapshot moves forward to the newest
+//! committed state, so every write applies to the latest data. Readers never wait.
+//!
+//! The level is snapshot isolation. Because writers are serialised, write–write conflicts and
+//! lost updates cannot happen among writes, but a transaction's reads *before its first write*
+//! come from its begin snapshot: a decision made on such a read can be stale (write skew across
+//! the first write). `begin_immediate` takes the writer lock at begin and makes the whole
+//! transaction serializable.
+//!
+//! # Large transactions
+//!
+//! An insert of at least `bulk_insert_rows` rows inside a transaction is written to a segment
+//! file at once (synced, not yet in the manifest), so big transactions do not hold their rows
+//! in memory; commit installs those segments with one manifest, rollback deletes them.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, RecordBatch, UInt64Array};
+use arrow_schema::Schema;
+
+use crate::error::{Error, Result};
+use crate::predicate::Predicate;
+use crate::store::{DbSnapshot, IdRange, Store, TableSnapshot};
+use crate::types::ID_COLUMN;
+use crate::wal::{Durability, Op};
+
+/// An open transaction. Finish it with [`Store::commit`] or [`Store::rollback`]; a
+/// transaction that is simply dropped while holding the writer lock must be rolled back by
+/// its owner (the engine's `Connection` does this on drop).
+#[derive(Debug)]
+pub struct Transaction {
+    snapshot: Arc<DbSnapshot>,
+    writer: bool,
+    tables: BTreeMap<String, Arc<TableSnapshot>>,
+    ops: Vec<Op>,
+    spilled: Vec<PathBuf>,
+    durability: Durability,
+}
+
+impl Store {
+    /// Starts a transaction reading the current snapshot; it becomes the writer at its first
+    /// write. `durability` applies to its commit.
+    pub fn begin(&self, durability: Durability) -> Result<Transaction> {
+        Ok(Transaction {
+            snapshot: self.snapshot(),
+            writer: false,
+            tables: BTreeMap::new(),
+            ops: Vec::new(),
+            spilled: Vec::new(),
+            durability,
+        })
+    }
+
+    /// Starts a transaction that is the writer from the start (serializable).
+    pub fn begin_immediate(&self, durability: Durability) -> Result<Transaction> {
+        let mut t = self.begin(durability)?;
+        t.become_writer(self)?;
+        Ok(t)
+    }
+
+    /// Commits: all of the transaction's changes become visible (and durable at its level)
+    /// at once. On error nothing of it is visible.
+    pub fn commit(&self, mut txn: Transaction) -> Result<()> {
+        if !txn.writer {
+            return Ok(()); // read-only
+        }
+        let r = self.commit_writes(&mut txn);
+        if r.is_err() {
+            txn.discard(self);
+        }
+        // Let the next writer in before waiting for the log sync: concurrent power-safe
+        // commits then share one fsync.
+        self.release_writer();
+        match r? {
+            Some(next) => self.publish(next),
+            None => Ok(()),
+        }
+    }
+
+    /// Rolls back: nothing the transaction did remains.
+    pub fn rollback(&self, mut txn: Transaction) {
+        txn.discard(self);
+        if txn.writer {
+            self.release_writer();
+        }
+    }
+
+    /// Applies the writes; returns the state still to publish (after the log sync).
+    fn commit_writes(&self, txn: &mut Transaction) -> Result<Option<Arc<DbSnapshot>>> {
+        self.check_writable()?;
+        let tables = std::mem::take(&mut txn.tables);
+        let ops = std::mem::take(&mut txn.ops);
+        if ops.is_empty() && txn.spilled.is_empty() {
+            return Ok(None);
+        }
+        let spilled = !txn.spilled.is_empty();
+        let r = self.apply_commit(tables, ops, spilled, txn.durability);
+        if r.is_ok() {
+            txn.spilled.clear(); // now owned by the manifest
+        }
+        r
+    }
+
+    /// Runs `f` as one auto-committed writer transaction: commits on success, rolls back
+    /// on error.
+    pub fn autocommit<T>(
+        &self,
+        durability: Durability,
+        f: impl FnOnce(&mut Transaction, &Store) -> Result<T>,
+    ) -> Result<T> {
+        let mut txn = self.begin_immediate(durability)?;
+        match f(&mut txn, self) {
+            Ok(v) => {
+                self.commit(txn)?;
+                Ok(v)
+            }
+            Err(e) => {
+                self.rollback(txn);
+                Err(e)
+            }
+        }
+    }
+}
+
+impl Transaction {
+    fn become_writer(&mut self, store: &Store) -> Result<()> {
+        if self.writer {
+            return Ok(());
+        }
+        store.check_writable()?;
+        store.acquire_writer()?;
+        self.writer = true;
+        // Writes apply to the newest committed state.
+        self.snapshot = store.head_snapshot();
+        Ok(())
+    }
+
+    fn discard(&mut self, store: &Store) {
+        for p in self.spilled.drain(..) {
+            // Unreferenced segment files; the next writer open removes what this misses.
+            store.remove_unreferenced(&p);
+        }
+        self.tables.clear();
+        self.ops.clear();
+    }
+
+    /// Runs one statement atomically inside the transaction: if `f` fails, every change it
+    /// made to the transaction is undone (earlier statements stay).
+    pub fn statement<T>(
+        &mut self,
+        store: &Store,
+        f: impl FnOnce(&mut Self, &Store) -> Result<T>,
+    ) -> Result<T> {
+        let tables = self.tables.clone();
+        let (ops, spilled, snapshot) = (self.ops.len(), self.spilled.len(), self.snapshot.clone());
+        let r = f(self, store);
+        if r.is_err() {
+            self.tables = tables;
+            self.ops.truncate(ops);
+            for p in self.spilled.drain(spilled..) {
+                store.remove_unreferenced(&p);
+            }
+            if self.tables.is_empty() && self.ops.is_empty() && self.spilled.is_empty() {
+                self.snapshot = snapshot;
+            }
+        }
+        r
+    }
+
+    /// The snapshot this transaction reads (before its own writes).
+    pub fn snapshot(&self) -> &Arc<DbSnapshot> {
+        &self.snapshot
+    }
+
+    /// A table as this transaction sees it, its own writes included.
+    pub fn table(&self, name: &str) -> Result<Arc<TableSnapshot>> {
+        match self.tables.get(name) {
+            Some(t) => Ok(t.clone()),
+            None => self.snapshot.table(name).cloned(),
+        }
+    }
+
+    /// Whether the transaction has written anything.
+    pub fn has_writes(&self) -> bool {
+        !self.ops.is_empty() || !self.spilled.is_empty()
+    }
+
+    fn write_table(&mut self, store: &Store, name: &str) -> Result<&mut TableSnapshot> {
+        self.become_writer(store)?;
+        if !self.tables.contains_key(name) {
+            let t = self.snapshot.table(name)?.clone();
+            self.tables.insert(name.to_string(), t);
+        }
+        let t = self
+            .tables
+            .get_mut(name)
+            .ok_or_else(|| Error::TableNotFound { table: name.to_string() })?;
+        Ok(Arc::make_mut(t))
+    }
+
+    /// Inserts rows (validated before anything changes); they get consecutive new `_id`s.
+    pub fn insert(
+        &mut self,
+        store: &Store,
+        table: &str,
+        batches: &[RecordBatch],
+    ) -> Result<IdRange> {
+        let bulk = store.options().bulk_insert_rows;
+        let t = self.write_table(store, table)?;
+        let mut conformed = Vec::with_capacity(batches.len());
+        let mut total = 0u64;
+        for b in batches {
+            let cols = t.conform(b)?;
+            total += b.num_rows() as u64;
+            conformed.push((b.num_rows(), cols));
+        }
+        let first = t.next_row_id();
+        if total == 0 {
+            return Ok(IdRange { first, count: 0 });
+        }
+        let mut full = Vec::with_capacity(conformed.len());
+        let mut id = first;
+        for (rows, cols) in conformed {
+            let ids: ArrayRef = Arc::new(UInt64Array::from_iter_values(id..id + rows as u64));
+            id += rows as u64;
+            let mut all = Vec::with_capacity(cols.len() + 1);
+            all.push(ids);
+            all.extend(cols);
+            full.push(
+                RecordBatch::try_new_with_options(
+                    t.schema().full_schema().clone(),
+                    all,
+                    &arrow_array::RecordBatchOptions::new().with_row_count(Some(rows)),
+                )
+                .map_err(|e| Error::arrow(format!("insert into '{table}'"), e))?,
+            );
+        }
+        t.set_next_row_id(first + total);
+        if total as usize >= bulk {
+            // Spill: straight to segments (memtable rows first, to keep `_id` order).
+            let paths = store.spill(t, &full)?;
+            self.spilled.extend(paths);
+        } else {
+            let batch = if full.len() == 1 {
+                full.swap_remove(0)
+            } else {
+                arrow_select::concat::concat_batches(t.schema().full_schema(), &full)
+                    .map_err(|e| Error::arrow(format!("insert into '{table}'"), e))?
+            };
+            t.push_memtable(batch.clone())?;
+            let table_id = t.id();
+            self.ops.push(Op::Insert { table_id, batch });
+        }
+        Ok(IdRange { first, count: total })
+    }
+
+    /// Deletes the rows with these `_id`s (missing ones ignored); returns how many.
+    pub fn delete(&mut self, store: &Store, table: &str, ids: &[u64]) -> Result<u64> {
+        let t = self.write_table(store, table)?;
+        let found = t.delete_ids(ids)?;
+        let n = found.len() as u64;
+        if n > 0 {
+            let table_id = t.id();
+            self.ops.push(Op::Delete { table_id, ids: found });
+        }
+        Ok(n)
+    }
+
+    /// Deletes the rows where `predicate` is true; returns how many.
+    pub fn delete_where(
+        &mut self,
+        store: &Store,
+        table: &str,
+        predicate: &Predicate,
+    ) -> Result<u64> {
+        self.become_writer(store)?;
+        let ids = self.table(table)?.matching_ids(predicate)?;
+        self.delete(store, table, &ids)
+    }
+
+    /// Updates rows by `_id`: row `i` of `values` gives the new values of the columns it has
+    /// for `ids[i]`; other columns and `_id` are kept. Missing ids are ignored; returns how
+    /// many rows were updated. Validated fully before anything changes.
+    pub fn update(
+        &mut self,
+        store: &Store,
+        table: &str,
+        ids: &[u64],
+        values: &RecordBatch,
+    ) -> Result<u64> {
+        self.become_writer(store)?;
+        let t = self.table(table)?;
+        let bad = |reason: String| Error::InvalidInput { table: table.to_string(), reason };
+        if values.num_rows() != ids.len() {
+            return Err(bad(format!("{} ids but {} rows of values", ids.len(), values.num_rows())));
+        }
+        let mut seen = std::collections::HashSet::with_capacity(ids.len());
+        if let Some(dup) = ids.iter().find(|id| !seen.insert(**id)) {
+            return Err(bad(format!("_id {dup} given twice")));
+        }
+        if let Some(f) =
+            values.schema().fields().iter().find(|f| t.schema().index_of(f.name()).is_none())
+        {
+            return Err(Error::ColumnNotFound {
+                table: table.to_string(),
+                column: f.name().clone(),
+            });
+        }
+        if values.schema().index_of(ID_COLUMN).is_ok() {
+            return Err(bad("_id cannot be updated".into()));
+        }
+        let mut keep = Vec::with_capacity(ids.len());
+        for &id in ids {
+            keep.push(t.locate(id)?.is_some());
+        }
+        let found: Vec<u64> =
+            ids.iter().zip(&keep).filter(|(_, k)| **k).map(|(id, _)| *id).collect();
+        if found.is_empty() {
+            return Ok(0);
+        }
+        let all: Vec<usize> = (0..t.schema().full_schema().fields().len()).collect();
+        let old = t.get_many(&found, &all)?;
+        let keep = arrow_array::BooleanArray::from(keep);
+        let values = arrow_select::filter::filter_record_batch(values, &keep)
+            .map_err(|e| Error::arrow(format!("update '{table}'"), e))?;
+        // The new user rows: given columns from `values`, the rest from the old rows.
+        let mut fields = Vec::new();
+        let mut cols = Vec::new();
+        for (i, c) in t.schema().columns().iter().enumerate() {
+            match values.schema().index_of(c.field.name()) {
+                Ok(j) => {
+                    fields.push(values.schema().field(j).clone());
+                    cols.push(values.column(j).clone());
+                }
+                Err(_) => {
+                    fields.push(c.field.as_ref().clone());
+                    cols.push(old.column(i + 1).clone());
+                }
+            }
+        }
+        let user = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols)
+            .map_err(|e| Error::arrow(format!("update '{table}'"), e))?;
+        let mut full_cols = vec![old.column(0).clone()];
+        full_cols.extend(t.conform(&user)?);
+        let batch = RecordBatch::try_new(t.schema().full_schema().clone(), full_cols)
+            .map_err(|e| Error::arrow(format!("update '{table}'"), e))?;
+        let wt = self.write_table(store, table)?;
+        wt.delete_ids(&found)?;
+        wt.push_memtable(batch.clone())?;
+        let table_id = wt.id();
+        let n = found.len() as u64;
+        self.ops.push(Op::Delete { table_id, ids: found });
+        self.ops.push(Op::Insert { table_id, batch });
+        Ok(n)
+    }
+
+    /// Sets the columns of the one-row batch `values` on every row where `predicate` is
+    /// true; returns how many rows were updated.
+    pub fn update_where(
+        &mut self,
+        store: &Store,
+        table: &str,
+        predicate: &Predicate,
+        values: &RecordBatch,
+    ) -> Result<u64> {
+        if values.num_rows() != 1 {
+            return Err(Error::InvalidInput {
+                table: table.to_string(),
+                reason: format!(
+                    "update by predicate takes one row of values, got {}",
+                    values.num_rows()
+                ),
+            });
+        }
+        self.become_writer(store)?;
+        let ids = self.table(table)?.matching_ids(predicate)?;
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let zeros = arrow_array::UInt32Array::from(vec![0u32; ids.len()]);
+        let cols = values
+            .columns()
+            .iter()
+            .map(|c| arrow_select::take::take(c.as_ref(), &zeros, None))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| Error::arrow(format!("update '{table}'"), e))?;
+        let repeated = RecordBatch::try_new(values.schema(), cols)
+            .map_err(|e| Error::arrow(format!("update '{table}'"), e))?;
+        self.update(store, table, &ids, &repeated)
+    }
+}
