@@ -45,8 +45,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
-use arrow_schema::{Schema, SchemaRef};
-use basalt_storage::{MemFs, OsFs, Store, StoreOptions, TableSnapshot, Transaction, Vfs};
+use arrow_schema::{Field, Schema, SchemaRef};
+use basalt_storage::{
+    AlterColumn, MemFs, OsFs, Store, StoreOptions, TableSnapshot, Transaction, Vfs,
+};
 use parking_lot::Mutex;
 
 pub use basalt_storage::{
@@ -386,6 +388,23 @@ impl Table {
     pub fn insert_rows(&self, rows: &[Row]) -> Result<IdRange> {
         let batch = self.rows_to_batch(rows)?;
         self.insert(&batch)
+    }
+
+    /// Adds a (nullable, or the table must be empty) column at the end; existing rows
+    /// read NULL for it. No data is rewritten.
+    pub fn add_column(&self, field: Field) -> Result<()> {
+        Ok(self.db.inner.store.alter_table(&self.name, &AlterColumn::Add(field))?)
+    }
+
+    /// Drops a column. No data is rewritten; its space returns when segments are compacted.
+    pub fn drop_column(&self, name: &str) -> Result<()> {
+        Ok(self.db.inner.store.alter_table(&self.name, &AlterColumn::Drop(name.to_string()))?)
+    }
+
+    /// Renames a column (same data, type and position).
+    pub fn rename_column(&self, from: &str, to: &str) -> Result<()> {
+        let change = AlterColumn::Rename { from: from.to_string(), to: to.to_string() };
+        Ok(self.db.inner.store.alter_table(&self.name, &change)?)
     }
 
     /// Deletes the row with this `_id`; false if there is none.

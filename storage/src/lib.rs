@@ -30,7 +30,9 @@ pub use error::{Error, Result};
 pub use io::{FaultFs, FaultKind, MemFs, OsFs, Vfs};
 pub use predicate::{CmpOp, Predicate, Scalar};
 pub use segment::{ROW_GROUP_ROWS, SEGMENT_FORMAT_VERSION, WriteOptions};
-pub use store::{DbSnapshot, IdRange, RowLocation, Scan, Store, StoreOptions, TableSnapshot};
+pub use store::{
+    AlterColumn, DbSnapshot, IdRange, RowLocation, Scan, Store, StoreOptions, TableSnapshot,
+};
 pub use txn::Transaction;
 pub use types::{ID_COLUMN, TableSchema, vector_type};
 pub use wal::Durability;

@@ -66,6 +66,22 @@ impl Default for StoreOptions {
     }
 }
 
+/// A schema change for [`Store::alter_table`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum AlterColumn {
+    /// Add a column at the end.
+    Add(Field),
+    /// Drop a column.
+    Drop(String),
+    /// Rename a column.
+    Rename {
+        /// Current name.
+        from: String,
+        /// New name.
+        to: String,
+    },
+}
+
 /// A range of assigned `_id`s, `first..=last` (empty when `count == 0`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IdRange {
@@ -1176,6 +1192,48 @@ impl Store {
         // failure here leaves orphans that the next writer open removes.
         let _ = self.vfs.remove_dir_all(&manifest::table_dir(&self.root, t.id));
         Ok(())
+    }
+
+    /// Changes a table's columns without rewriting data: segments refer to columns by id,
+    /// so an added column reads as NULL where it was never written, a dropped column's data
+    /// is ignored (and reclaimed by compaction), and a rename keeps id, type and data.
+    /// Memtables are flushed first, so the log never holds rows of an older schema.
+    pub fn alter_table(&self, table: &str, change: &AlterColumn) -> Result<()> {
+        let _w = self.writer()?;
+        let mut head = self.head.lock();
+        head.table(table)?;
+        // Rows in memtables (and the log) were written under the old schemas: make them
+        // segments first.
+        if head
+            .tables
+            .values()
+            .any(|t| !t.memtable.is_empty() || t.segments.iter().any(|s| s.deletes_dirty))
+        {
+            let n = (**head).clone();
+            self.flush_into(&mut head, n)?;
+        }
+        let mut next = (**head).clone();
+        let t = next.table(table)?.clone();
+        let schema = match change {
+            AlterColumn::Add(f) => {
+                if !f.is_nullable() && t.count() > 0 {
+                    return Err(Error::InvalidInput {
+                        table: table.to_string(),
+                        reason: format!(
+                            "cannot add NOT NULL column '{}' to a table with rows",
+                            f.name()
+                        ),
+                    });
+                }
+                t.schema.with_added(f)?
+            }
+            AlterColumn::Drop(name) => t.schema.with_dropped(table, name)?,
+            AlterColumn::Rename { from, to } => t.schema.with_renamed(table, from, to)?,
+        };
+        let mut nt = (*t).clone();
+        nt.schema = Arc::new(schema);
+        next.tables.insert(table.to_string(), Arc::new(nt));
+        self.install(&mut head, next, true)
     }
 
     /// Inserts rows with the store's default durability. See [`Store::insert_with`].

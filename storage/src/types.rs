@@ -181,6 +181,33 @@ impl TableSchema {
         Ok(Self { columns, next_column_id, full: Arc::new(Schema::new(fields)) })
     }
 
+    /// A copy with a new column at the end (it gets the next column id).
+    pub fn with_added(&self, field: &Field) -> Result<TableSchema> {
+        let mut columns = self.columns.clone();
+        columns.push(ColumnDef { id: self.next_column_id, field: canonical_field(field)? });
+        Self::from_parts(columns, self.next_column_id + 1)
+    }
+
+    /// A copy without the named column (its id is never reused).
+    pub fn with_dropped(&self, table: &str, name: &str) -> Result<TableSchema> {
+        let pos = self.columns.iter().position(|c| c.field.name() == name).ok_or_else(|| {
+            Error::ColumnNotFound { table: table.to_string(), column: name.to_string() }
+        })?;
+        let mut columns = self.columns.clone();
+        columns.remove(pos);
+        Self::from_parts(columns, self.next_column_id)
+    }
+
+    /// A copy with a column renamed (same id, type and data).
+    pub fn with_renamed(&self, table: &str, from: &str, to: &str) -> Result<TableSchema> {
+        let mut columns = self.columns.clone();
+        let c = columns.iter_mut().find(|c| c.field.name() == from).ok_or_else(|| {
+            Error::ColumnNotFound { table: table.to_string(), column: from.to_string() }
+        })?;
+        c.field = Arc::new(c.field.as_ref().clone().with_name(to));
+        Self::from_parts(columns, self.next_column_id)
+    }
+
     /// The user columns in order.
     pub fn columns(&self) -> &[ColumnDef] {
         &self.columns

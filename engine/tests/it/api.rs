@@ -265,3 +265,22 @@ fn connections_carry_transactions() {
     assert_eq!(db.table("a").unwrap().count().unwrap(), 1);
     assert_eq!(db.table("b").unwrap().count().unwrap(), 2);
 }
+
+#[test]
+fn schema_evolution() {
+    let db = Database::open_in_memory().unwrap();
+    let t = db.create_table("people", &people()).unwrap();
+    t.insert_row(Row::new().set("name", "ann").set("age", 3)).unwrap();
+    t.add_column(Field::new("email", DataType::Utf8, true)).unwrap();
+    t.rename_column("age", "years").unwrap();
+    t.drop_column("emb").unwrap();
+    t.insert_row(Row::new().set("name", "bob").set("email", "b@x")).unwrap();
+    let r = t.get(1).unwrap().unwrap();
+    assert_eq!(r.get("years"), Some(&Value::Int(3)));
+    assert_eq!(r.get("email"), Some(&Value::Null));
+    assert!(r.get("emb").is_none());
+    assert_eq!(t.get(2).unwrap().unwrap().get("email"), Some(&Value::from("b@x")));
+    let names: Vec<String> =
+        t.schema().unwrap().fields().iter().map(|f| f.name().clone()).collect();
+    assert_eq!(names, vec!["name", "years", "email"]);
+}
