@@ -52,7 +52,7 @@ use basalt_storage::{
 use parking_lot::Mutex;
 
 pub use basalt_storage::{
-    CmpOp, CompressionPolicy, Durability, IdRange, Predicate, ROW_GROUP_ROWS,
+    CmpOp, CompactionReport, CompressionPolicy, Durability, IdRange, Predicate, ROW_GROUP_ROWS,
     SEGMENT_FORMAT_VERSION, Scalar, vector_type,
 };
 pub use error::{Error, Result};
@@ -86,6 +86,8 @@ pub struct Options {
     /// How long a write waits for another connection's write transaction before failing
     /// with `StorageError::LockTimeout` (default 10 s).
     pub lock_timeout: std::time::Duration,
+    /// Compact small and delete-heavy segments after each explicit flush (default on).
+    pub auto_compact: bool,
 }
 
 impl Default for Options {
@@ -98,6 +100,7 @@ impl Default for Options {
             bulk_insert_rows: s.bulk_insert_rows,
             durability: s.durability,
             lock_timeout: s.lock_timeout,
+            auto_compact: s.auto_compact,
         }
     }
 }
@@ -110,6 +113,7 @@ impl Options {
             bulk_insert_rows: self.bulk_insert_rows.max(1),
             durability: self.durability,
             lock_timeout: self.lock_timeout,
+            auto_compact: self.auto_compact,
             ..StoreOptions::default()
         };
         s.write.compression = self.compression;
@@ -405,6 +409,13 @@ impl Table {
     pub fn rename_column(&self, from: &str, to: &str) -> Result<()> {
         let change = AlterColumn::Rename { from: from.to_string(), to: to.to_string() };
         Ok(self.db.inner.store.alter_table(&self.name, &change)?)
+    }
+
+    /// Rewrites this table's small and delete-heavy segments so deleted rows and dropped
+    /// columns stop taking space; readers are not blocked. (Explicit flushes also do this
+    /// automatically unless [`Options::auto_compact`] is off.)
+    pub fn compact(&self) -> Result<CompactionReport> {
+        Ok(self.db.inner.store.compact(&self.name, true)?)
     }
 
     /// Deletes the row with this `_id`; false if there is none.

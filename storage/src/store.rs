@@ -51,6 +51,8 @@ pub struct StoreOptions {
     /// How long a writer waits for another writer (an open write transaction) before
     /// failing with [`Error::LockTimeout`].
     pub lock_timeout: std::time::Duration,
+    /// Compact small and delete-heavy segments after each explicit flush.
+    pub auto_compact: bool,
 }
 
 impl Default for StoreOptions {
@@ -62,6 +64,7 @@ impl Default for StoreOptions {
             bulk_insert_rows: 16 * 1024,
             durability: Durability::default(),
             lock_timeout: std::time::Duration::from_secs(10),
+            auto_compact: true,
         }
     }
 }
@@ -1472,16 +1475,109 @@ impl Store {
         Ok(())
     }
 
-    /// Persists every memtable to segments and the manifest, and empties the log.
+    /// Persists every memtable and pending delete to segments and the manifest, and
+    /// empties the log.
     pub fn flush(&self) -> Result<()> {
         let _w = self.writer()?;
         let mut head = self.head.lock();
-        let dirty = head.tables.values().any(|t| !t.memtable.is_empty());
+        let dirty = head
+            .tables
+            .values()
+            .any(|t| !t.memtable.is_empty() || t.segments.iter().any(|s| s.deletes_dirty));
         if !dirty {
             return Ok(());
         }
         let next = (**head).clone();
-        self.flush_into(&mut head, next)
+        self.flush_into(&mut head, next)?;
+        if self.opts.auto_compact {
+            let names: Vec<String> = head.tables.keys().cloned().collect();
+            for name in names {
+                if compaction_runs(head.table(&name)?, false).is_empty() {
+                    continue;
+                }
+                self.compact_locked(&mut head, &name, false)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Rewrites a table's small or delete-heavy segments: runs of adjacent segments that are
+    /// small (under half a row group) or have at least a fifth of their rows deleted become
+    /// new segments holding only live rows (of the current columns), so deleted rows and
+    /// dropped columns stop taking space. With `force`, every run of two or more segments
+    /// and every segment with a deleted row is rewritten. Readers are not blocked: their
+    /// snapshots keep the old segments (mapped) until they finish. Returns rows dropped.
+    pub fn compact(&self, table: &str, force: bool) -> Result<CompactionReport> {
+        let _w = self.writer()?;
+        let mut head = self.head.lock();
+        self.compact_locked(&mut head, table, force)
+    }
+
+    fn compact_locked(
+        &self,
+        head: &mut Arc<DbSnapshot>,
+        table: &str,
+        force: bool,
+    ) -> Result<CompactionReport> {
+        let t = head.table(table)?.clone();
+        let runs = compaction_runs(&t, force);
+        let mut report = CompactionReport::default();
+        if runs.is_empty() {
+            return Ok(report);
+        }
+        let mut nt = (*t).clone();
+        let all: Vec<usize> = (0..t.schema.full_schema().fields().len()).collect();
+        let mut new_segments = Vec::with_capacity(t.segments.len());
+        let mut old_files = Vec::new();
+        let mut i = 0;
+        for (start, end) in runs {
+            new_segments.extend(t.segments[i..start].iter().cloned());
+            // Live rows of the run, in order.
+            let mut rows = Vec::new();
+            for s in start..end {
+                let ls = &t.segments[s];
+                report.segments_in += 1;
+                report.rows_dropped += ls.deleted();
+                for rg in 0..ls.segment.meta().row_groups.len() {
+                    let cols = t.read_row_group(s, rg, &all, DecodeMode::Values)?;
+                    let b = RecordBatch::try_new(t.schema.full_schema().clone(), cols)
+                        .map_err(|e| Error::arrow("compact", e))?;
+                    let b = match ls.keep_mask(rg) {
+                        Some(m) => arrow_select::filter::filter_record_batch(&b, &m)
+                            .map_err(|e| Error::arrow("compact", e))?,
+                        None => b,
+                    };
+                    if b.num_rows() > 0 {
+                        rows.push(b);
+                    }
+                }
+                old_files.push(manifest::segment_path(&self.root, t.id, ls.entry.id));
+                if ls.entry.deletes_gen > 0 {
+                    old_files.push(manifest::delete_path(
+                        &self.root,
+                        t.id,
+                        ls.entry.id,
+                        ls.entry.deletes_gen,
+                    ));
+                }
+            }
+            if !rows.is_empty() {
+                new_segments.push(self.write_segment(&nt, &rows)?);
+                report.segments_out += 1;
+            }
+            i = end;
+        }
+        new_segments.extend(t.segments[i..].iter().cloned());
+        nt.segments = new_segments;
+        nt.index = Arc::new(IdIndex::build(&nt.segments));
+        let mut next = (**head).clone();
+        next.tables.insert(table.to_string(), Arc::new(nt));
+        self.install(head, next, false)?;
+        for f in old_files {
+            // Garbage now (open snapshots keep their mappings); a miss is removed at open.
+            let _ = self.vfs.remove_file(&f);
+        }
+        Ok(report)
     }
 
     /// Flushes and releases the writer lock; later calls fail with [`Error::Closed`].
@@ -1495,6 +1591,44 @@ impl Store {
         *self.lock.lock() = None;
         r
     }
+}
+
+/// What a compaction did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CompactionReport {
+    /// Segments rewritten.
+    pub segments_in: u64,
+    /// Segments written.
+    pub segments_out: u64,
+    /// Deleted rows whose space was reclaimed.
+    pub rows_dropped: u64,
+}
+
+/// Runs `[start, end)` of adjacent segments worth rewriting.
+fn compaction_runs(t: &TableSnapshot, force: bool) -> Vec<(usize, usize)> {
+    let small = (segment::ROW_GROUP_ROWS / 2) as u64;
+    let candidate = |ls: &LiveSegment| {
+        let heavy = ls.deleted() * 5 >= ls.entry.rows && ls.deleted() > 0;
+        heavy || ls.entry.rows < small || (force && ls.deleted() > 0)
+    };
+    let mut runs = Vec::new();
+    let mut i = 0;
+    while i < t.segments.len() {
+        if !candidate(&t.segments[i]) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < t.segments.len() && candidate(&t.segments[i]) {
+            i += 1;
+        }
+        let run = &t.segments[start..i];
+        // A single small segment without deletes gains nothing from a rewrite.
+        if run.len() >= 2 || run.iter().any(|s| s.deleted() > 0) {
+            runs.push((start, i));
+        }
+    }
+    runs
 }
 
 fn memtable_rows(t: &TableSnapshot) -> Result<Vec<RecordBatch>> {

@@ -95,7 +95,8 @@ fn insert_get_scan_flush_reopen() {
     let store = mem_store(&fs);
     let after = concat(&all_rows(&store, "t"));
     assert_eq!(before, after);
-    assert_eq!(store.snapshot().table("t").unwrap().segments().len(), 2);
+    // The memtable became a segment at close; compaction then merged the two small ones.
+    assert_eq!(store.snapshot().table("t").unwrap().segments().len(), 1);
     // Ids continue after reopen.
     assert_eq!(store.insert("t", &[rows(0, 1)]).unwrap().first, 20_011);
 }
@@ -388,7 +389,8 @@ fn every_injected_fault_leaves_a_consistent_database() {
 }
 
 fn open_with(fs: &MemFs, durability: Durability) -> Store {
-    let opts = StoreOptions { durability, ..StoreOptions::default() };
+    // Layout-sensitive tests want to see the segments their writes made.
+    let opts = StoreOptions { durability, auto_compact: false, ..StoreOptions::default() };
     Store::open(Arc::new(fs.clone()), Path::new("/db"), Path::new(":memory:"), opts).unwrap()
 }
 
@@ -1007,4 +1009,65 @@ fn columns_can_be_added_dropped_and_renamed_without_rewriting() {
     check(&s);
     let t = s.snapshot().table("t").unwrap().clone();
     assert_eq!(t.matching_ids(&crate::Predicate::eq("note", "hi")).unwrap(), vec![20_004]);
+}
+
+#[test]
+fn compaction_merges_small_segments_and_reclaims_deleted_rows_without_disturbing_readers() {
+    let t = tempfile::tempdir().unwrap();
+    let opts = StoreOptions { auto_compact: false, ..StoreOptions::default() };
+    let s = Store::open(Arc::new(OsFs), t.path(), t.path(), opts).unwrap();
+    s.create_table("t", &schema()).unwrap();
+    for i in 0..5 {
+        s.insert("t", &[rows(i * 10, 10)]).unwrap();
+        s.flush().unwrap();
+    }
+    s.insert("t", &[rows(50, 40_000)]).unwrap(); // a big segment
+    let ids: Vec<u64> = (51..=40_050).filter(|i| i % 3 != 0).collect();
+    s.delete("t", &ids).unwrap(); // two thirds of the big segment
+    s.flush().unwrap();
+    assert_eq!(s.snapshot().table("t").unwrap().segments().len(), 6);
+    let before = names_of(&s, "t");
+    let old_reader = s.snapshot();
+    let size = |p: &Path| -> u64 {
+        std::fs::read_dir(p).unwrap().map(|e| e.unwrap().metadata().unwrap().len()).sum()
+    };
+    let bytes_before = size(&manifest::table_dir(t.path(), 1));
+    let r = s.compact("t", false).unwrap();
+    assert_eq!(r.segments_in, 6);
+    assert_eq!(r.rows_dropped, ids.len() as u64);
+    assert_eq!(s.snapshot().table("t").unwrap().segments().len(), 1);
+    assert_eq!(names_of(&s, "t"), before);
+    assert!(size(&manifest::table_dir(t.path(), 1)) < bytes_before);
+    // The old snapshot still reads its (now unlinked) segment files.
+    let old = old_reader.table("t").unwrap().clone();
+    let n: usize = old.scan(&[0, 1]).unwrap().map(|b| b.unwrap().num_rows()).sum();
+    assert_eq!(n, before.len());
+    // Point lookups find rows in the compacted segment; deleted ones stay gone.
+    let now = s.snapshot().table("t").unwrap().clone();
+    assert!(now.get(52, &[0]).unwrap().is_none());
+    assert!(now.get(54, &[0]).unwrap().is_some());
+    drop((old, old_reader, now));
+    s.close().unwrap();
+    drop(s);
+    let s = Store::open(Arc::new(OsFs), t.path(), t.path(), StoreOptions::default()).unwrap();
+    assert_eq!(names_of(&s, "t"), before);
+    // Nothing is compacted twice.
+    assert_eq!(s.compact("t", false).unwrap(), CompactionReport::default());
+}
+
+#[test]
+fn explicit_flushes_keep_the_segment_count_bounded() {
+    let fs = MemFs::new();
+    let s = mem_store(&Arc::new(fs.clone()));
+    s.create_table("t", &schema()).unwrap();
+    for i in 0..40 {
+        s.insert("t", &[rows(i * 3, 3)]).unwrap();
+        s.flush().unwrap();
+    }
+    let t = s.snapshot().table("t").unwrap().clone();
+    assert!(t.segments().len() <= 2, "{} segments", t.segments().len());
+    assert_eq!(
+        names_of(&s, "t").iter().map(|(id, _)| *id).collect::<Vec<_>>(),
+        (1..=120).collect::<Vec<_>>()
+    );
 }

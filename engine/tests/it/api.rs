@@ -183,6 +183,10 @@ fn delete_and_update_by_id() {
     assert_eq!(r.get("age"), Some(&Value::Int(31)));
     assert_eq!(t.delete_many(&[1, 3, 5]).unwrap(), 2);
     assert_eq!(t.count().unwrap(), 0);
+    db.flush().unwrap();
+    let r = t.compact().unwrap();
+    assert_eq!(t.count().unwrap(), 0);
+    assert!(r.rows_dropped <= 3);
 }
 
 #[test]
