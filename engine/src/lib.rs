@@ -52,8 +52,8 @@ use basalt_storage::{
 use parking_lot::Mutex;
 
 pub use basalt_storage::{
-    CmpOp, CompactionReport, CompressionPolicy, Durability, IdRange, Predicate, ROW_GROUP_ROWS,
-    SEGMENT_FORMAT_VERSION, Scalar, vector_type,
+    CmpOp, CommitEvent, CommitHook, CompactionReport, CompressionPolicy, Durability, IdRange,
+    Predicate, ROW_GROUP_ROWS, SEGMENT_FORMAT_VERSION, Scalar, vector_type,
 };
 pub use error::{Error, Result};
 pub use value::{Row, Value};
@@ -64,6 +64,9 @@ pub mod arrow {
     pub use arrow_array as array;
     pub use arrow_schema as schema;
 }
+
+/// A committed change as a change feed delivers it (one commit, its operations in order).
+pub use basalt_storage::wal::{Op as ChangeOp, Record as ChangeRecord};
 
 /// The storage error type, for matching on specific failures.
 pub use basalt_storage::Error as StorageError;
@@ -205,6 +208,32 @@ impl Database {
                 durability: None,
             })),
         }
+    }
+
+    /// Creates a durable change feed that starts after the newest commit; returns its
+    /// position (an LSN). Only commits made with a log (process-safe or power-safe) appear.
+    pub fn create_feed(&self, name: &str) -> Result<u64> {
+        Ok(self.inner.store.create_feed(name)?)
+    }
+
+    /// Up to `max` committed changes after the feed's acknowledged position, in commit order.
+    pub fn read_feed(&self, name: &str, max: usize) -> Result<Vec<(u64, ChangeRecord)>> {
+        Ok(self.inner.store.read_feed(name, max)?)
+    }
+
+    /// Acknowledges a feed up to `lsn` (durably); the log before it may then be released.
+    pub fn ack_feed(&self, name: &str, lsn: u64) -> Result<()> {
+        Ok(self.inner.store.ack_feed(name, lsn)?)
+    }
+
+    /// Removes a change feed.
+    pub fn drop_feed(&self, name: &str) -> Result<()> {
+        Ok(self.inner.store.drop_feed(name)?)
+    }
+
+    /// Runs `hook` after every commit (outside all locks), with what the commit changed.
+    pub fn set_commit_hook(&self, hook: Option<CommitHook>) {
+        self.inner.store.set_commit_hook(hook)
     }
 
     /// Persists every table's memtable to segment files.

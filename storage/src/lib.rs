@@ -31,8 +31,8 @@ pub use io::{FaultFs, FaultKind, MemFs, OsFs, Vfs};
 pub use predicate::{CmpOp, Predicate, Scalar};
 pub use segment::{ROW_GROUP_ROWS, SEGMENT_FORMAT_VERSION, WriteOptions};
 pub use store::{
-    AlterColumn, CompactionReport, DbSnapshot, IdRange, RowLocation, Scan, Store, StoreOptions,
-    TableSnapshot,
+    AlterColumn, CommitEvent, CommitHook, CompactionReport, DbSnapshot, IdRange, RowLocation, Scan,
+    Store, StoreOptions, TableSnapshot,
 };
 pub use txn::Transaction;
 pub use types::{ID_COLUMN, TableSchema, vector_type};

@@ -7,7 +7,8 @@
 //! ```
 //! The CRC covers everything before it (magic, version, length, body). Body: manifest
 //! version (u64, +1 per install), next table id (u64), next segment id (u64), `wal_lsn`
-//! (u64: log records up to it are in segments), table count
+//! (u64: log records up to it are in segments), feed count (u32) and per feed its name and
+//! acknowledged LSN (u64), table count
 //! (u32), then per table: id (u64), name, next row id (u64), next column id (u32), column
 //! count (u32) and ids (u32 each), the user schema as an Arrow IPC flatbuffer, segment count
 //! (u32) and per segment: id, rows, min `_id`, max `_id`, file size, delete-file generation
@@ -81,6 +82,8 @@ pub struct Manifest {
     pub next_segment_id: u64,
     /// Log records up to this LSN are in segments; recovery replays the ones after it.
     pub wal_lsn: u64,
+    /// Change feeds and the LSN each has acknowledged; the log is kept past the lowest.
+    pub feeds: Vec<(String, u64)>,
     /// Tables, in creation order.
     pub tables: Vec<TableEntry>,
 }
@@ -108,6 +111,11 @@ impl Manifest {
         b.u64(self.next_table_id);
         b.u64(self.next_segment_id);
         b.u64(self.wal_lsn);
+        b.u32(self.feeds.len() as u32);
+        for (name, lsn) in &self.feeds {
+            b.str(name);
+            b.u64(*lsn);
+        }
         b.u32(self.tables.len() as u32);
         for t in &self.tables {
             b.u64(t.id);
@@ -173,8 +181,14 @@ impl Manifest {
             next_table_id: d.u64("next table id")?,
             next_segment_id: d.u64("next segment id")?,
             wal_lsn: d.u64("wal lsn")?,
+            feeds: Vec::new(),
             tables: Vec::new(),
         };
+        let nfeeds = d.count(12, "feed count")?;
+        for _ in 0..nfeeds {
+            let name = d.str("feed name")?.to_string();
+            m.feeds.push((name, d.u64("feed position")?));
+        }
         let ntables = d.count(8, "table count")?;
         for _ in 0..ntables {
             let id = d.u64("table id")?;
@@ -243,6 +257,7 @@ mod tests {
             next_table_id: 3,
             next_segment_id: 9,
             wal_lsn: 4,
+            feeds: vec![("fts".into(), 3)],
             tables: vec![TableEntry {
                 id: 2,
                 name: "t".into(),

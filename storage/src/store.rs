@@ -751,6 +751,10 @@ pub struct DbSnapshot {
     /// Highest LSN of a power-safe commit this state includes; it may be published only
     /// once the log is synced that far.
     sync_lsn: u64,
+    /// Highest LSN included.
+    lsn: u64,
+    /// Change feeds and their acknowledged LSNs.
+    feeds: BTreeMap<String, u64>,
     tables: BTreeMap<String, Arc<TableSnapshot>>,
 }
 
@@ -790,8 +794,14 @@ impl DbSnapshot {
             next_table_id: self.next_table_id,
             next_segment_id: self.next_segment_id,
             wal_lsn: self.wal_lsn,
+            feeds: self.feeds.iter().map(|(k, v)| (k.clone(), *v)).collect(),
             tables,
         }
+    }
+
+    /// Highest log sequence number this state includes (0 before any logged commit).
+    pub fn lsn(&self) -> u64 {
+        self.lsn
     }
 }
 
@@ -819,7 +829,33 @@ pub struct Store {
     /// The writer token: held by one auto-commit write or one write transaction at a time.
     writer_busy: Mutex<bool>,
     writer_free: parking_lot::Condvar,
+    hook: RwLock<Option<HookSlot>>,
 }
+
+/// Holds the commit hook; opaque in `Debug` output.
+#[derive(Clone)]
+struct HookSlot(CommitHook);
+
+impl std::fmt::Debug for HookSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CommitHook")
+    }
+}
+
+/// What a commit changed, for commit hooks.
+#[derive(Debug, Clone)]
+pub struct CommitEvent {
+    /// The commit's log sequence number (`None` for buffered commits and commits that went
+    /// straight to segments).
+    pub lsn: Option<u64>,
+    /// The logged operations.
+    pub ops: Vec<Op>,
+    /// Bulk inserts written straight to segments: (table id, ids).
+    pub bulk_inserts: Vec<(u64, IdRange)>,
+}
+
+/// A function run after every commit.
+pub type CommitHook = Arc<dyn Fn(&CommitEvent) + Send + Sync>;
 
 /// Holding this is being *the* writer; dropping it lets the next writer in.
 pub(crate) struct WriterGuard<'a>(&'a Store);
@@ -877,6 +913,7 @@ impl Store {
             lock: Mutex::new(lock),
             writer_busy: Mutex::new(false),
             writer_free: parking_lot::Condvar::new(),
+            hook: RwLock::new(None),
         };
         if !opts.read_only {
             // First forget files no manifest names (so no new file ever lands on an orphan's
@@ -887,7 +924,8 @@ impl Store {
                 let mut next = (**head).clone();
                 next.wal_lsn = next_lsn - 1;
                 store.flush_into(&mut head, next)?;
-                wal::remove_all(store.vfs.as_ref(), &root.join(WAL_DIR))?;
+                let keep = store.retention(&head);
+                wal::remove_through(store.vfs.as_ref(), &root.join(WAL_DIR), keep, next_lsn - 1)?;
             }
         }
         Ok(store)
@@ -917,6 +955,7 @@ impl Store {
                     next_table_id: 1,
                     next_segment_id: 1,
                     wal_lsn: 0,
+                    feeds: Vec::new(),
                     tables: Vec::new(),
                 };
                 manifest::install(vfs, root, &m)?;
@@ -971,6 +1010,8 @@ impl Store {
             next_segment_id: manifest.next_segment_id,
             wal_lsn: manifest.wal_lsn,
             sync_lsn: 0,
+            lsn: manifest.wal_lsn,
+            feeds: manifest.feeds.into_iter().collect(),
             tables,
         };
         // Replay committed rows that never reached a segment.
@@ -1007,6 +1048,7 @@ impl Store {
         for (name, t) in updated {
             state.tables.insert(name, Arc::new(t));
         }
+        state.lsn = state.lsn.max(end.last_lsn);
         Ok((state, end))
     }
 
@@ -1309,6 +1351,110 @@ impl Store {
         self.autocommit(durability, |t, s| t.update_where(s, table, predicate, values))
     }
 
+    /// Installs (or with `None` removes) the function called after every commit, outside
+    /// all locks, with what the commit changed. Index upkeep hangs off this.
+    pub fn set_commit_hook(&self, hook: Option<CommitHook>) {
+        *self.hook.write() = hook.map(HookSlot);
+    }
+
+    pub(crate) fn run_commit_hook(&self, event: &CommitEvent) {
+        let hook = self.hook.read().clone();
+        if let Some(HookSlot(h)) = hook {
+            h(event);
+        }
+    }
+
+    /// The lowest LSN the log must still hold: everything above the segments' `wal_lsn` and
+    /// above the position of the slowest change feed.
+    fn retention(&self, state: &DbSnapshot) -> u64 {
+        state.feeds.values().copied().fold(state.wal_lsn, u64::min)
+    }
+
+    /// Creates a durable change feed starting after the newest commit; returns its position.
+    /// Only commits made with a log (process-safe or power-safe durability) appear in feeds.
+    pub fn create_feed(&self, name: &str) -> Result<u64> {
+        check_name(name)?;
+        let _w = self.writer()?;
+        let mut head = self.head.lock();
+        if head.feeds.contains_key(name) {
+            return Err(Error::InvalidInput {
+                table: String::new(),
+                reason: format!("feed '{name}' already exists"),
+            });
+        }
+        let mut next = (**head).clone();
+        let pos = next.lsn;
+        next.feeds.insert(name.to_string(), pos);
+        self.install(&mut head, next, false)?;
+        Ok(pos)
+    }
+
+    /// Removes a change feed; the log it held back is released at the next flush.
+    pub fn drop_feed(&self, name: &str) -> Result<()> {
+        let _w = self.writer()?;
+        let mut head = self.head.lock();
+        let mut next = (**head).clone();
+        next.feeds.remove(name).ok_or_else(|| Error::InvalidInput {
+            table: String::new(),
+            reason: format!("no feed '{name}'"),
+        })?;
+        self.install(&mut head, next, false)
+    }
+
+    /// Change feeds and their acknowledged positions.
+    pub fn feeds(&self) -> Vec<(String, u64)> {
+        self.snapshot().feeds.iter().map(|(k, v)| (k.clone(), *v)).collect()
+    }
+
+    /// Up to `max` committed changes after the feed's acknowledged position, in commit order,
+    /// each with its LSN. Reading does not move the position; [`Store::ack_feed`] does.
+    pub fn read_feed(&self, name: &str, max: usize) -> Result<Vec<(u64, Record)>> {
+        let snap = self.snapshot();
+        let pos = *snap.feeds.get(name).ok_or_else(|| Error::InvalidInput {
+            table: String::new(),
+            reason: format!("no feed '{name}'"),
+        })?;
+        let upto = snap.lsn;
+        let mut out = Vec::new();
+        if pos >= upto {
+            return Ok(out);
+        }
+        let mut full = false;
+        wal::replay(self.vfs.as_ref(), &self.root.join(WAL_DIR), pos, |lsn, rec| {
+            if lsn <= upto && !full {
+                out.push((lsn, rec));
+                full = out.len() >= max;
+            }
+            Ok(())
+        })?;
+        if let Some(&(first, _)) = out.first()
+            && first != pos + 1
+        {
+            return Err(Error::corrupt(
+                self.root.join(WAL_DIR),
+                pos,
+                format!("feed '{name}' needs log record {} but the log starts at {first}", pos + 1),
+            ));
+        }
+        Ok(out)
+    }
+
+    /// Acknowledges everything up to `lsn` on a feed (durably): those log records may now be
+    /// deleted once segments hold them. Delivery is at-least-once across crashes between a
+    /// consumer's processing and its acknowledgement.
+    pub fn ack_feed(&self, name: &str, lsn: u64) -> Result<()> {
+        let _w = self.writer()?;
+        let mut head = self.head.lock();
+        let mut next = (**head).clone();
+        let top = next.lsn;
+        let pos = next.feeds.get_mut(name).ok_or_else(|| Error::InvalidInput {
+            table: String::new(),
+            reason: format!("no feed '{name}'"),
+        })?;
+        *pos = (*pos).max(lsn.min(top));
+        self.install(&mut head, next, false)
+    }
+
     /// The store's options.
     pub fn options(&self) -> &StoreOptions {
         &self.opts
@@ -1354,10 +1500,10 @@ impl Store {
     pub(crate) fn apply_commit(
         &self,
         tables: BTreeMap<String, Arc<TableSnapshot>>,
-        ops: Vec<Op>,
+        ops: &[Op],
         spilled: bool,
         durability: Durability,
-    ) -> Result<Option<Arc<DbSnapshot>>> {
+    ) -> Result<(Option<Arc<DbSnapshot>>, Option<u64>)> {
         let mut head = self.head.lock();
         let mut next = (**head).clone();
         for (name, t) in tables {
@@ -1366,20 +1512,23 @@ impl Store {
         let full = next.tables.values().any(|t| t.memtable.rows() >= self.opts.memtable_flush_rows);
         if spilled || full {
             self.flush_into(&mut head, next)?;
-            return Ok(None);
+            return Ok((None, None));
         }
+        let mut logged = None;
         if durability != Durability::Buffered
             && let Some(wal) = &self.wal
         {
-            let lsn = self.poison(wal.append(&Record { ops }))?;
+            let lsn = self.poison(wal.append(&Record { ops: ops.to_vec() }))?;
             if durability == Durability::PowerSafe {
                 next.sync_lsn = lsn;
             }
+            next.lsn = lsn;
+            logged = Some(lsn);
         }
         next.version = head.version + 1;
         let next = Arc::new(next);
         *head = next.clone();
-        Ok(Some(next))
+        Ok((Some(next), logged))
     }
 
     fn write_segment(&self, t: &TableSnapshot, batches: &[RecordBatch]) -> Result<LiveSegment> {
@@ -1466,7 +1615,8 @@ impl Store {
         }
         self.install(head, next, true)?;
         if let Some(wal) = &self.wal {
-            self.poison(wal.truncate())?;
+            let keep = self.retention(head);
+            self.poison(wal.rotate(keep))?;
         }
         for p in superseded {
             // Garbage now; the next writer open removes what this misses.

@@ -9,6 +9,7 @@ use arrow_schema::{DataType, Field, Schema};
 use super::*;
 use crate::io::{FaultFs, FaultKind, MemFs, OsFs};
 use crate::wal::Durability;
+use parking_lot::Mutex;
 
 fn schema() -> Schema {
     Schema::new(vec![
@@ -1070,4 +1071,61 @@ fn explicit_flushes_keep_the_segment_count_bounded() {
         names_of(&s, "t").iter().map(|(id, _)| *id).collect::<Vec<_>>(),
         (1..=120).collect::<Vec<_>>()
     );
+}
+
+#[test]
+fn change_feeds_tail_the_log_durably_and_hold_it_back() {
+    use crate::wal::Op;
+    let fs = MemFs::new();
+    let s = open_with(&fs, Durability::ProcessSafe);
+    s.create_table("t", &schema()).unwrap();
+    s.insert("t", &[rows(0, 2)]).unwrap(); // before the feed: not in it
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let ev = events.clone();
+    s.set_commit_hook(Some(Arc::new(move |e: &crate::store::CommitEvent| {
+        ev.lock().push((e.lsn, e.ops.len(), e.bulk_inserts.len()));
+    })));
+    let start = s.create_feed("idx").unwrap();
+    s.insert("t", &[rows(2, 3)]).unwrap();
+    s.delete("t", &[1]).unwrap();
+    s.insert("t", &[rows(5, 20_000)]).unwrap(); // bulk: straight to a segment, not logged
+    s.update("t", &[2], &set_name("two")).unwrap();
+    let got = s.read_feed("idx", 100).unwrap();
+    let kinds: Vec<&str> = got
+        .iter()
+        .flat_map(|(_, r)| {
+            r.ops.iter().map(|o| match o {
+                Op::Insert { .. } => "insert",
+                Op::Delete { .. } => "delete",
+            })
+        })
+        .collect();
+    assert_eq!(kinds, vec!["insert", "delete", "delete", "insert"]);
+    assert_eq!(got[0].0, start + 1);
+    // The hook saw every commit, including the bulk one.
+    let evs = events.lock().clone();
+    assert_eq!(evs.len(), 4);
+    assert_eq!(evs[2], (None, 0, 1));
+    assert!(evs[0].0.is_some());
+    // Flushing does not drop log records the feed has not acknowledged.
+    s.flush().unwrap();
+    assert_eq!(s.read_feed("idx", 100).unwrap().len(), 3);
+    s.ack_feed("idx", got[1].0).unwrap();
+    assert_eq!(s.read_feed("idx", 100).unwrap().len(), 1);
+    kill(s);
+    let s = open_with(&fs, Durability::ProcessSafe);
+    let rest = s.read_feed("idx", 100).unwrap();
+    assert_eq!(rest.len(), 1);
+    assert_eq!(rest[0].0, got[2].0);
+    s.ack_feed("idx", rest[0].0).unwrap();
+    s.insert("t", &[rows(0, 1)]).unwrap(); // a new change for the feed
+    let last = s.read_feed("idx", 100).unwrap();
+    assert_eq!(last.len(), 1);
+    s.ack_feed("idx", last[0].0).unwrap();
+    s.flush().unwrap();
+    assert_eq!(s.read_feed("idx", 100).unwrap().len(), 0);
+    // Everything acknowledged and flushed: no log file is kept.
+    assert!(fs.list_dir(Path::new("/db/wal")).unwrap().is_empty());
+    s.drop_feed("idx").unwrap();
+    assert!(s.read_feed("idx", 1).is_err());
 }

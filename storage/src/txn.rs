@@ -35,7 +35,7 @@ use arrow_schema::Schema;
 
 use crate::error::{Error, Result};
 use crate::predicate::Predicate;
-use crate::store::{DbSnapshot, IdRange, Store, TableSnapshot};
+use crate::store::{CommitEvent, DbSnapshot, IdRange, Store, TableSnapshot};
 use crate::types::ID_COLUMN;
 use crate::wal::{Durability, Op};
 
@@ -49,6 +49,7 @@ pub struct Transaction {
     tables: BTreeMap<String, Arc<TableSnapshot>>,
     ops: Vec<Op>,
     spilled: Vec<PathBuf>,
+    bulk: Vec<(u64, IdRange)>,
     durability: Durability,
 }
 
@@ -62,6 +63,7 @@ impl Store {
             tables: BTreeMap::new(),
             ops: Vec::new(),
             spilled: Vec::new(),
+            bulk: Vec::new(),
             durability,
         })
     }
@@ -86,10 +88,14 @@ impl Store {
         // Let the next writer in before waiting for the log sync: concurrent power-safe
         // commits then share one fsync.
         self.release_writer();
-        match r? {
-            Some(next) => self.publish(next),
-            None => Ok(()),
+        let (published, event) = r?;
+        if let Some(next) = published {
+            self.publish(next)?;
         }
+        if let Some(event) = event {
+            self.run_commit_hook(&event);
+        }
+        Ok(())
     }
 
     /// Rolls back: nothing the transaction did remains.
@@ -100,20 +106,23 @@ impl Store {
         }
     }
 
-    /// Applies the writes; returns the state still to publish (after the log sync).
-    fn commit_writes(&self, txn: &mut Transaction) -> Result<Option<Arc<DbSnapshot>>> {
+    /// Applies the writes; returns the state still to publish (after the log sync) and what
+    /// to tell the commit hook.
+    fn commit_writes(
+        &self,
+        txn: &mut Transaction,
+    ) -> Result<(Option<Arc<DbSnapshot>>, Option<CommitEvent>)> {
         self.check_writable()?;
         let tables = std::mem::take(&mut txn.tables);
         let ops = std::mem::take(&mut txn.ops);
         if ops.is_empty() && txn.spilled.is_empty() {
-            return Ok(None);
+            return Ok((None, None));
         }
         let spilled = !txn.spilled.is_empty();
-        let r = self.apply_commit(tables, ops, spilled, txn.durability);
-        if r.is_ok() {
-            txn.spilled.clear(); // now owned by the manifest
-        }
-        r
+        let (published, lsn) = self.apply_commit(tables, &ops, spilled, txn.durability)?;
+        txn.spilled.clear(); // now owned by the manifest
+        let event = CommitEvent { lsn, ops, bulk_inserts: std::mem::take(&mut txn.bulk) };
+        Ok((published, Some(event)))
     }
 
     /// Runs `f` as one auto-committed writer transaction: commits on success, rolls back
@@ -254,7 +263,9 @@ impl Transaction {
         if total as usize >= bulk {
             // Spill: straight to segments (memtable rows first, to keep `_id` order).
             let paths = store.spill(t, &full)?;
+            let table_id = t.id();
             self.spilled.extend(paths);
+            self.bulk.push((table_id, IdRange { first, count: total }));
         } else {
             let batch = if full.len() == 1 {
                 full.swap_remove(0)

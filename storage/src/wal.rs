@@ -265,10 +265,21 @@ pub fn replay(
     Ok(end)
 }
 
-/// Deletes every log file (after their records were absorbed into segments).
-pub fn remove_all(vfs: &dyn Vfs, dir: &Path) -> Result<()> {
-    for f in wal_files(vfs, dir)? {
-        vfs.remove_file(&f)?;
+/// Deletes the log files whose records all have LSNs at or below `through`; `last_lsn`
+/// is the last LSN written (the end of the newest file).
+pub fn remove_through(vfs: &dyn Vfs, dir: &Path, through: u64, last_lsn: u64) -> Result<()> {
+    let files = wal_files(vfs, dir)?;
+    let first = |p: &Path| {
+        p.file_stem().and_then(|s| s.to_str()).and_then(|s| u64::from_str_radix(s, 16).ok())
+    };
+    for (i, f) in files.iter().enumerate() {
+        let last = match files.get(i + 1).and_then(|n| first(n)) {
+            Some(next_first) => next_first.saturating_sub(1),
+            None => last_lsn,
+        };
+        if last <= through {
+            vfs.remove_file(f)?;
+        }
     }
     Ok(())
 }
@@ -356,14 +367,16 @@ impl Wal {
         self.active.lock().written_lsn
     }
 
-    /// Forgets every log file: their records are now in segments and a manifest with
-    /// `wal_lsn >= last_lsn()` is installed. The next append starts a new file.
-    pub fn truncate(&self) -> Result<()> {
+    /// Closes the current file (its records are now in segments and a manifest with
+    /// `wal_lsn >= last_lsn()` is installed; the next append starts a new file) and deletes
+    /// every file whose records are all at or below `through` — the lowest position a change
+    /// feed still needs.
+    pub fn rotate(&self, through: u64) -> Result<()> {
         let mut a = self.active.lock();
         a.file = None;
         let done = a.written_lsn;
         self.synced_lsn.fetch_max(done, Ordering::AcqRel);
-        remove_all(self.vfs.as_ref(), &self.dir)
+        remove_through(self.vfs.as_ref(), &self.dir, through, done)
     }
 }
 
@@ -445,15 +458,21 @@ mod tests {
     }
 
     #[test]
-    fn truncate_starts_a_new_file_and_lsns_continue() {
+    fn rotation_keeps_what_feeds_need_and_lsns_continue() {
         let fs = MemFs::new();
         let wal = Wal::new(Arc::new(fs.clone()), "/w".into(), 10);
-        wal.append(&rec(1)).unwrap();
-        wal.truncate().unwrap();
-        assert!(fs.list_dir(Path::new("/w")).unwrap().is_empty());
-        assert_eq!(wal.append(&rec(2)).unwrap(), 11);
+        wal.append(&rec(1)).unwrap(); // 10
+        wal.append(&rec(1)).unwrap(); // 11
+        wal.rotate(9).unwrap(); // a feed still needs 10 and 11
+        assert_eq!(fs.list_dir(Path::new("/w")).unwrap().len(), 1);
+        assert_eq!(wal.append(&rec(2)).unwrap(), 12);
         let (seen, _) = collect(&fs, 0).unwrap();
-        assert_eq!(seen, vec![11]);
+        assert_eq!(seen, vec![10, 11, 12]);
+        wal.rotate(11).unwrap(); // the first file is no longer needed
+        let (seen, _) = collect(&fs, 0).unwrap();
+        assert_eq!(seen, vec![12]);
+        wal.rotate(12).unwrap();
+        assert!(fs.list_dir(Path::new("/w")).unwrap().is_empty());
     }
 
     #[test]

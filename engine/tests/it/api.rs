@@ -288,3 +288,18 @@ fn schema_evolution() {
         t.schema().unwrap().fields().iter().map(|f| f.name().clone()).collect();
     assert_eq!(names, vec!["name", "years", "email"]);
 }
+
+#[test]
+fn change_feed_through_the_public_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let t = db.create_table("people", &people()).unwrap();
+    db.create_feed("sync").unwrap();
+    t.insert_row(Row::new().set("name", "a")).unwrap();
+    t.delete(1).unwrap();
+    let changes = db.read_feed("sync", 10).unwrap();
+    assert_eq!(changes.len(), 2);
+    assert!(matches!(changes[1].1.ops[0], basalt::ChangeOp::Delete { .. }));
+    db.ack_feed("sync", changes[1].0).unwrap();
+    assert!(db.read_feed("sync", 10).unwrap().is_empty());
+}
