@@ -236,6 +236,28 @@ impl Database {
         self.inner.store.set_commit_hook(hook)
     }
 
+    /// Creates a named checkpoint of the whole database as it is now; its files are kept
+    /// (compaction and drops leave them alone) until the checkpoint is dropped.
+    pub fn checkpoint(&self, name: &str) -> Result<()> {
+        Ok(self.inner.store.checkpoint(name)?)
+    }
+
+    /// Restores the database to a checkpoint; everything committed since is discarded.
+    /// `_id`s handed out since are not reused.
+    pub fn restore(&self, name: &str) -> Result<()> {
+        Ok(self.inner.store.restore(name)?)
+    }
+
+    /// Drops a checkpoint and the files only it kept.
+    pub fn drop_checkpoint(&self, name: &str) -> Result<()> {
+        Ok(self.inner.store.drop_checkpoint(name)?)
+    }
+
+    /// Names of the checkpoints.
+    pub fn list_checkpoints(&self) -> Result<Vec<String>> {
+        Ok(self.inner.store.list_checkpoints()?)
+    }
+
     /// Persists every table's memtable to segment files.
     pub fn flush(&self) -> Result<()> {
         Ok(self.inner.store.flush()?)

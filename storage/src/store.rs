@@ -31,6 +31,8 @@ use crate::segment::{self, Segment, WriteOptions};
 use crate::types::{ID_COLUMN, Physical, TableSchema, check_name, physical};
 use crate::wal::{self, Durability, Op, Record, ReplayEnd, WAL_DIR, Wal};
 
+/// Directory of named checkpoints inside a database directory.
+pub const CHECKPOINT_DIR: &str = "checkpoints";
 /// Name of the writer-lock file inside a database directory.
 pub const LOCK_FILE: &str = "LOCK";
 
@@ -830,6 +832,8 @@ pub struct Store {
     writer_busy: Mutex<bool>,
     writer_free: parking_lot::Condvar,
     hook: RwLock<Option<HookSlot>>,
+    /// Files named by checkpoints: never deleted while a checkpoint names them.
+    pins: RwLock<std::collections::BTreeSet<PathBuf>>,
 }
 
 /// Holds the commit hook; opaque in `Debug` output.
@@ -914,7 +918,9 @@ impl Store {
             writer_busy: Mutex::new(false),
             writer_free: parking_lot::Condvar::new(),
             hook: RwLock::new(None),
+            pins: RwLock::new(Default::default()),
         };
+        store.reload_pins()?;
         if !opts.read_only {
             // First forget files no manifest names (so no new file ever lands on an orphan's
             // name), then absorb the replayed log into segments and forget the log.
@@ -962,61 +968,11 @@ impl Store {
                 m
             }
         };
-        let mut tables = BTreeMap::new();
-        for t in manifest.tables {
-            let mut segments = Vec::with_capacity(t.segments.len());
-            for e in t.segments {
-                let path = manifest::segment_path(root, t.id, e.id);
-                let seg = Segment::open(vfs, &path)?;
-                let m = seg.meta();
-                if m.segment_id != e.id || m.table_id != t.id || m.rows != e.rows {
-                    return Err(Error::corrupt(
-                        &path,
-                        0,
-                        "segment does not match its manifest entry",
-                    ));
-                }
-                let mut ls = LiveSegment::new(e, seg);
-                if ls.entry.deletes_gen > 0 {
-                    let p = manifest::delete_path(root, t.id, ls.entry.id, ls.entry.deletes_gen);
-                    let d = DeleteVector::decode(&vfs.read(&p)?, ls.entry.rows as usize, &p)?;
-                    if d.count() as u64 != ls.entry.deleted {
-                        return Err(Error::corrupt(
-                            &p,
-                            0,
-                            "delete file does not match its manifest entry",
-                        ));
-                    }
-                    ls.deletes = Some(Arc::new(d));
-                }
-                segments.push(ls);
-            }
-            let index = Arc::new(IdIndex::build(&segments));
-            let snap = TableSnapshot {
-                id: t.id,
-                name: t.name.clone(),
-                schema: Arc::new(t.schema),
-                next_row_id: t.next_row_id,
-                segments,
-                memtable: Memtable::default(),
-                index,
-            };
-            tables.insert(t.name, Arc::new(snap));
-        }
-        let mut state = DbSnapshot {
-            version: 1,
-            manifest_version: manifest.version,
-            next_table_id: manifest.next_table_id,
-            next_segment_id: manifest.next_segment_id,
-            wal_lsn: manifest.wal_lsn,
-            sync_lsn: 0,
-            lsn: manifest.wal_lsn,
-            feeds: manifest.feeds.into_iter().collect(),
-            tables,
-        };
+        let wal_lsn = manifest.wal_lsn;
+        let mut state = state_from_manifest(vfs, root, manifest)?;
         // Replay committed rows that never reached a segment.
         let mut updated: BTreeMap<String, TableSnapshot> = BTreeMap::new();
-        let end = wal::replay(vfs, &root.join(WAL_DIR), manifest.wal_lsn, |lsn, rec| {
+        let end = wal::replay(vfs, &root.join(WAL_DIR), wal_lsn, |lsn, rec| {
             for op in rec.ops {
                 let table_id = match &op {
                     Op::Insert { table_id, .. } | Op::Delete { table_id, .. } => *table_id,
@@ -1068,7 +1024,15 @@ impl Store {
             };
             let dir = manifest::table_dir(&self.root, id);
             match live.get(&id) {
-                None => self.vfs.remove_dir_all(&dir)?,
+                None if !self.pinned_in(&dir) => self.vfs.remove_dir_all(&dir)?,
+                None => {
+                    for f in self.vfs.list_dir(&dir)? {
+                        let p = dir.join(&f);
+                        if !self.is_pinned(&p) {
+                            self.vfs.remove_file(&p)?;
+                        }
+                    }
+                }
                 Some(t) => {
                     for f in self.vfs.list_dir(&dir)? {
                         let named = |p: PathBuf| p.file_name() == Some(std::ffi::OsStr::new(&f));
@@ -1084,7 +1048,7 @@ impl Store {
                         });
                         let ours =
                             f.starts_with('s') && (f.ends_with(".bsg") || f.ends_with(".del"));
-                        if !keep && ours {
+                        if !keep && ours && !self.is_pinned(&dir.join(&f)) {
                             self.vfs.remove_file(&dir.join(&f))?;
                         }
                     }
@@ -1235,7 +1199,7 @@ impl Store {
         self.install(&mut head, next, false)?;
         // The table is gone once the manifest is installed; its files are garbage now. A
         // failure here leaves orphans that the next writer open removes.
-        let _ = self.vfs.remove_dir_all(&manifest::table_dir(&self.root, t.id));
+        self.remove_table_files(t.id);
         Ok(())
     }
 
@@ -1349,6 +1313,150 @@ impl Store {
         durability: Durability,
     ) -> Result<u64> {
         self.autocommit(durability, |t, s| t.update_where(s, table, predicate, values))
+    }
+
+    fn checkpoint_dir(&self) -> PathBuf {
+        self.root.join(CHECKPOINT_DIR)
+    }
+
+    fn checkpoint_path(&self, name: &str) -> PathBuf {
+        self.checkpoint_dir().join(format!("{name}.manifest"))
+    }
+
+    fn load_checkpoint(&self, name: &str) -> Result<Manifest> {
+        let p = self.checkpoint_path(name);
+        if !self.vfs.exists(&p) {
+            return Err(Error::InvalidInput {
+                table: String::new(),
+                reason: format!("no checkpoint '{name}'"),
+            });
+        }
+        Manifest::decode(&self.vfs.read(&p)?, &p)
+    }
+
+    fn reload_pins(&self) -> Result<()> {
+        let mut pins = std::collections::BTreeSet::new();
+        for name in self.list_checkpoints()? {
+            let m = self.load_checkpoint(&name)?;
+            pins.extend(manifest_files(&self.root, &m));
+        }
+        *self.pins.write() = pins;
+        Ok(())
+    }
+
+    fn is_pinned(&self, path: &Path) -> bool {
+        self.pins.read().contains(path)
+    }
+
+    fn pinned_in(&self, dir: &Path) -> bool {
+        self.pins.read().iter().any(|p| p.starts_with(dir))
+    }
+
+    /// Deletes a file that became garbage unless a checkpoint pins it (best effort: the next
+    /// writer open removes what this misses).
+    fn remove_garbage(&self, path: &Path) {
+        if !self.is_pinned(path) {
+            let _ = self.vfs.remove_file(path);
+        }
+    }
+
+    fn remove_table_files(&self, table_id: u64) {
+        let dir = manifest::table_dir(&self.root, table_id);
+        if !self.pinned_in(&dir) {
+            let _ = self.vfs.remove_dir_all(&dir);
+            return;
+        }
+        for f in self.vfs.list_dir(&dir).unwrap_or_default() {
+            self.remove_garbage(&dir.join(f));
+        }
+    }
+
+    /// Names of the checkpoints, sorted.
+    pub fn list_checkpoints(&self) -> Result<Vec<String>> {
+        Ok(self
+            .vfs
+            .list_dir(&self.checkpoint_dir())?
+            .into_iter()
+            .filter_map(|f| f.strip_suffix(".manifest").map(str::to_string))
+            .collect())
+    }
+
+    /// Creates a named checkpoint of the whole database as it is now (memtables are flushed
+    /// first). The files it needs are pinned — compaction and drops leave them alone —
+    /// until the checkpoint is dropped.
+    pub fn checkpoint(&self, name: &str) -> Result<()> {
+        check_name(name)?;
+        let _w = self.writer()?;
+        let mut head = self.head.lock();
+        if self.vfs.exists(&self.checkpoint_path(name)) {
+            return Err(Error::InvalidInput {
+                table: String::new(),
+                reason: format!("checkpoint '{name}' already exists"),
+            });
+        }
+        let next = (**head).clone();
+        self.flush_into(&mut head, next)?;
+        let m = head.to_manifest(head.manifest_version);
+        self.vfs.create_dir_all(&self.checkpoint_dir())?;
+        let tmp = self.checkpoint_dir().join(format!("{name}.tmp"));
+        self.vfs.write_file(&tmp, &[&m.encode()], true)?;
+        self.vfs.rename(&tmp, &self.checkpoint_path(name))?;
+        self.vfs.sync_dir(&self.checkpoint_dir())?;
+        self.pins.write().extend(manifest_files(&self.root, &m));
+        Ok(())
+    }
+
+    /// Drops a checkpoint; files only it kept alive are deleted.
+    pub fn drop_checkpoint(&self, name: &str) -> Result<()> {
+        let _w = self.writer()?;
+        let _head = self.head.lock();
+        self.load_checkpoint(name)?;
+        self.vfs.remove_file(&self.checkpoint_path(name))?;
+        self.vfs.sync_dir(&self.checkpoint_dir())?;
+        self.reload_pins()?;
+        drop(_head);
+        self.remove_orphans()
+    }
+
+    /// A read-only view of a checkpoint (it does not change the database).
+    pub fn checkpoint_snapshot(&self, name: &str) -> Result<Arc<DbSnapshot>> {
+        let m = self.load_checkpoint(name)?;
+        Ok(Arc::new(state_from_manifest(self.vfs.as_ref(), &self.root, m)?))
+    }
+
+    /// Restores the database to a checkpoint: tables, rows and schemas become what they
+    /// were; everything committed since is discarded (including unflushed rows). Ids are
+    /// never reused: row, table and segment counters keep their current maxima. Change feeds
+    /// keep their positions.
+    pub fn restore(&self, name: &str) -> Result<()> {
+        let _w = self.writer()?;
+        let mut head = self.head.lock();
+        let m = self.load_checkpoint(name)?;
+        let restored = state_from_manifest(self.vfs.as_ref(), &self.root, m)?;
+        let mut next = (**head).clone();
+        next.next_table_id = next.next_table_id.max(restored.next_table_id);
+        let mut tables = BTreeMap::new();
+        for (tname, t) in restored.tables {
+            let mut t = (*t).clone();
+            if let Some(cur) = head.tables.values().find(|c| c.id == t.id) {
+                t.next_row_id = t.next_row_id.max(cur.next_row_id);
+            }
+            tables.insert(tname, Arc::new(t));
+        }
+        next.tables = tables;
+        // The log's records describe the state being discarded: none may replay onto the
+        // restored one.
+        if let Some(wal) = &self.wal {
+            next.wal_lsn = next.wal_lsn.max(wal.last_lsn());
+        }
+        next.lsn = next.lsn.max(next.wal_lsn);
+        self.install(&mut head, next, true)?;
+        if let Some(wal) = &self.wal {
+            let keep = self.retention(&head);
+            self.poison(wal.rotate(keep))?;
+        }
+        drop(head);
+        self.remove_orphans()
     }
 
     /// Installs (or with `None` removes) the function called after every commit, outside
@@ -1620,7 +1728,7 @@ impl Store {
         }
         for p in superseded {
             // Garbage now; the next writer open removes what this misses.
-            let _ = self.vfs.remove_file(&p);
+            self.remove_garbage(&p);
         }
         Ok(())
     }
@@ -1725,7 +1833,7 @@ impl Store {
         self.install(head, next, false)?;
         for f in old_files {
             // Garbage now (open snapshots keep their mappings); a miss is removed at open.
-            let _ = self.vfs.remove_file(&f);
+            self.remove_garbage(&f);
         }
         Ok(report)
     }
@@ -1779,6 +1887,73 @@ fn compaction_runs(t: &TableSnapshot, force: bool) -> Vec<(usize, usize)> {
         }
     }
     runs
+}
+
+/// Opens every segment (and delete file) a manifest names and builds the state it describes
+/// (no log replay).
+fn state_from_manifest(vfs: &dyn Vfs, root: &Path, manifest: Manifest) -> Result<DbSnapshot> {
+    let mut tables = BTreeMap::new();
+    for t in manifest.tables {
+        let mut segments = Vec::with_capacity(t.segments.len());
+        for e in t.segments {
+            let path = manifest::segment_path(root, t.id, e.id);
+            let seg = Segment::open(vfs, &path)?;
+            let m = seg.meta();
+            if m.segment_id != e.id || m.table_id != t.id || m.rows != e.rows {
+                return Err(Error::corrupt(&path, 0, "segment does not match its manifest entry"));
+            }
+            let mut ls = LiveSegment::new(e, seg);
+            if ls.entry.deletes_gen > 0 {
+                let p = manifest::delete_path(root, t.id, ls.entry.id, ls.entry.deletes_gen);
+                let d = DeleteVector::decode(&vfs.read(&p)?, ls.entry.rows as usize, &p)?;
+                if d.count() as u64 != ls.entry.deleted {
+                    return Err(Error::corrupt(
+                        &p,
+                        0,
+                        "delete file does not match its manifest entry",
+                    ));
+                }
+                ls.deletes = Some(Arc::new(d));
+            }
+            segments.push(ls);
+        }
+        let index = Arc::new(IdIndex::build(&segments));
+        let snap = TableSnapshot {
+            id: t.id,
+            name: t.name.clone(),
+            schema: Arc::new(t.schema),
+            next_row_id: t.next_row_id,
+            segments,
+            memtable: Memtable::default(),
+            index,
+        };
+        tables.insert(t.name, Arc::new(snap));
+    }
+    Ok(DbSnapshot {
+        version: 1,
+        manifest_version: manifest.version,
+        next_table_id: manifest.next_table_id,
+        next_segment_id: manifest.next_segment_id,
+        wal_lsn: manifest.wal_lsn,
+        sync_lsn: 0,
+        lsn: manifest.wal_lsn,
+        feeds: manifest.feeds.into_iter().collect(),
+        tables,
+    })
+}
+
+/// Files a manifest refers to.
+fn manifest_files(root: &Path, m: &Manifest) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for t in &m.tables {
+        for s in &t.segments {
+            out.push(manifest::segment_path(root, t.id, s.id));
+            if s.deletes_gen > 0 {
+                out.push(manifest::delete_path(root, t.id, s.id, s.deletes_gen));
+            }
+        }
+    }
+    out
 }
 
 fn memtable_rows(t: &TableSnapshot) -> Result<Vec<RecordBatch>> {

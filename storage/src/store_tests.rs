@@ -1129,3 +1129,49 @@ fn change_feeds_tail_the_log_durably_and_hold_it_back() {
     s.drop_feed("idx").unwrap();
     assert!(s.read_feed("idx", 1).is_err());
 }
+
+#[test]
+fn checkpoints_pin_a_version_and_restore_it() {
+    let t = tempfile::tempdir().unwrap();
+    let open = || Store::open(Arc::new(OsFs), t.path(), t.path(), StoreOptions::default()).unwrap();
+    let s = open();
+    s.create_table("a", &schema()).unwrap();
+    s.create_table("b", &schema()).unwrap();
+    s.insert("a", &[rows(0, 20_000)]).unwrap();
+    s.insert("a", &[rows(20_000, 5)]).unwrap();
+    s.insert("b", &[rows(0, 3)]).unwrap();
+    s.checkpoint("v1").unwrap();
+    assert!(matches!(s.checkpoint("v1"), Err(Error::InvalidInput { .. })));
+    let at_v1 = names_of(&s, "a");
+    // Change everything: deletes (then compaction), updates, a drop, new rows.
+    let ids: Vec<u64> = (1..=15_000).collect();
+    s.delete("a", &ids).unwrap();
+    s.update("a", &[16_000], &set_name("changed")).unwrap();
+    s.flush().unwrap();
+    s.compact("a", true).unwrap();
+    s.drop_table("b").unwrap();
+    s.insert("a", &[rows(0, 2)]).unwrap();
+    let next_id_before = s.snapshot().table("a").unwrap().next_row_id();
+    // The checkpoint still reads as it was, although compaction and the drop ran.
+    let cp = s.checkpoint_snapshot("v1").unwrap();
+    let cpa = cp.table("a").unwrap().clone();
+    assert_eq!(cpa.count(), 20_005);
+    assert_eq!(cp.table("b").unwrap().count(), 3);
+    let n: usize = cpa.scan(&[0]).unwrap().map(|b| b.unwrap().num_rows()).sum();
+    assert_eq!(n, 20_005);
+    drop((cp, cpa));
+    s.restore("v1").unwrap();
+    assert_eq!(names_of(&s, "a"), at_v1);
+    assert_eq!(s.snapshot().table("b").unwrap().count(), 3);
+    // Ids are never reused after a restore.
+    assert_eq!(s.insert("a", &[rows(0, 1)]).unwrap().first, next_id_before);
+    assert_eq!(s.list_checkpoints().unwrap(), vec!["v1".to_string()]);
+    s.close().unwrap();
+    drop(s);
+    let s = open();
+    assert_eq!(s.snapshot().table("a").unwrap().count(), 20_006);
+    assert_eq!(s.snapshot().table("b").unwrap().count(), 3);
+    s.drop_checkpoint("v1").unwrap();
+    assert!(s.list_checkpoints().unwrap().is_empty());
+    assert!(s.restore("v1").is_err());
+}

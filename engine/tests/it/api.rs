@@ -303,3 +303,18 @@ fn change_feed_through_the_public_api() {
     db.ack_feed("sync", changes[1].0).unwrap();
     assert!(db.read_feed("sync", 10).unwrap().is_empty());
 }
+
+#[test]
+fn checkpoint_and_restore() {
+    let db = Database::open_in_memory().unwrap();
+    let t = db.create_table("people", &people()).unwrap();
+    t.insert_row(Row::new().set("name", "a")).unwrap();
+    db.checkpoint("before").unwrap();
+    t.insert_row(Row::new().set("name", "b")).unwrap();
+    t.delete(1).unwrap();
+    db.restore("before").unwrap();
+    assert_eq!(t.count().unwrap(), 1);
+    assert_eq!(t.get(1).unwrap().unwrap().get("name"), Some(&Value::from("a")));
+    assert_eq!(db.list_checkpoints().unwrap(), vec!["before".to_string()]);
+    db.drop_checkpoint("before").unwrap();
+}
