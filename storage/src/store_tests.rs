@@ -1175,3 +1175,202 @@ fn checkpoints_pin_a_version_and_restore_it() {
     assert!(s.list_checkpoints().unwrap().is_empty());
     assert!(s.restore("v1").is_err());
 }
+
+mod model {
+    //! Model-based test: random operation sequences against the store and against a
+    //! `BTreeMap` model must agree after every step. Case count: BASALT_MODEL_CASES.
+    use std::collections::BTreeMap;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::predicate::{CmpOp, Predicate};
+
+    #[derive(Debug, Clone)]
+    enum Step {
+        Insert(Vec<(i64, u8)>),
+        Bulk(u16),
+        Delete(Vec<usize>),
+        Update(usize, i64),
+        DeleteWhere(i64),
+        TxnCommit(Vec<(i64, u8)>, usize),
+        TxnRollback(Vec<(i64, u8)>),
+        Flush,
+        Compact,
+        Kill,
+        Close,
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        let rows = proptest::collection::vec((-50i64..50, 0u8..4), 1..20);
+        prop_oneof![
+            6 => rows.clone().prop_map(Step::Insert),
+            1 => (100u16..300).prop_map(Step::Bulk),
+            3 => proptest::collection::vec(any::<usize>(), 1..5).prop_map(Step::Delete),
+            3 => (any::<usize>(), -50i64..50).prop_map(|(i, v)| Step::Update(i, v)),
+            1 => (-50i64..50).prop_map(Step::DeleteWhere),
+            2 => (rows.clone(), any::<usize>()).prop_map(|(r, d)| Step::TxnCommit(r, d)),
+            1 => rows.prop_map(Step::TxnRollback),
+            1 => Just(Step::Flush),
+            1 => Just(Step::Compact),
+            1 => Just(Step::Kill),
+            1 => Just(Step::Close),
+        ]
+    }
+
+    fn batch(rows: &[(i64, u8)]) -> RecordBatch {
+        let s = Arc::new(Schema::new(vec![
+            Field::new("v", DataType::Int64, false),
+            Field::new("c", DataType::Utf8, true),
+        ]));
+        RecordBatch::try_new(
+            s,
+            vec![
+                Arc::new(Int64Array::from(rows.iter().map(|r| r.0).collect::<Vec<_>>())),
+                Arc::new(StringArray::from(
+                    rows.iter().map(|r| (r.1 < 3).then(|| format!("c{}", r.1))).collect::<Vec<_>>(),
+                )),
+            ],
+        )
+        .unwrap()
+    }
+
+    fn open(fs: &MemFs) -> Store {
+        let opts = StoreOptions {
+            bulk_insert_rows: 100,
+            memtable_flush_rows: 150,
+            ..StoreOptions::default()
+        };
+        Store::open(Arc::new(fs.clone()), Path::new("/db"), Path::new(":memory:"), opts).unwrap()
+    }
+
+    fn contents(s: &Store) -> BTreeMap<u64, (i64, Option<String>)> {
+        let t = s.snapshot().table("m").unwrap().clone();
+        let mut out = BTreeMap::new();
+        for b in t.scan(&[0, 1, 2]).unwrap() {
+            let b = b.unwrap();
+            let ids = b.column(0).as_any().downcast_ref::<UInt64Array>().unwrap();
+            let v = b.column(1).as_any().downcast_ref::<Int64Array>().unwrap();
+            let c = b.column(2).as_any().downcast_ref::<StringArray>().unwrap();
+            for i in 0..b.num_rows() {
+                let prev = out.insert(
+                    ids.value(i),
+                    (v.value(i), c.is_valid(i).then(|| c.value(i).to_string())),
+                );
+                assert!(prev.is_none(), "id {} twice", ids.value(i));
+            }
+        }
+        out
+    }
+
+    fn run(steps: Vec<Step>) {
+        let fs = MemFs::new();
+        let mut s = open(&fs);
+        let schema = Schema::new(vec![
+            Field::new("v", DataType::Int64, false),
+            Field::new("c", DataType::Utf8, true),
+        ]);
+        s.create_table("m", &schema).unwrap();
+        let mut model: BTreeMap<u64, (i64, Option<String>)> = BTreeMap::new();
+        let add =
+            |model: &mut BTreeMap<u64, (i64, Option<String>)>, first: u64, rows: &[(i64, u8)]| {
+                for (k, r) in rows.iter().enumerate() {
+                    model.insert(first + k as u64, (r.0, (r.1 < 3).then(|| format!("c{}", r.1))));
+                }
+            };
+        let pick = |model: &BTreeMap<u64, (i64, Option<String>)>, i: usize| {
+            model.keys().nth(i % model.len().max(1)).copied()
+        };
+        for st in steps {
+            match st {
+                Step::Insert(rows) => {
+                    let r = s.insert("m", &[batch(&rows)]).unwrap();
+                    add(&mut model, r.first, &rows);
+                }
+                Step::Bulk(n) => {
+                    let rows: Vec<(i64, u8)> =
+                        (0..n).map(|i| (i64::from(i % 97), (i % 4) as u8)).collect();
+                    let r = s.insert("m", &[batch(&rows)]).unwrap();
+                    add(&mut model, r.first, &rows);
+                }
+                Step::Delete(picks) => {
+                    let ids: Vec<u64> = picks.iter().filter_map(|&i| pick(&model, i)).collect();
+                    s.delete("m", &ids).unwrap();
+                    for id in ids {
+                        model.remove(&id);
+                    }
+                }
+                Step::Update(i, v) => {
+                    if let Some(id) = pick(&model, i) {
+                        let b = RecordBatch::try_new(
+                            Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)])),
+                            vec![Arc::new(Int64Array::from(vec![v]))],
+                        )
+                        .unwrap();
+                        assert_eq!(s.update("m", &[id], &b).unwrap(), 1);
+                        model.get_mut(&id).unwrap().0 = v;
+                    }
+                }
+                Step::DeleteWhere(v) => {
+                    let p = Predicate::cmp("v", CmpOp::Lt, v);
+                    let n = s.delete_where("m", &p, Durability::ProcessSafe).unwrap();
+                    let before = model.len();
+                    model.retain(|_, (x, _)| *x >= v);
+                    assert_eq!(n as usize, before - model.len());
+                }
+                Step::TxnCommit(rows, d) => {
+                    let mut txn = s.begin(Durability::ProcessSafe).unwrap();
+                    let r = txn.insert(&s, "m", &[batch(&rows)]).unwrap();
+                    let victim = pick(&model, d);
+                    if let Some(id) = victim {
+                        txn.delete(&s, "m", &[id]).unwrap();
+                    }
+                    s.commit(txn).unwrap();
+                    add(&mut model, r.first, &rows);
+                    if let Some(id) = victim {
+                        model.remove(&id);
+                    }
+                }
+                Step::TxnRollback(rows) => {
+                    let mut txn = s.begin(Durability::ProcessSafe).unwrap();
+                    txn.insert(&s, "m", &[batch(&rows)]).unwrap();
+                    s.rollback(txn);
+                }
+                Step::Flush => s.flush().unwrap(),
+                Step::Compact => {
+                    s.compact("m", true).unwrap();
+                }
+                Step::Kill => {
+                    std::mem::forget(s);
+                    s = open(&fs);
+                }
+                Step::Close => {
+                    s.close().unwrap();
+                    drop(s);
+                    s = open(&fs);
+                }
+            }
+            assert_eq!(contents(&s), model);
+            assert_eq!(s.snapshot().table("m").unwrap().count() as usize, model.len());
+        }
+        // Point lookups agree too.
+        let t = s.snapshot().table("m").unwrap().clone();
+        for (id, (v, _)) in model.iter().take(50) {
+            let r = t.get(*id, &[1]).unwrap().unwrap();
+            assert_eq!(r.column(0).as_any().downcast_ref::<Int64Array>().unwrap().value(0), *v);
+        }
+    }
+
+    fn cases() -> u32 {
+        std::env::var("BASALT_MODEL_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(24)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+
+        #[test]
+        fn store_agrees_with_a_map_model(steps in proptest::collection::vec(step(), 1..40)) {
+            run(steps);
+        }
+    }
+}
