@@ -792,7 +792,27 @@ pub struct ChunkInfo<'a> {
 /// Decodes an uncompressed block (starting 64-byte aligned) into an Arrow array.
 /// Every length is checked; damaged metadata yields [`Error::Corrupt`], never a panic.
 pub fn decode(raw: &Buffer, c: ChunkInfo<'_>, mode: DecodeMode) -> Result<ArrayRef> {
+    decode_window(raw, c, mode, 0, c.rows)
+}
+
+/// Like [`decode`], for rows `start..start + len` only. Plain and dictionary chunks are
+/// windowed without touching other rows (validation included); bit-packed chunks unpack
+/// only what the window needs.
+pub fn decode_window(
+    raw: &Buffer,
+    c: ChunkInfo<'_>,
+    mode: DecodeMode,
+    start: usize,
+    len: usize,
+) -> Result<ArrayRef> {
     let n = c.rows;
+    if start.checked_add(len).is_none_or(|e| e > n) {
+        return Err(Error::corrupt(
+            c.file,
+            c.offset,
+            format!("window {start}+{len} outside {n} rows"),
+        ));
+    }
     let corrupt = |reason: String| Error::corrupt(c.file, c.offset, reason);
     // Section buffers.
     let mut secs = Vec::with_capacity(c.sections.len());
@@ -841,15 +861,18 @@ pub fn decode(raw: &Buffer, c: ChunkInfo<'_>, mode: DecodeMode) -> Result<ArrayR
             Ok(())
         }
     };
+    let window_nulls = nulls.as_ref().map(|nb| nb.slice(start, len));
+    // Arrays over the whole chunk's buffers, windowed by offset.
     let build = |dt: DataType,
                  buffers: Vec<Buffer>,
                  children: Vec<arrow_data::ArrayData>,
                  nulls: Option<NullBuffer>| {
         arrow_data::ArrayData::builder(dt)
-            .len(n)
+            .len(len)
+            .offset(start)
             .buffers(buffers)
             .child_data(children)
-            .nulls(nulls)
+            .nulls(nulls.map(|nb| nb.slice(start, len)))
             .build()
             .map(make_array)
             .map_err(|e| corrupt(format!("invalid column data: {e}")))
@@ -870,7 +893,7 @@ pub fn decode(raw: &Buffer, c: ChunkInfo<'_>, mode: DecodeMode) -> Result<ArrayR
             if col.len() != n || col.data_type() != c.data_type {
                 return Err(corrupt("generic column: length or type mismatch".into()));
             }
-            Ok(col)
+            Ok(col.slice(start, len))
         }
         (Encoding::Plain, Physical::Bool) => {
             let v = next()?;
@@ -921,27 +944,59 @@ pub fn decode(raw: &Buffer, c: ChunkInfo<'_>, mode: DecodeMode) -> Result<ArrayR
             let p = next()?;
             need(&p, bitpack::packed_len(n, *bits), "packed")?;
             let base = *base;
-            let values = unpack_ints(width, n, |f| {
-                bitpack::unpack(p.as_slice(), *bits, n, |i, d| f(i, base.wrapping_add(d)))
+            let values = unpack_ints(width, len, |f| {
+                for i in 0..len {
+                    f(i, base.wrapping_add(bitpack::get(p.as_slice(), *bits, start + i)));
+                }
             });
-            build(c.data_type.clone(), vec![values], vec![], nulls)
+            arrow_data::ArrayData::builder(c.data_type.clone())
+                .len(len)
+                .buffers(vec![values])
+                .nulls(window_nulls)
+                .build()
+                .map(make_array)
+                .map_err(|e| corrupt(format!("invalid column data: {e}")))
         }
         (Encoding::DeltaPacked { first, base, bits }, Physical::Int { width, .. }) => {
             let p = next()?;
             need(&p, bitpack::packed_len(n.saturating_sub(1), *bits), "packed")?;
             let (first, base) = (*first, *base);
-            let values = unpack_ints(width, n, |f| {
-                if n == 0 {
+            if *bits == 0 {
+                // Constant step (dense ids): value i is first + i·step, no prefix sum needed.
+                let values = unpack_ints(width, len, |f| {
+                    for i in 0..len {
+                        f(i, first.wrapping_add(base.wrapping_mul((start + i) as u64)));
+                    }
+                });
+                return arrow_data::ArrayData::builder(c.data_type.clone())
+                    .len(len)
+                    .buffers(vec![values])
+                    .nulls(window_nulls)
+                    .build()
+                    .map(make_array)
+                    .map_err(|e| corrupt(format!("invalid column data: {e}")));
+            }
+            // Deltas accumulate: decode from the start up to the window's end.
+            let upto = start + len;
+            let values = unpack_ints(width, upto, |f| {
+                if upto == 0 {
                     return;
                 }
                 let mut cur = first;
                 f(0, cur);
-                bitpack::unpack(p.as_slice(), *bits, n - 1, |i, d| {
+                bitpack::unpack(p.as_slice(), *bits, upto - 1, |i, d| {
                     cur = cur.wrapping_add(base).wrapping_add(d);
                     f(i + 1, cur);
                 });
             });
-            build(c.data_type.clone(), vec![values], vec![], nulls)
+            arrow_data::ArrayData::builder(c.data_type.clone())
+                .len(len)
+                .offset(start)
+                .buffers(vec![values])
+                .nulls(window_nulls)
+                .build()
+                .map(make_array)
+                .map_err(|e| corrupt(format!("invalid column data: {e}")))
         }
         (Encoding::Dict { code_width, dict_len }, phys) => {
             let k = *dict_len as usize;
@@ -980,10 +1035,11 @@ pub fn decode(raw: &Buffer, c: ChunkInfo<'_>, mode: DecodeMode) -> Result<ArrayR
             };
             let dict_type = DataType::Dictionary(Box::new(key), Box::new(key_type));
             let arr = arrow_data::ArrayData::builder(dict_type)
-                .len(n)
+                .len(len)
+                .offset(start)
                 .buffers(vec![codes.slice_with_length(0, n * cw)])
                 .child_data(vec![dict])
-                .nulls(nulls)
+                .nulls(window_nulls)
                 .build()
                 .map(make_array)
                 .map_err(|e| corrupt(format!("invalid dictionary codes: {e}")))?;
@@ -1077,6 +1133,24 @@ mod tests {
                 };
                 let got = decode(&raw, info, DecodeMode::Values).unwrap();
                 assert_eq!(got.as_ref(), a.as_ref(), "encoding {:?}", enc.encoding);
+                // Windows decode exactly the rows they cover.
+                let n = a.len();
+                for (start, len) in [
+                    (0, 0),
+                    (0, n.min(1)),
+                    (n / 3, n - n / 3),
+                    (n.saturating_sub(1), n.min(1)),
+                    (n / 2, n.min(5).min(n - n / 2)),
+                ] {
+                    let w = decode_window(&raw, info, DecodeMode::Values, start, len).unwrap();
+                    assert_eq!(
+                        w.as_ref(),
+                        a.slice(start, len).as_ref(),
+                        "window {start}+{len} of {:?}",
+                        enc.encoding
+                    );
+                }
+                assert!(decode_window(&raw, info, DecodeMode::Values, n, 1).is_err());
                 let codes = decode(&raw, info, DecodeMode::Codes).unwrap();
                 if let DataType::Dictionary(_, _) = codes.data_type() {
                     let back = arrow_cast::cast(&codes, a.data_type()).unwrap();

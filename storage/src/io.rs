@@ -81,6 +81,27 @@ pub trait AppendFile: Send + Sync + Debug {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// A handle that syncs this file without borrowing it, so appends can go on while a
+    /// sync runs (group commit).
+    fn syncer(&self) -> Result<Arc<dyn SyncFile>>;
+}
+
+/// Syncs a file that another handle appends to.
+pub trait SyncFile: Send + Sync + Debug {
+    /// Makes everything appended before the call durable.
+    fn sync(&self) -> Result<()>;
+}
+
+#[derive(Debug)]
+struct OsSync {
+    file: File,
+    path: PathBuf,
+}
+
+impl SyncFile for OsSync {
+    fn sync(&self) -> Result<()> {
+        self.file.sync_data().map_err(|e| Error::io("fsync", &self.path, e))
+    }
 }
 
 #[derive(Debug)]
@@ -101,6 +122,10 @@ impl AppendFile for OsAppend {
     }
     fn len(&self) -> u64 {
         self.len
+    }
+    fn syncer(&self) -> Result<Arc<dyn SyncFile>> {
+        let file = self.file.try_clone().map_err(|e| Error::io("dup", &self.path, e))?;
+        Ok(Arc::new(OsSync { file, path: self.path.clone() }))
     }
 }
 
@@ -304,6 +329,24 @@ impl AppendFile for MemAppend {
     fn len(&self) -> u64 {
         self.len
     }
+    fn syncer(&self) -> Result<Arc<dyn SyncFile>> {
+        Ok(Arc::new(MemSync { fs: self.fs.clone(), path: self.path.clone() }))
+    }
+}
+
+#[derive(Debug)]
+struct MemSync {
+    fs: MemFs,
+    path: PathBuf,
+}
+
+impl SyncFile for MemSync {
+    fn sync(&self) -> Result<()> {
+        // Everything appended so far becomes durable (as with fdatasync).
+        let len = self.fs.0.files.lock().get(&self.path).map_or(0, |b| b.len());
+        self.fs.0.synced.lock().insert(self.path.clone(), len);
+        Ok(())
+    }
 }
 
 fn aligned(bytes: &[u8]) -> Buffer {
@@ -489,6 +532,27 @@ impl AppendFile for FaultAppend {
     }
     fn len(&self) -> u64 {
         self.inner.len()
+    }
+    fn syncer(&self) -> Result<Arc<dyn SyncFile>> {
+        Ok(Arc::new(FaultSync {
+            inner: self.inner.syncer()?,
+            remaining: self.remaining.clone(),
+            path: self.path.clone(),
+        }))
+    }
+}
+
+#[derive(Debug)]
+struct FaultSync {
+    inner: Arc<dyn SyncFile>,
+    remaining: Arc<AtomicU64>,
+    path: PathBuf,
+}
+
+impl SyncFile for FaultSync {
+    fn sync(&self) -> Result<()> {
+        tick(&self.remaining, &self.path)?;
+        self.inner.sync()
     }
 }
 

@@ -396,7 +396,19 @@ pub struct Segment {
     buf: Buffer,
     meta: SegmentMeta,
     verified: Vec<AtomicU8>,
+    /// Recently decompressed blocks, so point reads do not decompress a block each time.
+    cache: parking_lot::Mutex<BlockCache>,
 }
+
+/// A small FIFO cache of decompressed blocks.
+#[derive(Debug, Default)]
+struct BlockCache {
+    blocks: std::collections::HashMap<usize, Buffer>,
+    order: std::collections::VecDeque<usize>,
+}
+
+/// Decompressed blocks kept per segment.
+const CACHED_BLOCKS: usize = 64;
 
 impl Segment {
     /// Maps and opens a segment file; checks header, trailer and footer (not the blocks).
@@ -453,7 +465,7 @@ impl Segment {
         let meta = parse_footer(footer, &path, footer_offset)?;
         let nblocks = meta.row_groups.len() * meta.column_ids.len();
         let verified = (0..nblocks).map(|_| AtomicU8::new(UNVERIFIED)).collect();
-        Ok(Segment { path, buf, meta, verified })
+        Ok(Segment { path, buf, meta, verified, cache: Default::default() })
     }
 
     /// The decoded footer.
@@ -485,12 +497,27 @@ impl Segment {
         }
         match m.compression {
             Compression::None => Ok(stored.slice_with_length(0, m.stored_len as usize)),
-            Compression::Zstd => encoding::decompress(
-                &stored.as_slice()[..m.stored_len as usize],
-                m.raw_len as usize,
-                &self.path,
-                m.offset,
-            ),
+            Compression::Zstd => {
+                if let Some(b) = self.cache.lock().blocks.get(&idx) {
+                    return Ok(b.clone());
+                }
+                let raw = encoding::decompress(
+                    &stored.as_slice()[..m.stored_len as usize],
+                    m.raw_len as usize,
+                    &self.path,
+                    m.offset,
+                )?;
+                let mut c = self.cache.lock();
+                if c.blocks.insert(idx, raw.clone()).is_none() {
+                    c.order.push_back(idx);
+                    while c.order.len() > CACHED_BLOCKS {
+                        if let Some(old) = c.order.pop_front() {
+                            c.blocks.remove(&old);
+                        }
+                    }
+                }
+                Ok(raw)
+            }
         }
     }
 
@@ -500,6 +527,30 @@ impl Segment {
             .get(rg)
             .and_then(|g| g.chunks.get(col))
             .ok_or_else(|| Error::corrupt(&self.path, 0, format!("no chunk ({rg}, {col})")))
+    }
+
+    /// Decodes rows `start..start + len` of column `col` of row group `rg` only.
+    pub fn read_column_window(
+        &self,
+        rg: usize,
+        col: usize,
+        start: usize,
+        len: usize,
+        mode: DecodeMode,
+    ) -> Result<ArrayRef> {
+        let raw = self.block(rg, col)?;
+        let m = self.chunk(rg, col)?;
+        let info = ChunkInfo {
+            encoding: &m.encoding,
+            null_count: m.null_count,
+            sections: &m.sections,
+            rows: self.meta.row_groups[rg].rows as usize,
+            data_type: self.meta.schema.field(col).data_type(),
+            phys: self.meta.physical[col],
+            file: &self.path,
+            offset: m.offset,
+        };
+        encoding::decode_window(&raw, info, mode, start, len)
     }
 
     /// Decodes column `col` (segment position) of row group `rg`.

@@ -472,6 +472,38 @@ impl TableSnapshot {
     pub fn get_many(&self, ids: &[u64], projection: &[usize]) -> Result<RecordBatch> {
         self.check_projection(projection)?;
         let schema = self.projected_schema(projection)?;
+        // Few rows: decode just those rows. Many: decode each touched row group once.
+        if ids.len() <= 64 {
+            let mut rows: Vec<Vec<ArrayRef>> = Vec::with_capacity(ids.len());
+            for &id in ids {
+                let Some(loc) = self.locate(id)? else { continue };
+                rows.push(match loc {
+                    RowLocation::Memtable { batch, row } => {
+                        let b = &self.memtable.batches()[batch].batch;
+                        projection.iter().map(|&p| b.column(p).slice(row, 1)).collect()
+                    }
+                    RowLocation::Segment { segment, rg, row } => {
+                        self.read_row(segment, rg, row, projection)?
+                    }
+                });
+            }
+            let mut columns = Vec::with_capacity(projection.len());
+            for c in 0..projection.len() {
+                let parts: Vec<&dyn Array> = rows.iter().map(|r| r[c].as_ref()).collect();
+                columns.push(if parts.is_empty() {
+                    new_null_array(schema.field(c).data_type(), 0)
+                } else {
+                    arrow_select::concat::concat(&parts)
+                        .map_err(|e| Error::arrow("gather rows", e))?
+                });
+            }
+            return RecordBatch::try_new_with_options(
+                schema,
+                columns,
+                &arrow_array::RecordBatchOptions::new().with_row_count(Some(rows.len())),
+            )
+            .map_err(|e| Error::arrow("gather rows", e));
+        }
         // Distinct sources, each decoded once.
         let mut sources: Vec<(RowLocation, Vec<ArrayRef>)> = Vec::new();
         let mut source_of: BTreeMap<(usize, usize, usize), usize> = BTreeMap::new();
@@ -519,6 +551,27 @@ impl TableSnapshot {
             &arrow_array::RecordBatchOptions::new().with_row_count(Some(picks.len())),
         )
         .map_err(|e| Error::arrow("gather rows", e))
+    }
+
+    /// One row of a segment, projected, each column decoded for that row only.
+    fn read_row(
+        &self,
+        segment: usize,
+        rg: usize,
+        row: usize,
+        projection: &[usize],
+    ) -> Result<Vec<ArrayRef>> {
+        let seg = &self.segments[segment].segment;
+        projection
+            .iter()
+            .map(|&p| {
+                let cid = self.schema.column_id_at(p);
+                match seg.meta().position_of(cid) {
+                    Some(pos) => seg.read_column_window(rg, pos, row, 1, DecodeMode::Values),
+                    None => Ok(new_null_array(self.schema.full_schema().field(p).data_type(), 1)),
+                }
+            })
+            .collect()
     }
 
     /// Checks a caller's batch against the schema and returns the user columns in table

@@ -48,7 +48,7 @@ use parking_lot::Mutex;
 
 use crate::codec::{Dec, crc};
 use crate::error::{Error, Result};
-use crate::io::{AppendFile, Vfs};
+use crate::io::{AppendFile, SyncFile, Vfs};
 
 /// Name of the log directory inside a database directory.
 pub const WAL_DIR: &str = "wal";
@@ -287,6 +287,7 @@ pub fn remove_through(vfs: &dyn Vfs, dir: &Path, through: u64, last_lsn: u64) ->
 #[derive(Debug)]
 struct Active {
     file: Option<Box<dyn AppendFile>>,
+    syncer: Option<std::sync::Arc<dyn SyncFile>>,
     next_lsn: u64,
     written_lsn: u64,
 }
@@ -307,7 +308,12 @@ impl Wal {
         Self {
             vfs,
             dir,
-            active: Mutex::new(Active { file: None, next_lsn, written_lsn: next_lsn - 1 }),
+            active: Mutex::new(Active {
+                file: None,
+                syncer: None,
+                next_lsn,
+                written_lsn: next_lsn - 1,
+            }),
             synced_lsn: AtomicU64::new(next_lsn - 1),
             sync_lock: Mutex::new(()),
         }
@@ -329,6 +335,7 @@ impl Wal {
                 buf.extend_from_slice(&WAL_FORMAT_VERSION.to_le_bytes());
                 buf.extend_from_slice(&0u32.to_le_bytes());
             }
+            a.syncer = Some(f.syncer()?);
             a.file = Some(f);
         }
         buf.extend_from_slice(&(body.len() as u32).to_le_bytes());
@@ -353,10 +360,14 @@ impl Wal {
         if self.synced_lsn.load(Ordering::Acquire) >= lsn {
             return Ok(());
         }
-        let mut a = self.active.lock();
-        let upto = a.written_lsn;
-        if let Some(f) = a.file.as_mut() {
-            f.sync()?;
+        // Capture what is written, then sync without holding the append lock: commits that
+        // append meanwhile are covered by the next sync (group commit).
+        let (upto, syncer) = {
+            let a = self.active.lock();
+            (a.written_lsn, a.syncer.clone())
+        };
+        if let Some(s) = syncer {
+            s.sync()?;
         }
         self.synced_lsn.fetch_max(upto, Ordering::AcqRel);
         Ok(())
@@ -374,6 +385,7 @@ impl Wal {
     pub fn rotate(&self, through: u64) -> Result<()> {
         let mut a = self.active.lock();
         a.file = None;
+        a.syncer = None;
         let done = a.written_lsn;
         self.synced_lsn.fetch_max(done, Ordering::AcqRel);
         remove_through(self.vfs.as_ref(), &self.dir, through, done)

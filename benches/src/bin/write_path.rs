@@ -66,7 +66,9 @@ fn sqlite_setup(path: &Path) {
     .expect("create");
     let tx = c.transaction().expect("tx");
     {
-        let mut st = tx.prepare("INSERT INTO bench(name, age, score, city, category) VALUES (?,?,?,?,?)").expect("prep");
+        let mut st = tx
+            .prepare("INSERT INTO bench(name, age, score, city, category) VALUES (?,?,?,?,?)")
+            .expect("prep");
         for b in dataset(BASE_ROWS, 65_536, 42) {
             use arrow::array::{Float64Array, Int64Array, StringArray};
             let name = b.column(0).as_any().downcast_ref::<StringArray>().expect("name");
@@ -75,7 +77,14 @@ fn sqlite_setup(path: &Path) {
             let city = b.column(3).as_any().downcast_ref::<StringArray>().expect("city");
             let cat = b.column(4).as_any().downcast_ref::<StringArray>().expect("category");
             for i in 0..b.num_rows() {
-                st.execute(params![name.value(i), age.value(i), score.value(i), city.value(i), cat.value(i)]).expect("ins");
+                st.execute(params![
+                    name.value(i),
+                    age.value(i),
+                    score.value(i),
+                    city.value(i),
+                    cat.value(i)
+                ])
+                .expect("ins");
             }
         }
     }
@@ -83,14 +92,20 @@ fn sqlite_setup(path: &Path) {
 }
 
 fn basalt_setup(path: &Path, durability: Durability) -> Database {
-    let db = Database::open_with(path, Options { durability, ..Options::default() }).expect("open basalt");
+    let db = Database::open_with(path, Options { durability, ..Options::default() })
+        .expect("open basalt");
     let t = db.create_table("bench", &basalt_benches::bench_schema()).expect("create");
     t.insert_batches(&dataset(BASE_ROWS, 65_536, 42)).expect("load");
     db
 }
 
 fn row(i: usize) -> Row {
-    Row::new().set("name", format!("oltp_{i}")).set("age", 31).set("score", 77.0).set("city", "Beijing").set("category", "Books")
+    Row::new()
+        .set("name", format!("oltp_{i}"))
+        .set("age", 31)
+        .set("score", 77.0)
+        .set("city", "Beijing")
+        .set("category", "Books")
 }
 
 struct Line {
@@ -108,16 +123,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         match a.as_str() {
             "--ops" => ops = args.next().ok_or("--ops needs a value")?.parse()?,
             "--threads" => threads = args.next().ok_or("--threads needs a value")?.parse()?,
-            "--per-thread" => per_thread = args.next().ok_or("--per-thread needs a value")?.parse()?,
+            "--per-thread" => {
+                per_thread = args.next().ok_or("--per-thread needs a value")?.parse()?
+            }
             other => return Err(format!("unknown argument {other}").into()),
         }
     }
     let base = std::env::temp_dir().join(format!("basalt-write-{}", std::process::id()));
     std::fs::create_dir_all(&base)?;
     let mut lines = Vec::new();
-    for (level, sync) in
-        [(Durability::Buffered, "OFF"), (Durability::ProcessSafe, "NORMAL"), (Durability::PowerSafe, "FULL")]
-    {
+    for (level, sync) in [
+        (Durability::Buffered, "OFF"),
+        (Durability::ProcessSafe, "NORMAL"),
+        (Durability::PowerSafe, "FULL"),
+    ] {
         let bdir = base.join(format!("basalt-{level:?}"));
         let spath = base.join(format!("sqlite-{sync}.db"));
         let db = basalt_setup(&bdir, level);
@@ -130,11 +149,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let b = time_ops(ops, |i| {
             t.insert_row(row(i)).expect("insert");
         });
-        let mut ins = c.prepare("INSERT INTO bench(name, age, score, city, category) VALUES (?,?,?,?,?)")?;
+        let mut ins =
+            c.prepare("INSERT INTO bench(name, age, score, city, category) VALUES (?,?,?,?,?)")?;
         let s = time_ops(ops, |i| {
-            ins.execute(params![format!("oltp_{i}"), 31, 77.0, "Beijing", "Books"]).expect("insert");
+            ins.execute(params![format!("oltp_{i}"), 31, 77.0, "Beijing", "Books"])
+                .expect("insert");
         });
-        lines.push(Line { metric: format!("insert 1 row + commit ({label})"), basalt: b, sqlite: s });
+        lines.push(Line {
+            metric: format!("insert 1 row + commit ({label})"),
+            basalt: b,
+            sqlite: s,
+        });
 
         // UPDATE by _id.
         let mut rng = Rng::new(7);
@@ -160,7 +185,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let v: f64 = sel.query_row(params![ids[i] as i64], |r| r.get(0)).expect("read");
             assert!(v >= 1.0);
         });
-        lines.push(Line { metric: format!("UPDATE then read by _id ({label})"), basalt: b, sqlite: s });
+        lines.push(Line {
+            metric: format!("UPDATE then read by _id ({label})"),
+            basalt: b,
+            sqlite: s,
+        });
 
         // DELETE by _id (distinct ids).
         let del: Vec<u64> = (0..ops as u64).map(|i| 1 + (i * 37) % BASE_ROWS as u64).collect();
@@ -202,15 +231,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             tb.insert_row(row(k * 1_000_000 + i)).expect("insert");
         }));
         let sp = spath.clone();
-        let conns: Arc<Vec<parking::Pool>> = Arc::new((0..threads).map(|_| parking::Pool::new(&sp, sync)).collect());
+        let conns: Arc<Vec<parking::Pool>> =
+            Arc::new((0..threads).map(|_| parking::Pool::new(&sp, sync)).collect());
         let s = run_threads(Arc::new(move |k, i| {
             conns[k].insert(k * 1_000_000 + i);
         }));
-        lines.push(Line { metric: format!("{threads} threads x {per_thread} commits ({label})"), basalt: b, sqlite: s });
+        lines.push(Line {
+            metric: format!("{threads} threads x {per_thread} commits ({label})"),
+            basalt: b,
+            sqlite: s,
+        });
         db.close()?;
     }
 
-    println!("| metric | Basalt ops/s | SQLite ops/s | ratio (Basalt/SQLite) | Basalt p50 / p99 µs | SQLite p50 / p99 µs |");
+    println!(
+        "| metric | Basalt ops/s | SQLite ops/s | ratio (Basalt/SQLite) | Basalt p50 / p99 µs | SQLite p50 / p99 µs |"
+    );
     println!("|---|--:|--:|--:|--:|--:|");
     for l in &lines {
         let us = |d: Duration| d.as_secs_f64() * 1e6;
@@ -256,7 +292,9 @@ mod parking {
         pub fn insert(&self, i: usize) {
             let c = self.0.lock().expect("connection");
             let mut st = c
-                .prepare_cached("INSERT INTO bench(name, age, score, city, category) VALUES (?,?,?,?,?)")
+                .prepare_cached(
+                    "INSERT INTO bench(name, age, score, city, category) VALUES (?,?,?,?,?)",
+                )
                 .expect("prepare");
             st.execute(params![format!("oltp_{i}"), 31, 77.0, "Beijing", "Books"]).expect("insert");
         }
