@@ -975,6 +975,18 @@ impl Store {
         };
         store.reload_pins()?;
         if !opts.read_only {
+            // A torn last record is cut off now: later files will follow this one, and a
+            // damaged record that is not at the very end of the log means corruption.
+            if let Some((path, valid)) = &replayed.torn_at {
+                let bytes = store.vfs.read(path)?;
+                let keep = &bytes[..(*valid).min(bytes.len())];
+                if keep.is_empty() {
+                    store.vfs.remove_file(path)?;
+                } else {
+                    store.vfs.write_file(path, &[keep], true)?;
+                }
+                store.vfs.sync_dir(&root.join(WAL_DIR))?;
+            }
             // First forget files no manifest names (so no new file ever lands on an orphan's
             // name), then absorb the replayed log into segments and forget the log.
             store.remove_orphans()?;

@@ -1374,3 +1374,26 @@ mod model {
         }
     }
 }
+
+#[test]
+fn a_torn_tail_is_cut_off_so_later_log_files_replay() {
+    let fs = MemFs::new();
+    let s = open_with(&fs, Durability::ProcessSafe);
+    s.create_table("t", &schema()).unwrap();
+    s.create_feed("keep-log").unwrap(); // holds log files back across restarts
+    for i in 0..3 {
+        s.insert("t", &[rows(i, 1)]).unwrap();
+    }
+    kill(s);
+    let wal_dir = Path::new("/db/wal");
+    let f = wal_dir.join(&fs.list_dir(wal_dir).unwrap()[0]);
+    let bytes = fs.read(&f).unwrap();
+    fs.put(&f, &bytes[..bytes.len() - 7]); // tear the last record
+    let s = open_with(&fs, Durability::ProcessSafe);
+    assert_eq!(s.snapshot().table("t").unwrap().count(), 2);
+    s.insert("t", &[rows(9, 1)]).unwrap(); // goes to a newer log file
+    kill(s);
+    let s = open_with(&fs, Durability::ProcessSafe);
+    assert_eq!(s.snapshot().table("t").unwrap().count(), 3);
+    assert_eq!(s.read_feed("keep-log", 100).unwrap().len(), 3);
+}

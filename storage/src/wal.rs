@@ -174,12 +174,14 @@ impl Record {
 }
 
 /// What [`replay`] found.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReplayEnd {
     /// Highest LSN seen (replayed or skipped); 0 when the log is empty.
     pub last_lsn: u64,
     /// Whether the last file ended in a torn or damaged record (discarded).
     pub torn_tail: bool,
+    /// The file with the torn tail and the length of its valid prefix.
+    pub torn_at: Option<(PathBuf, usize)>,
     /// Number of log files.
     pub files: usize,
 }
@@ -212,6 +214,9 @@ pub fn replay(
             // A file whose header never made it to disk holds no records.
             if damaged(0, "bad log header")? {
                 end.torn_tail |= !bytes.is_empty();
+                if end.torn_tail {
+                    end.torn_at = Some((path.clone(), 0));
+                }
                 break;
             }
         }
@@ -259,6 +264,7 @@ pub fn replay(
             pos = body_start + len;
         }
         if end.torn_tail {
+            end.torn_at = Some((path.clone(), pos));
             break;
         }
     }
@@ -445,7 +451,7 @@ mod tests {
         wal.sync_to(5).unwrap();
         let (seen, end) = collect(&fs, 2).unwrap();
         assert_eq!(seen, vec![3, 4, 5]);
-        assert_eq!(end, ReplayEnd { last_lsn: 5, torn_tail: false, files: 1 });
+        assert_eq!(end, ReplayEnd { last_lsn: 5, torn_tail: false, torn_at: None, files: 1 });
         // Tear the last record at every length: replay stops cleanly before it.
         let path = Path::new("/w/0000000000000001.wal");
         let full = fs.read(path).unwrap();

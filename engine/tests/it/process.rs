@@ -180,3 +180,75 @@ fn killed_writer_loses_no_acknowledged_small_commit() {
         db.close().unwrap();
     }
 }
+
+/// Rounds for the randomised kill tests: `BASALT_CRASH_ROUNDS` (small by default for CI).
+fn crash_rounds() -> u64 {
+    std::env::var("BASALT_CRASH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(4)
+}
+
+/// A child commits transactions that each insert one row into two tables (and, every tenth
+/// time, delete the oldest pair); it is SIGKILLed at pseudo-random points, many rounds.
+/// Afterwards both tables hold exactly the same ids — no transaction is half there — and
+/// every acknowledged one is present.
+#[test]
+fn killed_transactions_are_all_or_nothing() {
+    if std::env::var(ROLE).as_deref() == Ok("txn") {
+        let db = Database::open(std::env::var(DIR).unwrap()).unwrap();
+        let s = Schema::new(vec![Field::new("name", DataType::Utf8, false)]);
+        for t in ["a", "b"] {
+            if db.table(t).is_err() {
+                db.create_table(t, &s).unwrap();
+            }
+        }
+        let conn = db.connect();
+        let (a, b) = (conn.table("a").unwrap(), conn.table("b").unwrap());
+        for i in 0.. {
+            conn.begin().unwrap();
+            let ia = a.insert_row(Row::new().set("name", format!("a{i}"))).unwrap();
+            let ib = b.insert_row(Row::new().set("name", format!("b{i}"))).unwrap();
+            assert_eq!(ia, ib);
+            if i % 10 == 9 {
+                let oldest = a.scan_columns(&["_id"]).unwrap().collect_batch().unwrap();
+                let ids = oldest.column(0).as_any().downcast_ref::<UInt64Array>().unwrap();
+                let first = ids.values().iter().copied().min().unwrap();
+                assert!(a.delete(first).unwrap());
+                assert!(b.delete(first).unwrap());
+            }
+            conn.commit().unwrap();
+            println!("@@acked {ia}");
+            std::io::stdout().flush().unwrap();
+        }
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut seed = 0x2545_F491_4F6C_DD1Du64;
+    for round in 0..crash_rounds() {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let kill_after = 5 + seed % 400;
+        let mut child = spawn("process::killed_transactions_are_all_or_nothing", "txn", dir.path());
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut acked = 0;
+        for _ in 0..kill_after {
+            acked = wait_for(&mut lines, "@@acked ").trim().parse::<u64>().unwrap();
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let db = Database::open(dir.path()).unwrap();
+        let ids = |t: &str| -> Vec<u64> {
+            let b = db.table(t).unwrap().scan_columns(&["_id"]).unwrap().collect_batch().unwrap();
+            let mut v =
+                b.column(0).as_any().downcast_ref::<UInt64Array>().unwrap().values().to_vec();
+            v.sort_unstable();
+            v
+        };
+        let (ia, ib) = (ids("a"), ids("b"));
+        assert_eq!(ia, ib, "round {round}: a transaction is half there");
+        assert!(
+            ia.last().copied().unwrap_or(0) >= acked,
+            "round {round}: acknowledged {acked} lost"
+        );
+        db.close().unwrap();
+    }
+}
