@@ -271,11 +271,6 @@ impl MemFs {
         self.0.files.lock().insert(path.to_path_buf(), aligned(bytes));
     }
 
-    /// Total bytes held.
-    pub fn bytes_used(&self) -> usize {
-        self.0.files.lock().values().map(|b| b.len()).sum()
-    }
-
     /// Simulates a power loss: every file keeps only the bytes that were synced; files never
     /// synced disappear. (Renames count as durable once done: the directory fsync that makes
     /// them so is always issued right after, by the code under test.)
@@ -481,16 +476,6 @@ impl FaultFs {
     /// Fails mutating operation number `n` (0-based) and all later ones.
     pub fn new(inner: Arc<dyn Vfs>, n: u64, kind: FaultKind) -> Self {
         Self { inner, remaining: Arc::new(AtomicU64::new(n)), kind }
-    }
-
-    /// A wrapper that never fails (counts operations; see [`FaultFs::ops_left`]).
-    pub fn never(inner: Arc<dyn Vfs>) -> Self {
-        Self::new(inner, u64::MAX, FaultKind::Error)
-    }
-
-    /// How many operations remain before the fault.
-    pub fn ops_left(&self) -> u64 {
-        self.remaining.load(Ordering::SeqCst)
     }
 
     fn tick(&self, path: &Path) -> Result<()> {

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use arrow_array::cast::AsArray;
 use arrow_array::{
     Array, ArrayRef, BinaryArray, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray,
-    UInt64Array, new_null_array,
+    UInt64Array,
 };
 use arrow_buffer::BooleanBuffer;
 use arrow_schema::DataType;
@@ -444,11 +444,6 @@ fn range_may_match(z: &ZoneMap, op: CmpOp, v: &Scalar) -> bool {
         CmpOp::Gt => hi == Greater,
         CmpOp::GtEq => hi != Less,
     }
-}
-
-/// A column of nulls for predicates on columns a segment does not have.
-pub fn null_column(dt: &DataType, rows: usize) -> ArrayRef {
-    new_null_array(dt, rows)
 }
 
 #[cfg(test)]
