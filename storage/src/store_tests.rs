@@ -832,34 +832,43 @@ fn large_transactions_spill_and_commit_or_roll_back() {
 #[test]
 fn writers_queue_behind_a_write_transaction_and_time_out() {
     let fs = MemFs::new();
+    // A short lock timeout: a second writer gives up with LockTimeout.
+    {
+        let opts = StoreOptions {
+            lock_timeout: std::time::Duration::from_millis(100),
+            ..StoreOptions::default()
+        };
+        let s = Store::open(Arc::new(fs.clone()), Path::new("/db"), Path::new(":memory:"), opts)
+            .unwrap();
+        s.create_table("t", &schema()).unwrap();
+        let mut txn = s.begin(Durability::ProcessSafe).unwrap();
+        txn.insert(&s, "t", &[rows(0, 1)]).unwrap(); // now the writer
+        let e = s.insert("t", &[rows(1, 1)]).unwrap_err();
+        assert!(matches!(e, Error::LockTimeout { .. }), "{e}");
+        s.commit(txn).unwrap();
+        s.close().unwrap();
+    }
+    // A generous one: a second writer queues and gets in once the transaction commits.
     let opts = StoreOptions {
-        lock_timeout: std::time::Duration::from_millis(200),
+        lock_timeout: std::time::Duration::from_secs(60),
         ..StoreOptions::default()
     };
     let s = Arc::new(
         Store::open(Arc::new(fs.clone()), Path::new("/db"), Path::new(":memory:"), opts).unwrap(),
     );
-    s.create_table("t", &schema()).unwrap();
     let mut txn = s.begin(Durability::ProcessSafe).unwrap();
-    txn.insert(&s, "t", &[rows(0, 1)]).unwrap(); // now the writer
-    let e = s.insert("t", &[rows(1, 1)]).unwrap_err();
-    assert!(matches!(e, Error::LockTimeout { .. }), "{e}");
-    // A queued writer proceeds as soon as the transaction commits.
+    txn.insert(&s, "t", &[rows(2, 1)]).unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     let s2 = s.clone();
     let waiter = std::thread::spawn(move || {
         tx.send(()).unwrap();
-        let long = StoreOptions { lock_timeout: std::time::Duration::from_secs(30), ..opts };
-        let _ = long; // the store's own timeout applies; commit below happens well within it
-        s2.insert("t", &[rows(2, 1)])
+        s2.insert("t", &[rows(3, 1)])
     });
     rx.recv().unwrap();
     s.commit(txn).unwrap();
-    let r = waiter.join().unwrap();
-    // Either it was queued and got in after the commit, or it timed out: with a 200 ms
-    // timeout and an immediate commit it gets in.
-    assert_eq!(r.unwrap().first, 2);
-    assert_eq!(s.snapshot().table("t").unwrap().count(), 2);
+    // The transaction's row got id 2; the queued insert came after it.
+    assert_eq!(waiter.join().unwrap().unwrap().first, 3);
+    assert_eq!(s.snapshot().table("t").unwrap().count(), 3);
 }
 
 /// Transfers between accounts keep the total constant; every snapshot a reader takes, at
