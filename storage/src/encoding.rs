@@ -904,6 +904,26 @@ pub fn decode_window(
             let offs = next()?;
             let data = next()?;
             need(&offs, (n + 1) * 4, "offsets")?;
+            if len < n {
+                // A window: rebase its offsets and slice its bytes, so validation (UTF-8
+                // included) touches only the rows asked for.
+                let o = offs.typed_data::<i32>();
+                let (lo, hi) = (o[start], o[start + len]);
+                if lo < 0 || hi < lo || hi as usize > data.len() {
+                    return Err(corrupt("string offsets out of range".into()));
+                }
+                let rebased: Vec<i32> = o[start..=start + len].iter().map(|x| x - lo).collect();
+                return arrow_data::ArrayData::builder(c.data_type.clone())
+                    .len(len)
+                    .buffers(vec![
+                        Buffer::from_vec(rebased),
+                        data.slice_with_length(lo as usize, (hi - lo) as usize),
+                    ])
+                    .nulls(window_nulls)
+                    .build()
+                    .map(make_array)
+                    .map_err(|e| corrupt(format!("invalid column data: {e}")));
+            }
             build(
                 c.data_type.clone(),
                 vec![offs.slice_with_length(0, (n + 1) * 4), data],

@@ -116,10 +116,17 @@ impl Memtable {
             if rb < ra || ra + rb > MERGE_LIMIT {
                 break;
             }
-            // Merging drops deleted rows for good.
+            // Merging drops deleted rows for good, and keeps rows in `_id` order (updates
+            // re-insert old ids) so lookups stay binary searches.
             let (la, lb) = (a.live()?, b.live()?);
-            let merged = arrow_select::concat::concat_batches(&a.batch.schema(), [&la, &lb])
+            let mut merged = arrow_select::concat::concat_batches(&a.batch.schema(), [&la, &lb])
                 .map_err(|e| Error::arrow("merge memtable batches", e))?;
+            if !(a.sorted && b.sorted && a.id_max < b.id_min) {
+                let order = arrow_ord::sort::sort_to_indices(merged.column(0), None, None)
+                    .map_err(|e| Error::arrow("sort memtable batch", e))?;
+                merged = arrow_select::take::take_record_batch(&merged, &order)
+                    .map_err(|e| Error::arrow("sort memtable batch", e))?;
+            }
             self.batches.truncate(n - 2);
             self.batches.push(MemBatch::new(merged)?);
         }
