@@ -882,8 +882,7 @@ pub struct Store {
     next_segment_id: AtomicU64,
     lock: Mutex<Option<LockGuard>>,
     /// The writer token: held by one auto-commit write or one write transaction at a time.
-    writer_busy: Mutex<bool>,
-    writer_free: parking_lot::Condvar,
+    writer_lock: Arc<Mutex<()>>,
     hook: RwLock<Option<HookSlot>>,
     /// Files named by checkpoints: never deleted while a checkpoint names them.
     pins: RwLock<std::collections::BTreeSet<PathBuf>>,
@@ -914,12 +913,15 @@ pub struct CommitEvent {
 /// A function run after every commit.
 pub type CommitHook = Arc<dyn Fn(&CommitEvent) + Send + Sync>;
 
-/// Holding this is being *the* writer; dropping it lets the next writer in.
-pub(crate) struct WriterGuard<'a>(&'a Store);
+/// Holding this is being *the* writer; dropping it lets the next writer in. It is an owned
+/// guard, so a transaction can keep it across calls (and threads).
+pub(crate) struct WriterToken(
+    #[allow(dead_code)] parking_lot::ArcMutexGuard<parking_lot::RawMutex, ()>,
+);
 
-impl Drop for WriterGuard<'_> {
-    fn drop(&mut self) {
-        self.0.release_writer();
+impl std::fmt::Debug for WriterToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WriterToken")
     }
 }
 
@@ -968,8 +970,7 @@ impl Store {
             closed: AtomicBool::new(false),
             poisoned: AtomicBool::new(false),
             lock: Mutex::new(lock),
-            writer_busy: Mutex::new(false),
-            writer_free: parking_lot::Condvar::new(),
+            writer_lock: Arc::new(Mutex::new(())),
             hook: RwLock::new(None),
             pins: RwLock::new(Default::default()),
         };
@@ -1037,7 +1038,10 @@ impl Store {
         let mut state = state_from_manifest(vfs, root, manifest)?;
         // Replay committed rows that never reached a segment.
         let mut updated: BTreeMap<String, TableSnapshot> = BTreeMap::new();
-        let end = wal::replay(vfs, &root.join(WAL_DIR), wal_lsn, |lsn, rec| {
+        let schemas: BTreeMap<u64, SchemaRef> =
+            state.tables.values().map(|t| (t.id, t.schema.full_schema().clone())).collect();
+        let schema_of = |id: u64| schemas.get(&id).cloned();
+        let end = wal::replay(vfs, &root.join(WAL_DIR), wal_lsn, &schema_of, |lsn, rec| {
             for op in rec.ops {
                 let table_id = match &op {
                     Op::Insert { table_id, .. } | Op::Delete { table_id, .. } => *table_id,
@@ -1144,30 +1148,15 @@ impl Store {
     }
 
     /// Waits (up to the lock timeout) to become the writer.
-    pub(crate) fn acquire_writer(&self) -> Result<()> {
-        let deadline = std::time::Instant::now() + self.opts.lock_timeout;
-        let mut busy = self.writer_busy.lock();
-        while *busy {
-            if self.writer_free.wait_until(&mut busy, deadline).timed_out() && *busy {
-                return Err(Error::LockTimeout {
-                    path: self.display.clone(),
-                    waited: self.opts.lock_timeout,
-                });
-            }
-        }
-        *busy = true;
-        Ok(())
+    pub(crate) fn acquire_writer(&self) -> Result<WriterToken> {
+        self.writer_lock.try_lock_arc_for(self.opts.lock_timeout).map(WriterToken).ok_or_else(
+            || Error::LockTimeout { path: self.display.clone(), waited: self.opts.lock_timeout },
+        )
     }
 
-    pub(crate) fn release_writer(&self) {
-        *self.writer_busy.lock() = false;
-        self.writer_free.notify_one();
-    }
-
-    fn writer(&self) -> Result<WriterGuard<'_>> {
+    fn writer(&self) -> Result<WriterToken> {
         self.check_writable()?;
-        self.acquire_writer()?;
-        Ok(WriterGuard(self))
+        self.acquire_writer()
     }
 
     pub(crate) fn check_writable(&self) -> Result<()> {
@@ -1593,7 +1582,8 @@ impl Store {
             return Ok(out);
         }
         let mut full = false;
-        wal::replay(self.vfs.as_ref(), &self.root.join(WAL_DIR), pos, |lsn, rec| {
+        let schema_of = |id: u64| snap.table_by_id(id).map(|t| t.schema.full_schema().clone());
+        wal::replay(self.vfs.as_ref(), &self.root.join(WAL_DIR), pos, &schema_of, |lsn, rec| {
             if lsn <= upto && !full {
                 out.push((lsn, rec));
                 full = out.len() >= max;

@@ -35,7 +35,7 @@ use arrow_schema::Schema;
 
 use crate::error::{Error, Result};
 use crate::predicate::Predicate;
-use crate::store::{CommitEvent, DbSnapshot, IdRange, Store, TableSnapshot};
+use crate::store::{CommitEvent, DbSnapshot, IdRange, Store, TableSnapshot, WriterToken};
 use crate::types::ID_COLUMN;
 use crate::wal::{Durability, Op};
 
@@ -45,7 +45,7 @@ use crate::wal::{Durability, Op};
 #[derive(Debug)]
 pub struct Transaction {
     snapshot: Arc<DbSnapshot>,
-    writer: bool,
+    writer: Option<WriterToken>,
     tables: BTreeMap<String, Arc<TableSnapshot>>,
     ops: Vec<Op>,
     spilled: Vec<PathBuf>,
@@ -59,7 +59,7 @@ impl Store {
     pub fn begin(&self, durability: Durability) -> Result<Transaction> {
         Ok(Transaction {
             snapshot: self.snapshot(),
-            writer: false,
+            writer: None,
             tables: BTreeMap::new(),
             ops: Vec::new(),
             spilled: Vec::new(),
@@ -78,7 +78,7 @@ impl Store {
     /// Commits: all of the transaction's changes become visible (and durable at its level)
     /// at once. On error nothing of it is visible.
     pub fn commit(&self, mut txn: Transaction) -> Result<()> {
-        if !txn.writer {
+        if txn.writer.is_none() {
             return Ok(()); // read-only
         }
         let r = self.commit_writes(&mut txn);
@@ -87,7 +87,7 @@ impl Store {
         }
         // Let the next writer in before waiting for the log sync: concurrent power-safe
         // commits then share one fsync.
-        self.release_writer();
+        drop(txn.writer.take());
         let (published, event) = r?;
         if let Some(next) = published {
             self.publish(next)?;
@@ -101,9 +101,7 @@ impl Store {
     /// Rolls back: nothing the transaction did remains.
     pub fn rollback(&self, mut txn: Transaction) {
         txn.discard(self);
-        if txn.writer {
-            self.release_writer();
-        }
+        drop(txn.writer.take());
     }
 
     /// Applies the writes; returns the state still to publish (after the log sync) and what
@@ -148,12 +146,11 @@ impl Store {
 
 impl Transaction {
     fn become_writer(&mut self, store: &Store) -> Result<()> {
-        if self.writer {
+        if self.writer.is_some() {
             return Ok(());
         }
         store.check_writable()?;
-        store.acquire_writer()?;
-        self.writer = true;
+        self.writer = Some(store.acquire_writer()?);
         // Writes apply to the newest committed state.
         self.snapshot = store.head_snapshot();
         Ok(())

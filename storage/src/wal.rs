@@ -9,8 +9,11 @@
 //! record  body length u32 | CRC-32C of body u32 | body
 //! body    lsn u64 | op count u32 | ops          (one record = one atomic commit)
 //! op      kind u8 | table id u64 | payload
-//!         kind 1 = insert: length u32 + one Arrow IPC stream holding the rows (full
-//!                  table schema, `_id` first; an update re-inserts existing ids)
+//!         kind 1 = insert: the rows as one Arrow IPC record-batch message without its
+//!                  schema (the table's schema at replay time is the schema they were
+//!                  written with: schema changes flush the log first) — message length u32,
+//!                  message, body length u32, body. Full table schema, `_id` first; an
+//!                  update re-inserts existing ids.
 //!         kind 2 = delete: count u32 + the deleted `_id`s (u64 each)
 //! ```
 //!
@@ -108,17 +111,21 @@ impl Record {
                 Op::Insert { table_id, batch } => {
                     out.push(KIND_INSERT);
                     out.extend_from_slice(&table_id.to_le_bytes());
-                    let len_at = out.len();
-                    out.extend_from_slice(&0u32.to_le_bytes());
-                    {
-                        let mut w =
-                            arrow_ipc::writer::StreamWriter::try_new(&mut out, &batch.schema())
-                                .map_err(|e| Error::arrow("encode log record", e))?;
-                        w.write(batch).map_err(|e| Error::arrow("encode log record", e))?;
-                        w.finish().map_err(|e| Error::arrow("encode log record", e))?;
-                    }
-                    let len = (out.len() - len_at - 4) as u32;
-                    out[len_at..len_at + 4].copy_from_slice(&len.to_le_bytes());
+                    let ipc = arrow_ipc::writer::IpcDataGenerator::default();
+                    let mut tracker = arrow_ipc::writer::DictionaryTracker::new(false);
+                    let mut ctx = arrow_ipc::writer::IpcWriteContext::default();
+                    let (_, enc) = ipc
+                        .encode(
+                            batch,
+                            &mut tracker,
+                            &arrow_ipc::writer::IpcWriteOptions::default(),
+                            &mut ctx,
+                        )
+                        .map_err(|e| Error::arrow("encode log record", e))?;
+                    out.extend_from_slice(&(enc.ipc_message.len() as u32).to_le_bytes());
+                    out.extend_from_slice(&enc.ipc_message);
+                    out.extend_from_slice(&(enc.arrow_data.len() as u32).to_le_bytes());
+                    out.extend_from_slice(&enc.arrow_data);
                 }
                 Op::Delete { table_id, ids } => {
                     out.push(KIND_DELETE);
@@ -133,7 +140,12 @@ impl Record {
         Ok(out)
     }
 
-    fn decode_body(body: &[u8], file: &Path, offset: u64) -> Result<(u64, Record)> {
+    fn decode_body(
+        body: &[u8],
+        file: &Path,
+        offset: u64,
+        schema_of: &SchemaOf<'_>,
+    ) -> Result<(u64, Record)> {
         let mut d = Dec::new(body, file, offset);
         let lsn = d.u64("lsn")?;
         let n = d.count(9, "op count")?;
@@ -143,18 +155,26 @@ impl Record {
             let table_id = d.u64("table id")?;
             match kind {
                 KIND_INSERT => {
-                    let bytes = d.bytes("rows")?;
-                    let mut r =
-                        arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None)
-                            .map_err(|e| {
-                                Error::corrupt(file, offset, format!("log record rows: {e}"))
-                            })?;
-                    let batch = r
-                        .next()
-                        .ok_or_else(|| Error::corrupt(file, offset, "log record without rows"))?
-                        .map_err(|e| {
-                            Error::corrupt(file, offset, format!("log record rows: {e}"))
-                        })?;
+                    let message = d.bytes("rows message")?;
+                    let data = d.bytes("rows body")?;
+                    // Rows of a table that no longer exists are garbage: skip them.
+                    let Some(schema) = schema_of(table_id) else { continue };
+                    let bad =
+                        |e: String| Error::corrupt(file, offset, format!("log record rows: {e}"));
+                    let msg =
+                        arrow_ipc::root_as_message(message).map_err(|e| bad(e.to_string()))?;
+                    let rb = msg
+                        .header_as_record_batch()
+                        .ok_or_else(|| bad("not a record batch".into()))?;
+                    let batch = arrow_ipc::reader::read_record_batch(
+                        &arrow_buffer::Buffer::from(data.to_vec()),
+                        rb,
+                        schema,
+                        &std::collections::HashMap::new(),
+                        None,
+                        &msg.version(),
+                    )
+                    .map_err(|e| bad(e.to_string()))?;
                     ops.push(Op::Insert { table_id, batch });
                 }
                 KIND_DELETE => {
@@ -172,6 +192,9 @@ impl Record {
         Ok((lsn, Record { ops }))
     }
 }
+
+/// The schema of a table by id (`None`: the table is gone; its rows are skipped).
+pub type SchemaOf<'a> = dyn Fn(u64) -> Option<arrow_schema::SchemaRef> + 'a;
 
 /// What [`replay`] found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -200,6 +223,7 @@ pub fn replay(
     vfs: &dyn Vfs,
     dir: &Path,
     after: u64,
+    schema_of: &SchemaOf<'_>,
     mut apply: impl FnMut(u64, Record) -> Result<()>,
 ) -> Result<ReplayEnd> {
     let files = wal_files(vfs, dir)?;
@@ -253,7 +277,7 @@ pub fn replay(
                 end.torn_tail = damaged(pos, "log record checksum mismatch")?;
                 break;
             }
-            let (lsn, rec) = Record::decode_body(body, path, body_start as u64)?;
+            let (lsn, rec) = Record::decode_body(body, path, body_start as u64, schema_of)?;
             if lsn <= end.last_lsn && end.last_lsn != 0 {
                 return Err(Error::corrupt(path, pos as u64, "log sequence numbers go backwards"));
             }
@@ -428,7 +452,11 @@ mod tests {
 
     fn collect(fs: &MemFs, after: u64) -> Result<(Vec<u64>, ReplayEnd)> {
         let mut seen = Vec::new();
-        let end = replay(fs, Path::new("/w"), after, |lsn, r| {
+        let schema = rec(0).ops.iter().find_map(|o| match o {
+            Op::Insert { batch, .. } => Some(batch.schema()),
+            Op::Delete { .. } => None,
+        });
+        let end = replay(fs, Path::new("/w"), after, &|_| schema.clone(), |lsn, r| {
             let [Op::Insert { batch, table_id }, Op::Delete { ids, .. }] = &r.ops[..] else {
                 panic!("unexpected record {r:?}");
             };
