@@ -555,19 +555,8 @@ impl Segment {
 
     /// Decodes column `col` (segment position) of row group `rg`.
     pub fn read_column(&self, rg: usize, col: usize, mode: DecodeMode) -> Result<ArrayRef> {
-        let raw = self.block(rg, col)?;
-        let m = self.chunk(rg, col)?;
-        let info = ChunkInfo {
-            encoding: &m.encoding,
-            null_count: m.null_count,
-            sections: &m.sections,
-            rows: self.meta.row_groups[rg].rows as usize,
-            data_type: self.meta.schema.field(col).data_type(),
-            phys: self.meta.physical[col],
-            file: &self.path,
-            offset: m.offset,
-        };
-        encoding::decode(&raw, info, mode)
+        let rows = self.chunk(rg, col).map(|_| self.meta.row_groups[rg].rows as usize)?;
+        self.read_column_window(rg, col, 0, rows, mode)
     }
 }
 
