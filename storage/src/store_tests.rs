@@ -907,11 +907,13 @@ fn concurrent_transfers_keep_the_invariant_for_every_reader() {
             let (s, stop) = (s.clone(), stop.clone());
             std::thread::spawn(move || {
                 let mut seen = 0;
-                while !stop.load(Ordering::Relaxed) {
+                loop {
                     assert_eq!(total(&s.snapshot()), 1000);
                     seen += 1;
+                    if stop.load(Ordering::Relaxed) {
+                        break seen;
+                    }
                 }
-                seen
             })
         })
         .collect();
