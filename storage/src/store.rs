@@ -1181,10 +1181,15 @@ impl Store {
 
     /// Makes `next` visible once it is as durable as its commits demand.
     pub(crate) fn publish(&self, next: Arc<DbSnapshot>) -> Result<()> {
-        if next.sync_lsn > 0
-            && let Some(wal) = &self.wal
-        {
-            self.poison(wal.sync_to(next.sync_lsn))?;
+        if let Some(wal) = &self.wal {
+            // Logged commits are visible once written (process-safe) or synced (power-safe);
+            // commits waiting here share one write and one sync.
+            if next.sync_lsn > 0 {
+                self.poison(wal.sync_to(next.sync_lsn))?;
+            }
+            if next.lsn > 0 {
+                self.poison(wal.write_to(next.lsn))?;
+            }
         }
         let mut cur = self.current.write();
         if next.version > cur.version {

@@ -102,9 +102,9 @@ pub struct Record {
 }
 
 impl Record {
-    fn encode_body(&self, lsn: u64) -> Result<Vec<u8>> {
+    /// The record's operations as bytes (everything of the body after the LSN).
+    fn encode_ops(&self) -> Result<Vec<u8>> {
         let mut out = Vec::with_capacity(256);
-        out.extend_from_slice(&lsn.to_le_bytes());
         out.extend_from_slice(&(self.ops.len() as u32).to_le_bytes());
         for op in &self.ops {
             match op {
@@ -315,49 +315,92 @@ pub fn remove_through(vfs: &dyn Vfs, dir: &Path, through: u64, last_lsn: u64) ->
 }
 
 #[derive(Debug)]
-struct Active {
+struct Pending {
+    /// Next LSN to hand out.
+    next_lsn: u64,
+    /// Encoded records not yet written to the file, and the LSN of the first of them.
+    bytes: Vec<u8>,
+    first: u64,
+}
+
+#[derive(Debug)]
+struct Output {
     file: Option<Box<dyn AppendFile>>,
     syncer: Option<std::sync::Arc<dyn SyncFile>>,
-    next_lsn: u64,
-    written_lsn: u64,
 }
 
 /// The open log of a writer.
+///
+/// Appending only encodes a record into an in-memory buffer (under a short lock, in commit
+/// order); [`Wal::write_to`] writes everything buffered with one `write(2)` and
+/// [`Wal::sync_to`] additionally `fdatasync`s. Both run outside the writer lock, so commits
+/// that arrive meanwhile share one write and one sync (group commit).
 #[derive(Debug)]
 pub struct Wal {
     vfs: std::sync::Arc<dyn Vfs>,
     dir: PathBuf,
-    active: Mutex<Active>,
+    pending: Mutex<Pending>,
+    out: Mutex<Output>,
+    written_lsn: AtomicU64,
     synced_lsn: AtomicU64,
     sync_lock: Mutex<()>,
 }
 
 impl Wal {
-    /// A log whose next record gets `next_lsn`; the file is created on first append.
+    /// A log whose next record gets `next_lsn`; the file is created on first write.
     pub fn new(vfs: std::sync::Arc<dyn Vfs>, dir: PathBuf, next_lsn: u64) -> Self {
         Self {
             vfs,
             dir,
-            active: Mutex::new(Active {
-                file: None,
-                syncer: None,
-                next_lsn,
-                written_lsn: next_lsn - 1,
-            }),
+            pending: Mutex::new(Pending { next_lsn, bytes: Vec::new(), first: next_lsn }),
+            out: Mutex::new(Output { file: None, syncer: None }),
+            written_lsn: AtomicU64::new(next_lsn - 1),
             synced_lsn: AtomicU64::new(next_lsn - 1),
             sync_lock: Mutex::new(()),
         }
     }
 
-    /// Appends a record with one write; returns its LSN.
+    /// Adds a record to the log buffer; returns its LSN. Not on disk until
+    /// [`Wal::write_to`] (or [`Wal::sync_to`]) covers it.
     pub fn append(&self, rec: &Record) -> Result<u64> {
-        let mut a = self.active.lock();
-        let lsn = a.next_lsn;
-        let body = rec.encode_body(lsn)?;
-        let mut buf = Vec::with_capacity(body.len() + 8 + HEADER_LEN);
-        if a.file.is_none() {
+        let ops = rec.encode_ops()?;
+        let mut p = self.pending.lock();
+        let lsn = p.next_lsn;
+        if p.bytes.is_empty() {
+            p.first = lsn;
+        }
+        let len = (ops.len() + 8) as u32;
+        let lsn_bytes = lsn.to_le_bytes();
+        let sum = crc32c::crc32c_append(crc(&lsn_bytes), &ops);
+        p.bytes.extend_from_slice(&len.to_le_bytes());
+        p.bytes.extend_from_slice(&sum.to_le_bytes());
+        p.bytes.extend_from_slice(&lsn_bytes);
+        p.bytes.extend_from_slice(&ops);
+        p.next_lsn += 1;
+        Ok(lsn)
+    }
+
+    /// Returns once every record up to `lsn` is written to the log file (one write for all
+    /// records buffered so far).
+    pub fn write_to(&self, lsn: u64) -> Result<()> {
+        if self.written_lsn.load(Ordering::Acquire) >= lsn {
+            return Ok(());
+        }
+        let mut out = self.out.lock();
+        if self.written_lsn.load(Ordering::Acquire) >= lsn {
+            return Ok(());
+        }
+        let (bytes, first, last) = {
+            let mut p = self.pending.lock();
+            (std::mem::take(&mut p.bytes), p.first, p.next_lsn - 1)
+        };
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        let mut buf = Vec::new();
+        if out.file.is_none() {
             self.vfs.create_dir_all(&self.dir)?;
-            let path = self.dir.join(format!("{lsn:016x}.wal"));
+            let path = self.dir.join(format!("{first:016x}.wal"));
             let f = self.vfs.open_append(&path)?;
             self.vfs.sync_dir(&self.dir)?;
             if f.is_empty() {
@@ -365,36 +408,39 @@ impl Wal {
                 buf.extend_from_slice(&WAL_FORMAT_VERSION.to_le_bytes());
                 buf.extend_from_slice(&0u32.to_le_bytes());
             }
-            a.syncer = Some(f.syncer()?);
-            a.file = Some(f);
+            out.syncer = Some(f.syncer()?);
+            out.file = Some(f);
         }
-        buf.extend_from_slice(&(body.len() as u32).to_le_bytes());
-        buf.extend_from_slice(&crc(&body).to_le_bytes());
-        buf.extend_from_slice(&body);
-        let file = a
+        let file = out
             .file
             .as_mut()
             .ok_or_else(|| Error::io("append", &self.dir, std::io::Error::other("no log file")))?;
-        file.append(&buf)?;
-        a.next_lsn += 1;
-        a.written_lsn = lsn;
-        Ok(lsn)
+        if buf.is_empty() {
+            file.append(&bytes)?;
+        } else {
+            buf.extend_from_slice(&bytes);
+            file.append(&buf)?;
+        }
+        self.written_lsn.fetch_max(last, Ordering::AcqRel);
+        Ok(())
     }
 
-    /// Returns once every record up to `lsn` is synced. Concurrent callers share syncs.
+    /// Returns once every record up to `lsn` is written and synced. Concurrent callers share
+    /// writes and syncs.
     pub fn sync_to(&self, lsn: u64) -> Result<()> {
         if self.synced_lsn.load(Ordering::Acquire) >= lsn {
             return Ok(());
         }
+        self.write_to(lsn)?;
         let _g = self.sync_lock.lock();
         if self.synced_lsn.load(Ordering::Acquire) >= lsn {
             return Ok(());
         }
-        // Capture what is written, then sync without holding the append lock: commits that
-        // append meanwhile are covered by the next sync (group commit).
+        // Capture what is written, then sync without blocking writes: commits that write
+        // meanwhile are covered by the next sync.
         let (upto, syncer) = {
-            let a = self.active.lock();
-            (a.written_lsn, a.syncer.clone())
+            let out = self.out.lock();
+            (self.written_lsn.load(Ordering::Acquire), out.syncer.clone())
         };
         if let Some(s) = syncer {
             s.sync()?;
@@ -403,22 +449,31 @@ impl Wal {
         Ok(())
     }
 
-    /// LSN of the last appended record.
+    /// LSN of the last appended record (buffered or written).
     pub fn last_lsn(&self) -> u64 {
-        self.active.lock().written_lsn
+        self.pending.lock().next_lsn - 1
     }
 
-    /// Closes the current file (its records are now in segments and a manifest with
-    /// `wal_lsn >= last_lsn()` is installed; the next append starts a new file) and deletes
-    /// every file whose records are all at or below `through` — the lowest position a change
-    /// feed still needs.
+    /// Writes what is buffered, closes the current file (every appended record is now in
+    /// segments and a manifest with `wal_lsn >= last_lsn()` is installed; the next write
+    /// starts a new file), and deletes every file whose records are all at or below `through`
+    /// (the lowest position a change feed still needs).
     pub fn rotate(&self, through: u64) -> Result<()> {
-        let mut a = self.active.lock();
-        a.file = None;
-        a.syncer = None;
-        let done = a.written_lsn;
+        // Change feeds read the files: buffered records go to disk before the file closes.
+        self.write_to(self.last_lsn())?;
+        let mut out = self.out.lock();
+        let done = {
+            let mut p = self.pending.lock();
+            p.bytes.clear();
+            p.first = p.next_lsn;
+            p.next_lsn - 1
+        };
+        out.file = None;
+        out.syncer = None;
+        self.written_lsn.fetch_max(done, Ordering::AcqRel);
         self.synced_lsn.fetch_max(done, Ordering::AcqRel);
-        remove_through(self.vfs.as_ref(), &self.dir, through, done)
+        let written = self.written_lsn.load(Ordering::Acquire);
+        remove_through(self.vfs.as_ref(), &self.dir, through, written)
     }
 }
 
@@ -476,6 +531,8 @@ mod tests {
         for i in 1..=5 {
             assert_eq!(wal.append(&rec(i)).unwrap(), i);
         }
+        // Buffered until written.
+        assert!(fs.list_dir(Path::new("/w")).unwrap().is_empty());
         wal.sync_to(5).unwrap();
         let (seen, end) = collect(&fs, 2).unwrap();
         assert_eq!(seen, vec![3, 4, 5]);
@@ -509,9 +566,10 @@ mod tests {
         let wal = Wal::new(Arc::new(fs.clone()), "/w".into(), 10);
         wal.append(&rec(1)).unwrap(); // 10
         wal.append(&rec(1)).unwrap(); // 11
-        wal.rotate(9).unwrap(); // a feed still needs 10 and 11
+        wal.rotate(9).unwrap(); // writes them: a feed still needs 10 and 11
         assert_eq!(fs.list_dir(Path::new("/w")).unwrap().len(), 1);
         assert_eq!(wal.append(&rec(2)).unwrap(), 12);
+        wal.write_to(12).unwrap();
         let (seen, _) = collect(&fs, 0).unwrap();
         assert_eq!(seen, vec![10, 11, 12]);
         wal.rotate(11).unwrap(); // the first file is no longer needed
@@ -529,6 +587,7 @@ mod tests {
         wal.append(&rec(2)).unwrap();
         wal.sync_to(2).unwrap();
         wal.append(&rec(3)).unwrap();
+        wal.write_to(3).unwrap(); // written, not synced
         fs.lose_unsynced_writes();
         let (seen, _) = collect(&fs, 0).unwrap();
         assert_eq!(seen, vec![1, 2]);
