@@ -331,8 +331,21 @@ impl TableSnapshot {
         projection: &[usize],
         mode: DecodeMode,
     ) -> Result<Vec<ArrayRef>> {
-        let seg = &self.segments[segment].segment;
-        let rows = seg.meta().row_groups[rg].rows as usize;
+        self.check_projection(projection)?;
+        let seg = &self
+            .segments
+            .get(segment)
+            .ok_or_else(|| Error::InvalidInput {
+                table: self.name.clone(),
+                reason: format!("no segment {segment} (table has {})", self.segments.len()),
+            })?
+            .segment;
+        let rows = seg.meta().row_groups.get(rg).map(|g| g.rows as usize).ok_or_else(|| {
+            Error::InvalidInput {
+                table: self.name.clone(),
+                reason: format!("segment {segment} has no row group {rg}"),
+            }
+        })?;
         projection
             .iter()
             .map(|&p| {
