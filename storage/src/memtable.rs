@@ -119,14 +119,33 @@ impl Memtable {
             // Merging drops deleted rows for good, and keeps rows in `_id` order (updates
             // re-insert old ids) so lookups stay binary searches.
             let (la, lb) = (a.live()?, b.live()?);
-            let mut merged = arrow_select::concat::concat_batches(&a.batch.schema(), [&la, &lb])
-                .map_err(|e| Error::arrow("merge memtable batches", e))?;
-            if !(a.sorted && b.sorted && a.id_max < b.id_min) {
+            let merged = if a.sorted && b.sorted && a.id_max < b.id_min {
+                arrow_select::concat::concat_batches(&a.batch.schema(), [&la, &lb])
+                    .map_err(|e| Error::arrow("merge memtable batches", e))?
+            } else if a.sorted && b.sorted {
+                // Two sorted runs: a linear merge by `_id`.
+                let (ia, ib) = (ids_of(&la)?.values(), ids_of(&lb)?.values());
+                let mut order = Vec::with_capacity(ia.len() + ib.len());
+                let (mut i, mut j) = (0, 0);
+                while i < ia.len() || j < ib.len() {
+                    if j == ib.len() || (i < ia.len() && ia[i] < ib[j]) {
+                        order.push((0, i));
+                        i += 1;
+                    } else {
+                        order.push((1, j));
+                        j += 1;
+                    }
+                }
+                arrow_select::interleave::interleave_record_batch(&[&la, &lb], &order)
+                    .map_err(|e| Error::arrow("merge memtable batches", e))?
+            } else {
+                let merged = arrow_select::concat::concat_batches(&a.batch.schema(), [&la, &lb])
+                    .map_err(|e| Error::arrow("merge memtable batches", e))?;
                 let order = arrow_ord::sort::sort_to_indices(merged.column(0), None, None)
                     .map_err(|e| Error::arrow("sort memtable batch", e))?;
-                merged = arrow_select::take::take_record_batch(&merged, &order)
-                    .map_err(|e| Error::arrow("sort memtable batch", e))?;
-            }
+                arrow_select::take::take_record_batch(&merged, &order)
+                    .map_err(|e| Error::arrow("sort memtable batch", e))?
+            };
             self.batches.truncate(n - 2);
             self.batches.push(MemBatch::new(merged)?);
         }
