@@ -862,6 +862,17 @@ pub fn decode_window(
         }
     };
     let window_nulls = nulls.as_ref().map(|nb| nb.slice(start, len));
+    // Arrays built for the window only (`offset` into `buffers` where they cover more).
+    let windowed = |buffers: Vec<Buffer>, offset: usize| {
+        arrow_data::ArrayData::builder(c.data_type.clone())
+            .len(len)
+            .offset(offset)
+            .buffers(buffers)
+            .nulls(window_nulls.clone())
+            .build()
+            .map(make_array)
+            .map_err(|e| corrupt(format!("invalid column data: {e}")))
+    };
     // Arrays over the whole chunk's buffers, windowed by offset.
     let build = |dt: DataType,
                  buffers: Vec<Buffer>,
@@ -913,16 +924,13 @@ pub fn decode_window(
                     return Err(corrupt("string offsets out of range".into()));
                 }
                 let rebased: Vec<i32> = o[start..=start + len].iter().map(|x| x - lo).collect();
-                return arrow_data::ArrayData::builder(c.data_type.clone())
-                    .len(len)
-                    .buffers(vec![
+                return windowed(
+                    vec![
                         Buffer::from_vec(rebased),
                         data.slice_with_length(lo as usize, (hi - lo) as usize),
-                    ])
-                    .nulls(window_nulls)
-                    .build()
-                    .map(make_array)
-                    .map_err(|e| corrupt(format!("invalid column data: {e}")));
+                    ],
+                    0,
+                );
             }
             build(
                 c.data_type.clone(),
@@ -969,13 +977,7 @@ pub fn decode_window(
                     f(i, base.wrapping_add(bitpack::get(p.as_slice(), *bits, start + i)));
                 }
             });
-            arrow_data::ArrayData::builder(c.data_type.clone())
-                .len(len)
-                .buffers(vec![values])
-                .nulls(window_nulls)
-                .build()
-                .map(make_array)
-                .map_err(|e| corrupt(format!("invalid column data: {e}")))
+            windowed(vec![values], 0)
         }
         (Encoding::DeltaPacked { first, base, bits }, Physical::Int { width, .. }) => {
             let p = next()?;
@@ -988,13 +990,7 @@ pub fn decode_window(
                         f(i, first.wrapping_add(base.wrapping_mul((start + i) as u64)));
                     }
                 });
-                return arrow_data::ArrayData::builder(c.data_type.clone())
-                    .len(len)
-                    .buffers(vec![values])
-                    .nulls(window_nulls)
-                    .build()
-                    .map(make_array)
-                    .map_err(|e| corrupt(format!("invalid column data: {e}")));
+                return windowed(vec![values], 0);
             }
             // Deltas accumulate: decode from the start up to the window's end.
             let upto = start + len;
@@ -1009,14 +1005,7 @@ pub fn decode_window(
                     f(i + 1, cur);
                 });
             });
-            arrow_data::ArrayData::builder(c.data_type.clone())
-                .len(len)
-                .offset(start)
-                .buffers(vec![values])
-                .nulls(window_nulls)
-                .build()
-                .map(make_array)
-                .map_err(|e| corrupt(format!("invalid column data: {e}")))
+            windowed(vec![values], start)
         }
         (Encoding::Dict { code_width, dict_len }, phys) => {
             let k = *dict_len as usize;

@@ -98,6 +98,20 @@ pub fn segment_path(root: &Path, table_id: u64, segment_id: u64) -> PathBuf {
     table_dir(root, table_id).join(format!("s{segment_id:016x}.bsg"))
 }
 
+impl SegmentEntry {
+    /// The files this entry refers to: its segment and, if any, its delete file in force.
+    pub fn files(&self, root: &Path, table_id: u64) -> Vec<PathBuf> {
+        let mut out = vec![segment_path(root, table_id, self.id)];
+        out.extend(self.delete_file(root, table_id));
+        out
+    }
+
+    /// Its delete file in force, if deletes were persisted.
+    pub fn delete_file(&self, root: &Path, table_id: u64) -> Option<PathBuf> {
+        (self.deletes_gen > 0).then(|| delete_path(root, table_id, self.id, self.deletes_gen))
+    }
+}
+
 /// Path of a segment's delete file of a given generation.
 pub fn delete_path(root: &Path, table_id: u64, segment_id: u64, generation: u64) -> PathBuf {
     table_dir(root, table_id).join(format!("s{segment_id:016x}.{generation}.del"))

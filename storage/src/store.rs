@@ -1006,9 +1006,13 @@ impl Store {
             store.remove_orphans()?;
             if replayed.files > 0 {
                 let mut head = store.head.lock();
-                let mut next = (**head).clone();
-                next.wal_lsn = next_lsn - 1;
-                store.flush_into(&mut head, next)?;
+                // Only records past the manifest's `wal_lsn` need absorbing; files kept for
+                // change feeds (or left by a crash after a flush) need no new manifest.
+                if replayed.last_lsn > head.wal_lsn {
+                    let mut next = (**head).clone();
+                    next.wal_lsn = next_lsn - 1;
+                    store.flush_into(&mut head, next)?;
+                }
                 let keep = store.retention(&head);
                 wal::remove_through(store.vfs.as_ref(), &root.join(WAL_DIR), keep, next_lsn - 1)?;
             }
@@ -1117,16 +1121,11 @@ impl Store {
                 }
                 Some(t) => {
                     for f in self.vfs.list_dir(&dir)? {
-                        let named = |p: PathBuf| p.file_name() == Some(std::ffi::OsStr::new(&f));
                         let keep = t.segments.iter().any(|s| {
-                            named(manifest::segment_path(&self.root, id, s.entry.id))
-                                || (s.entry.deletes_gen > 0
-                                    && named(manifest::delete_path(
-                                        &self.root,
-                                        id,
-                                        s.entry.id,
-                                        s.entry.deletes_gen,
-                                    )))
+                            s.entry
+                                .files(&self.root, id)
+                                .iter()
+                                .any(|p| p.file_name() == Some(std::ffi::OsStr::new(&f)))
                         });
                         let ours =
                             f.starts_with('s') && (f.ends_with(".bsg") || f.ends_with(".del"));
@@ -1768,14 +1767,7 @@ impl Store {
                     .clone()
                     .unwrap_or_else(|| Arc::new(DeleteVector::new(ls.entry.rows as usize)));
                 self.vfs.write_file(&path, &[&d.encode()], true)?;
-                if ls.entry.deletes_gen > 0 {
-                    superseded.push(manifest::delete_path(
-                        &self.root,
-                        nt.id,
-                        ls.entry.id,
-                        ls.entry.deletes_gen,
-                    ));
-                }
+                superseded.extend(ls.entry.delete_file(&self.root, nt.id));
                 ls.entry.deletes_gen = generation;
                 ls.entry.deleted = d.count() as u64;
                 ls.deletes_dirty = false;
@@ -1882,15 +1874,7 @@ impl Store {
                         rows.push(b);
                     }
                 }
-                old_files.push(manifest::segment_path(&self.root, t.id, ls.entry.id));
-                if ls.entry.deletes_gen > 0 {
-                    old_files.push(manifest::delete_path(
-                        &self.root,
-                        t.id,
-                        ls.entry.id,
-                        ls.entry.deletes_gen,
-                    ));
-                }
+                old_files.extend(ls.entry.files(&self.root, t.id));
             }
             if !rows.is_empty() {
                 new_segments.push(self.write_segment(&nt, &rows)?);
@@ -2017,16 +2001,7 @@ fn state_from_manifest(vfs: &dyn Vfs, root: &Path, manifest: Manifest) -> Result
 
 /// Files a manifest refers to.
 fn manifest_files(root: &Path, m: &Manifest) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for t in &m.tables {
-        for s in &t.segments {
-            out.push(manifest::segment_path(root, t.id, s.id));
-            if s.deletes_gen > 0 {
-                out.push(manifest::delete_path(root, t.id, s.id, s.deletes_gen));
-            }
-        }
-    }
-    out
+    m.tables.iter().flat_map(|t| t.segments.iter().flat_map(move |s| s.files(root, t.id))).collect()
 }
 
 fn memtable_rows(t: &TableSnapshot) -> Result<Vec<RecordBatch>> {
