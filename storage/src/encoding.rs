@@ -795,6 +795,9 @@ pub fn decode(raw: &Buffer, c: ChunkInfo<'_>, mode: DecodeMode) -> Result<ArrayR
     decode_window(raw, c, mode, 0, c.rows)
 }
 
+/// Windows of at most this many rows decode dictionary chunks by gathering values.
+const SMALL_WINDOW: usize = 64;
+
 /// Like [`decode`], for rows `start..start + len` only. Plain and dictionary chunks are
 /// windowed without touching other rows (validation included); bit-packed chunks unpack
 /// only what the window needs.
@@ -1007,6 +1010,73 @@ pub fn decode_window(
             });
             windowed(vec![values], start)
         }
+        (Encoding::Dict { code_width, dict_len }, phys)
+            if mode == DecodeMode::Values && len <= SMALL_WINDOW =>
+        {
+            // A few rows (point lookups): gather their values straight from the dictionary
+            // instead of validating the whole dictionary and casting.
+            let (k, cw) = (*dict_len as usize, *code_width as usize);
+            let (dict_a, dict_b) = match phys {
+                Physical::Bytes => (Some(next()?), next()?),
+                Physical::F32 | Physical::F64 => (None, next()?),
+                _ => return Err(corrupt("dictionary encoding for an unexpected kind".into())),
+            };
+            let codes = next()?;
+            need(&codes, n * cw, "codes")?;
+            let code_at = |i: usize| -> Result<usize> {
+                let b = codes.as_slice();
+                let c = match cw {
+                    1 => b[i] as usize,
+                    2 => u16::from_le_bytes([b[2 * i], b[2 * i + 1]]) as usize,
+                    _ => u32::from_le_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]])
+                        as usize,
+                };
+                if c >= k {
+                    return Err(corrupt(format!("dictionary code {c} out of {k} entries")));
+                }
+                Ok(c)
+            };
+            let is_null = |i: usize| nulls.as_ref().is_some_and(|nb| nb.is_null(i));
+            match dict_a {
+                Some(offs) => {
+                    need(&offs, (k + 1) * 4, "dictionary offsets")?;
+                    let o = offs.typed_data::<i32>();
+                    let data = dict_b.as_slice();
+                    let mut out_offs = Vec::with_capacity(len + 1);
+                    let mut out = Vec::new();
+                    out_offs.push(0i32);
+                    for i in start..start + len {
+                        if !is_null(i) {
+                            let c = code_at(i)?;
+                            let (lo, hi) = (o[c], o[c + 1]);
+                            if lo < 0 || hi < lo || hi as usize > data.len() {
+                                return Err(corrupt("dictionary offsets out of range".into()));
+                            }
+                            out.extend_from_slice(&data[lo as usize..hi as usize]);
+                        }
+                        let end = i32::try_from(out.len())
+                            .map_err(|_| corrupt("window of strings too large".into()))?;
+                        out_offs.push(end);
+                    }
+                    windowed(vec![Buffer::from_vec(out_offs), Buffer::from_vec(out)], 0)
+                }
+                None => {
+                    let w = if phys == Physical::F32 { 4 } else { 8 };
+                    need(&dict_b, k * w, "dictionary")?;
+                    let d = dict_b.as_slice();
+                    // MutableBuffer is 64-byte aligned, as Arrow needs for f32/f64 values.
+                    let mut out = MutableBuffer::from_len_zeroed(len * w);
+                    let o = out.as_slice_mut();
+                    for (j, i) in (start..start + len).enumerate() {
+                        if !is_null(i) {
+                            let c = code_at(i)?;
+                            o[j * w..(j + 1) * w].copy_from_slice(&d[c * w..(c + 1) * w]);
+                        }
+                    }
+                    windowed(vec![out.into()], 0)
+                }
+            }
+        }
         (Encoding::Dict { code_width, dict_len }, phys) => {
             let k = *dict_len as usize;
             let cw = *code_width as usize;
@@ -1150,6 +1220,8 @@ mod tests {
                     (n / 3, n - n / 3),
                     (n.saturating_sub(1), n.min(1)),
                     (n / 2, n.min(5).min(n - n / 2)),
+                    (n / 4, n.min(SMALL_WINDOW).min(n - n / 4)),
+                    (n / 5, n.min(SMALL_WINDOW + 1).min(n - n / 5)),
                 ] {
                     let w = decode_window(&raw, info, DecodeMode::Values, start, len).unwrap();
                     assert_eq!(

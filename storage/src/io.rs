@@ -65,17 +65,37 @@ pub trait Vfs: Send + Sync + Debug {
     /// Takes the exclusive writer lock on `path`, or fails with [`Error::Locked`] naming
     /// `db_path`. In-memory file systems have nothing to share and always succeed.
     fn lock_exclusive(&self, path: &Path, db_path: &Path) -> Result<LockGuard>;
-    /// Opens `path` for appending, creating it empty if it does not exist.
-    fn open_append(&self, path: &Path) -> Result<Box<dyn AppendFile>>;
+    /// Creates `path` as a new, empty log file (replacing any file of that name), written
+    /// only at its logical end through the returned handle.
+    fn create_log(&self, path: &Path) -> Result<Box<dyn AppendFile>>;
 }
 
-/// A file written only at its end (the write-ahead log).
+/// Smallest step by which a log file is preallocated.
+const PREALLOC_MIN: u64 = 64 * 1024;
+/// Largest step by which a log file is preallocated.
+const PREALLOC_MAX: u64 = 4 * 1024 * 1024;
+
+/// The physical size a log file of `cap` bytes grows to when `needed` bytes must fit:
+/// doubling steps between `min_step` and `max_step`, in whole 4 KiB pages.
+fn prealloc_target(cap: u64, needed: u64, min_step: u64, max_step: u64) -> u64 {
+    let step = cap.clamp(min_step, max_step);
+    needed.max(cap + step).div_ceil(4096) * 4096
+}
+
+/// A file written only at its logical end (the write-ahead log).
+///
+/// The file is *preallocated*: it is extended ahead of the data by writing zero bytes, in
+/// growing steps, so that appends overwrite blocks the file system already allocated — a
+/// `write(2)` then needs no block allocation and an `fdatasync` no inode update (the file
+/// size does not change), as with SQLite's reused WAL file. Past the logical end the file
+/// reads as zeros; readers of the log treat an all-zero tail as its clean end.
 pub trait AppendFile: Send + Sync + Debug {
-    /// Appends `data` with one write (visible to other processes once it returns).
+    /// Appends `data` at the logical end (one positioned write, after a zero-fill extension
+    /// when the preallocated space is used up); visible to other processes once it returns.
     fn append(&mut self, data: &[u8]) -> Result<()>;
     /// Makes everything appended so far durable (`fdatasync`).
     fn sync(&mut self) -> Result<()>;
-    /// Current length in bytes.
+    /// Logical length in bytes (what was appended; the file may be longer).
     fn len(&self) -> u64;
     /// True when nothing has been written.
     fn is_empty(&self) -> bool {
@@ -108,13 +128,44 @@ impl SyncFile for OsSync {
 struct OsAppend {
     file: File,
     path: PathBuf,
+    /// Logical length.
     len: u64,
+    /// Physical length (zeros past `len`).
+    cap: u64,
+}
+
+/// Writes `data` at `pos` (a positioned write: the file offset is not used).
+fn write_at(file: &File, data: &[u8], pos: u64) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::FileExt::write_all_at(file, data, pos)
+    }
+    #[cfg(not(unix))]
+    {
+        use std::io::{Seek, SeekFrom};
+        let mut f = file;
+        f.seek(SeekFrom::Start(pos))?;
+        f.write_all(data)
+    }
 }
 
 impl AppendFile for OsAppend {
     fn append(&mut self, data: &[u8]) -> Result<()> {
-        self.file.write_all(data).map_err(|e| Error::io("append", &self.path, e))?;
-        self.len += data.len() as u64;
+        let end = self.len + data.len() as u64;
+        if end > self.cap {
+            static ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
+            let target = prealloc_target(self.cap, end, PREALLOC_MIN, PREALLOC_MAX);
+            let mut at = self.cap;
+            while at < target {
+                let n = (target - at).min(ZEROS.len() as u64);
+                write_at(&self.file, &ZEROS[..n as usize], at)
+                    .map_err(|e| Error::io("preallocate", &self.path, e))?;
+                at += n;
+            }
+            self.cap = target;
+        }
+        write_at(&self.file, data, self.len).map_err(|e| Error::io("append", &self.path, e))?;
+        self.len = end;
         Ok(())
     }
     fn sync(&mut self) -> Result<()> {
@@ -126,6 +177,20 @@ impl AppendFile for OsAppend {
     fn syncer(&self) -> Result<Arc<dyn SyncFile>> {
         let file = self.file.try_clone().map_err(|e| Error::io("dup", &self.path, e))?;
         Ok(Arc::new(OsSync { file, path: self.path.clone() }))
+    }
+}
+
+/// A held `flock`, released explicitly on drop: closing our descriptor alone would not
+/// release it while a child process forked meanwhile still shares the open file description
+/// (between its fork and exec), and a reopen right after close would then fail as Locked.
+#[derive(Debug)]
+struct OsLock(File);
+
+impl Drop for OsLock {
+    fn drop(&mut self) {
+        // Unlocking applies to the open file description, whoever else refers to it. An
+        // error leaves the lock to be released when the last descriptor closes.
+        let _ = self.0.unlock();
     }
 }
 
@@ -226,7 +291,7 @@ impl Vfs for OsFs {
             .open(path)
             .map_err(|e| Error::io("open lock file", path, e))?;
         match f.try_lock() {
-            Ok(()) => Ok(LockGuard::new(f)),
+            Ok(()) => Ok(LockGuard::new(OsLock(f))),
             Err(std::fs::TryLockError::WouldBlock) => {
                 Err(Error::Locked { path: db_path.to_path_buf() })
             }
@@ -234,14 +299,14 @@ impl Vfs for OsFs {
         }
     }
 
-    fn open_append(&self, path: &Path) -> Result<Box<dyn AppendFile>> {
+    fn create_log(&self, path: &Path) -> Result<Box<dyn AppendFile>> {
         let file = OpenOptions::new()
             .create(true)
-            .append(true)
+            .write(true)
+            .truncate(true)
             .open(path)
-            .map_err(|e| Error::io("open for append", path, e))?;
-        let len = file.metadata().map_err(|e| Error::io("stat", path, e))?.len();
-        Ok(Box::new(OsAppend { file, path: path.to_path_buf(), len }))
+            .map_err(|e| Error::io("create log file", path, e))?;
+        Ok(Box::new(OsAppend { file, path: path.to_path_buf(), len: 0, cap: 0 }))
     }
 }
 
@@ -256,8 +321,9 @@ pub struct MemFs(Arc<MemInner>);
 struct MemInner {
     files: Mutex<BTreeMap<PathBuf, Buffer>>,
     dirs: Mutex<std::collections::BTreeSet<PathBuf>>,
-    /// Bytes of each file known to be durable (written with sync, or synced since).
-    synced: Mutex<BTreeMap<PathBuf, usize>>,
+    /// The durable contents of each file (as of its last sync); files absent here were
+    /// never synced.
+    synced: Mutex<BTreeMap<PathBuf, Buffer>>,
 }
 
 impl MemFs {
@@ -271,7 +337,8 @@ impl MemFs {
         self.0.files.lock().insert(path.to_path_buf(), aligned(bytes));
     }
 
-    /// Simulates a power loss: every file keeps only the bytes that were synced; files never
+    /// Simulates a power loss: every file reverts to its contents as of its last sync
+    /// (writes after it are lost, overwrites of preallocated space included); files never
     /// synced disappear. (Renames count as durable once done: the directory fsync that makes
     /// them so is always issued right after, by the code under test.)
     pub fn lose_unsynced_writes(&self) {
@@ -283,42 +350,60 @@ impl MemFs {
                 None => {
                     files.remove(&p);
                 }
-                Some(&n) => {
-                    let b = &files[&p];
-                    if b.len() > n {
-                        let kept = aligned(&b.as_slice()[..n]);
-                        files.insert(p, kept);
-                    }
+                Some(b) => {
+                    files.insert(p, b.clone());
                 }
             }
         }
     }
 
-    fn append_bytes(&self, path: &Path, data: &[u8]) -> usize {
+    /// Writes `data` at `pos`, first extending the file with zeros to `min_len` bytes.
+    fn write_at(&self, path: &Path, pos: usize, data: &[u8], min_len: usize) {
         let mut files = self.0.files.lock();
-        let old = files.get(path).map(|b| b.as_slice().to_vec()).unwrap_or_default();
-        let mut all = old;
-        all.extend_from_slice(data);
-        let len = all.len();
+        let mut all = files.get(path).map(|b| b.as_slice().to_vec()).unwrap_or_default();
+        let end = pos + data.len();
+        if all.len() < end.max(min_len) {
+            all.resize(end.max(min_len), 0);
+        }
+        all[pos..end].copy_from_slice(data);
         files.insert(path.to_path_buf(), aligned(&all));
-        len
+    }
+
+    /// Records the current contents of `path` as durable.
+    fn mark_synced(&self, path: &Path) {
+        let now = self.0.files.lock().get(path).cloned();
+        let mut synced = self.0.synced.lock();
+        match now {
+            Some(b) => synced.insert(path.to_path_buf(), b),
+            None => synced.remove(path),
+        };
     }
 }
+
+/// Preallocation steps of in-memory log files: small, so tests cross many extensions.
+const MEM_PREALLOC_MIN: u64 = 4096;
+const MEM_PREALLOC_MAX: u64 = 64 * 1024;
 
 #[derive(Debug)]
 struct MemAppend {
     fs: MemFs,
     path: PathBuf,
     len: u64,
+    cap: u64,
 }
 
 impl AppendFile for MemAppend {
     fn append(&mut self, data: &[u8]) -> Result<()> {
-        self.len = self.fs.append_bytes(&self.path, data) as u64;
+        let end = self.len + data.len() as u64;
+        if end > self.cap {
+            self.cap = prealloc_target(self.cap, end, MEM_PREALLOC_MIN, MEM_PREALLOC_MAX);
+        }
+        self.fs.write_at(&self.path, self.len as usize, data, self.cap as usize);
+        self.len = end;
         Ok(())
     }
     fn sync(&mut self) -> Result<()> {
-        self.fs.0.synced.lock().insert(self.path.clone(), self.len as usize);
+        self.fs.mark_synced(&self.path);
         Ok(())
     }
     fn len(&self) -> u64 {
@@ -337,9 +422,8 @@ struct MemSync {
 
 impl SyncFile for MemSync {
     fn sync(&self) -> Result<()> {
-        // Everything appended so far becomes durable (as with fdatasync).
-        let len = self.fs.0.files.lock().get(&self.path).map_or(0, |b| b.len());
-        self.fs.0.synced.lock().insert(self.path.clone(), len);
+        // Everything written so far becomes durable (as with fdatasync).
+        self.fs.mark_synced(&self.path);
         Ok(())
     }
 }
@@ -369,10 +453,11 @@ impl Vfs for MemFs {
         for p in parts {
             m.extend_from_slice(p);
         }
-        self.0.files.lock().insert(path.to_path_buf(), m.into());
+        let b: Buffer = m.into();
+        self.0.files.lock().insert(path.to_path_buf(), b.clone());
         let mut synced = self.0.synced.lock();
         if sync {
-            synced.insert(path.to_path_buf(), len);
+            synced.insert(path.to_path_buf(), b);
         } else {
             synced.remove(path);
         }
@@ -385,7 +470,7 @@ impl Vfs for MemFs {
         files.insert(to.to_path_buf(), b);
         let mut synced = self.0.synced.lock();
         match synced.remove(from) {
-            Some(n) => synced.insert(to.to_path_buf(), n),
+            Some(b) => synced.insert(to.to_path_buf(), b),
             None => synced.remove(to),
         };
         Ok(())
@@ -444,12 +529,10 @@ impl Vfs for MemFs {
         Ok(LockGuard::new(()))
     }
 
-    fn open_append(&self, path: &Path) -> Result<Box<dyn AppendFile>> {
-        let len = self.0.files.lock().get(path).map_or(0, |b| b.len() as u64);
-        if len == 0 {
-            self.append_bytes(path, &[]);
-        }
-        Ok(Box::new(MemAppend { fs: self.clone(), path: path.to_path_buf(), len }))
+    fn create_log(&self, path: &Path) -> Result<Box<dyn AppendFile>> {
+        self.0.files.lock().insert(path.to_path_buf(), aligned(&[]));
+        self.0.synced.lock().remove(path);
+        Ok(Box::new(MemAppend { fs: self.clone(), path: path.to_path_buf(), len: 0, cap: 0 }))
     }
 }
 
@@ -587,9 +670,9 @@ impl Vfs for FaultFs {
     fn lock_exclusive(&self, path: &Path, db_path: &Path) -> Result<LockGuard> {
         self.inner.lock_exclusive(path, db_path)
     }
-    fn open_append(&self, path: &Path) -> Result<Box<dyn AppendFile>> {
+    fn create_log(&self, path: &Path) -> Result<Box<dyn AppendFile>> {
         self.tick(path)?;
-        let inner = self.inner.open_append(path)?;
+        let inner = self.inner.create_log(path)?;
         Ok(Box::new(FaultAppend {
             inner,
             remaining: self.remaining.clone(),
@@ -620,17 +703,31 @@ mod tests {
         fs.remove_file(&b).unwrap();
         fs.remove_file(&b).unwrap();
         assert!(fs.list_dir(&dir).unwrap().is_empty());
+        // Log files: appends land at the logical end, the rest reads as zeros; growth
+        // past the preallocated space keeps earlier bytes; creating again starts empty.
         let w = dir.join("w");
-        let mut a = fs.open_append(&w).unwrap();
+        let mut a = fs.create_log(&w).unwrap();
         a.append(b"ab").unwrap();
         a.append(b"cd").unwrap();
         a.sync().unwrap();
         assert_eq!(a.len(), 4);
-        drop(a);
-        let mut a = fs.open_append(&w).unwrap();
-        assert_eq!(a.len(), 4);
+        let bytes = fs.read(&w).unwrap();
+        assert_eq!(&bytes[..4], b"abcd");
+        assert!(bytes.len() >= 4096 && bytes[4..].iter().all(|&b| b == 0));
+        let big = vec![7u8; 3 * bytes.len()];
+        a.append(&big).unwrap();
         a.append(b"e").unwrap();
-        assert_eq!(fs.read(&w).unwrap(), b"abcde");
+        let bytes = fs.read(&w).unwrap();
+        let end = 4 + big.len() + 1;
+        assert_eq!(&bytes[..4], b"abcd");
+        assert!(bytes[4..end - 1].iter().all(|&b| b == 7));
+        assert_eq!(bytes[end - 1], b'e');
+        assert!(bytes[end..].iter().all(|&b| b == 0));
+        drop(a);
+        let mut a = fs.create_log(&w).unwrap();
+        assert_eq!(a.len(), 0);
+        a.append(b"x").unwrap();
+        assert_eq!(fs.read(&w).unwrap()[..2], *b"x\0");
         fs.remove_dir_all(&dir).unwrap();
         assert!(!fs.exists(&dir));
     }
@@ -657,14 +754,15 @@ mod tests {
         let fs = MemFs::new();
         fs.write_file(Path::new("/a"), &[b"synced"], true).unwrap();
         fs.write_file(Path::new("/b"), &[b"not synced"], false).unwrap();
-        let mut w = fs.open_append(Path::new("/w")).unwrap();
+        let mut w = fs.create_log(Path::new("/w")).unwrap();
         w.append(b"12").unwrap();
         w.sync().unwrap();
-        w.append(b"34").unwrap();
+        w.append(b"34").unwrap(); // into preallocated space: lost as well
         fs.lose_unsynced_writes();
         assert_eq!(fs.read(Path::new("/a")).unwrap(), b"synced");
         assert!(!fs.exists(Path::new("/b")));
-        assert_eq!(fs.read(Path::new("/w")).unwrap(), b"12");
+        let w = fs.read(Path::new("/w")).unwrap();
+        assert_eq!(&w[..4], b"12\0\0");
     }
 
     #[test]

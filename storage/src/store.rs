@@ -269,25 +269,31 @@ impl TableSnapshot {
     pub(crate) fn delete_ids(&mut self, ids: &[u64]) -> Result<Vec<u64>> {
         let mut found = Vec::with_capacity(ids.len());
         for &id in ids {
-            match self.locate(id)? {
-                Some(RowLocation::Memtable { batch, row }) => {
-                    self.memtable.delete(batch, row);
-                }
-                Some(RowLocation::Segment { segment, rg, row }) => {
-                    let ls = &mut self.segments[segment];
-                    let pos = ls.segment.meta().row_start(rg) + row;
-                    let rows = ls.entry.rows as usize;
-                    let d = Arc::make_mut(
-                        ls.deletes.get_or_insert_with(|| Arc::new(DeleteVector::new(rows))),
-                    );
-                    d.set(pos);
-                    ls.deletes_dirty = true;
-                }
-                None => continue,
+            if let Some(loc) = self.locate(id)? {
+                self.delete_at(loc);
+                found.push(id);
             }
-            found.push(id);
         }
         Ok(found)
+    }
+
+    /// Deletes the row at `loc` (from [`TableSnapshot::locate`] on this state).
+    pub(crate) fn delete_at(&mut self, loc: RowLocation) {
+        match loc {
+            RowLocation::Memtable { batch, row } => {
+                self.memtable.delete(batch, row);
+            }
+            RowLocation::Segment { segment, rg, row } => {
+                let Some(ls) = self.segments.get_mut(segment) else { return };
+                let pos = ls.segment.meta().row_start(rg) + row;
+                let rows = ls.entry.rows as usize;
+                let d = Arc::make_mut(
+                    ls.deletes.get_or_insert_with(|| Arc::new(DeleteVector::new(rows))),
+                );
+                d.set(pos);
+                ls.deletes_dirty = true;
+            }
+        }
     }
 
     /// Resolves column names to positions in the full schema (`_id` is 0).
@@ -483,16 +489,27 @@ impl TableSnapshot {
     /// The rows with the given ids, in the order given; ids that do not exist are skipped
     /// (include `_id` in the projection to tell which were found).
     pub fn get_many(&self, ids: &[u64], projection: &[usize]) -> Result<RecordBatch> {
+        let mut locs = Vec::with_capacity(ids.len());
+        for &id in ids {
+            if let Some(loc) = self.locate(id)? {
+                locs.push(loc);
+            }
+        }
+        self.rows_at(&locs, projection)
+    }
+
+    /// The rows at these locations (from [`TableSnapshot::locate`] on this snapshot), in
+    /// that order, projected.
+    pub fn rows_at(&self, locs: &[RowLocation], projection: &[usize]) -> Result<RecordBatch> {
         self.check_projection(projection)?;
         let schema = self.projected_schema(projection)?;
         // Few rows: decode just those rows. Many: decode each touched row group once.
-        if ids.len() <= 64 {
-            let mut rows: Vec<Vec<ArrayRef>> = Vec::with_capacity(ids.len());
-            for &id in ids {
-                let Some(loc) = self.locate(id)? else { continue };
+        if locs.len() <= 64 {
+            let mut rows: Vec<Vec<ArrayRef>> = Vec::with_capacity(locs.len());
+            for &loc in locs {
                 rows.push(match loc {
                     RowLocation::Memtable { batch, row } => {
-                        let b = &self.memtable.batches()[batch].batch;
+                        let b = self.memtable_batch(batch)?;
                         projection.iter().map(|&p| b.column(p).slice(row, 1)).collect()
                     }
                     RowLocation::Segment { segment, rg, row } => {
@@ -503,11 +520,11 @@ impl TableSnapshot {
             let mut columns = Vec::with_capacity(projection.len());
             for c in 0..projection.len() {
                 let parts: Vec<&dyn Array> = rows.iter().map(|r| r[c].as_ref()).collect();
-                columns.push(if parts.is_empty() {
-                    new_null_array(schema.field(c).data_type(), 0)
-                } else {
-                    arrow_select::concat::concat(&parts)
-                        .map_err(|e| Error::arrow("gather rows", e))?
+                columns.push(match parts.as_slice() {
+                    [] => new_null_array(schema.field(c).data_type(), 0),
+                    [_] => rows[0][c].clone(),
+                    _ => arrow_select::concat::concat(&parts)
+                        .map_err(|e| Error::arrow("gather rows", e))?,
                 });
             }
             return RecordBatch::try_new_with_options(
@@ -518,28 +535,27 @@ impl TableSnapshot {
             .map_err(|e| Error::arrow("gather rows", e));
         }
         // Distinct sources, each decoded once.
-        let mut sources: Vec<(RowLocation, Vec<ArrayRef>)> = Vec::new();
-        let mut source_of: BTreeMap<(usize, usize, usize), usize> = BTreeMap::new();
-        let mut picks: Vec<(usize, usize)> = Vec::with_capacity(ids.len());
-        for &id in ids {
-            let Some(loc) = self.locate(id)? else { continue };
+        let mut sources: Vec<Vec<ArrayRef>> = Vec::new();
+        let mut source_of: BTreeMap<(usize, usize), usize> = BTreeMap::new();
+        let mut picks: Vec<(usize, usize)> = Vec::with_capacity(locs.len());
+        for &loc in locs {
             let (key, row) = match loc {
-                RowLocation::Memtable { batch, row } => ((0, batch, 0), row),
-                RowLocation::Segment { segment, rg, row } => ((1 + segment, rg, 0), row),
+                RowLocation::Memtable { batch, row } => ((0, batch), row),
+                RowLocation::Segment { segment, rg, row } => ((1 + segment, rg), row),
             };
             let src = match source_of.get(&key) {
                 Some(&s) => s,
                 None => {
                     let cols = match loc {
                         RowLocation::Memtable { batch, .. } => {
-                            let b = &self.memtable.batches()[batch].batch;
+                            let b = self.memtable_batch(batch)?;
                             projection.iter().map(|&p| b.column(p).clone()).collect()
                         }
                         RowLocation::Segment { segment, rg, .. } => {
                             self.read_row_group(segment, rg, projection, DecodeMode::Values)?
                         }
                     };
-                    sources.push((loc, cols));
+                    sources.push(cols);
                     source_of.insert(key, sources.len() - 1);
                     sources.len() - 1
                 }
@@ -548,8 +564,7 @@ impl TableSnapshot {
         }
         let mut columns = Vec::with_capacity(projection.len());
         for c in 0..projection.len() {
-            let arrays: Vec<&dyn Array> =
-                sources.iter().map(|(_, cols)| cols[c].as_ref()).collect();
+            let arrays: Vec<&dyn Array> = sources.iter().map(|cols| cols[c].as_ref()).collect();
             let col = if arrays.is_empty() {
                 new_null_array(schema.field(c).data_type(), 0)
             } else {
@@ -564,6 +579,13 @@ impl TableSnapshot {
             &arrow_array::RecordBatchOptions::new().with_row_count(Some(picks.len())),
         )
         .map_err(|e| Error::arrow("gather rows", e))
+    }
+
+    fn memtable_batch(&self, batch: usize) -> Result<&RecordBatch> {
+        self.memtable.batches().get(batch).map(|b| &b.batch).ok_or_else(|| Error::InvalidInput {
+            table: self.name.clone(),
+            reason: format!("memtable batch {batch} does not exist in this snapshot"),
+        })
     }
 
     /// One row of a segment, projected, each column decoded for that row only.

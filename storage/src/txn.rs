@@ -329,20 +329,26 @@ impl Transaction {
                 column: f.name().clone(),
             });
         }
-        if values.schema().index_of(ID_COLUMN).is_ok() {
+        if values.schema().column_with_name(ID_COLUMN).is_some() {
             return Err(bad("_id cannot be updated".into()));
         }
+        // Each row is located once; the same locations serve the read and the delete.
         let mut keep = Vec::with_capacity(ids.len());
+        let mut found = Vec::with_capacity(ids.len());
+        let mut locs = Vec::with_capacity(ids.len());
         for &id in ids {
-            keep.push(t.locate(id)?.is_some());
+            let loc = t.locate(id)?;
+            keep.push(loc.is_some());
+            if let Some(loc) = loc {
+                found.push(id);
+                locs.push(loc);
+            }
         }
-        let found: Vec<u64> =
-            ids.iter().zip(&keep).filter(|(_, k)| **k).map(|(id, _)| *id).collect();
         if found.is_empty() {
             return Ok(0);
         }
         let all: Vec<usize> = (0..t.schema().full_schema().fields().len()).collect();
-        let old = t.get_many(&found, &all)?;
+        let old = t.rows_at(&locs, &all)?;
         let keep = arrow_array::BooleanArray::from(keep);
         let values = arrow_select::filter::filter_record_batch(values, &keep)
             .map_err(|e| Error::arrow(format!("update '{table}'"), e))?;
@@ -350,12 +356,12 @@ impl Transaction {
         let mut fields = Vec::new();
         let mut cols = Vec::new();
         for (i, c) in t.schema().columns().iter().enumerate() {
-            match values.schema().index_of(c.field.name()) {
-                Ok(j) => {
+            match values.schema().column_with_name(c.field.name()).map(|(j, _)| j) {
+                Some(j) => {
                     fields.push(values.schema().field(j).clone());
                     cols.push(values.column(j).clone());
                 }
-                Err(_) => {
+                None => {
                     fields.push(c.field.as_ref().clone());
                     cols.push(old.column(i + 1).clone());
                 }
@@ -368,7 +374,10 @@ impl Transaction {
         let batch = RecordBatch::try_new(t.schema().full_schema().clone(), full_cols)
             .map_err(|e| Error::arrow(format!("update '{table}'"), e))?;
         let wt = self.write_table(store, table)?;
-        wt.delete_ids(&found)?;
+        // `wt` holds the same state as `t`, so the locations still apply.
+        for loc in locs {
+            wt.delete_at(loc);
+        }
         wt.push_memtable(batch.clone())?;
         let table_id = wt.id();
         let n = found.len() as u64;
