@@ -17,6 +17,13 @@
 //!         kind 2 = delete: count u32 + the deleted `_id`s (u64 each)
 //! ```
 //!
+//! After the last record a file holds zero bytes up to its preallocated size (see
+//! [`crate::io::AppendFile`]): appends overwrite space the file system already allocated,
+//! so a power-safe commit's `fdatasync` writes data blocks only. An all-zero rest of a file
+//! is its clean end; a zero header followed by non-zero bytes is damage like any other.
+//! A log file is always created new (truncating a leftover of the same name, which can only
+//! be a file cut back to its header at open) and never appended to after a reopen.
+//!
 //! LSNs increase by one per record across files. The manifest records `wal_lsn`, the last
 //! LSN whose rows are in segments; recovery replays records after it.
 //!
@@ -254,6 +261,11 @@ pub fn replay(
         }
         let mut pos = HEADER_LEN;
         while pos < bytes.len() {
+            // Preallocated space: an all-zero rest of the file is the clean end of its log.
+            // (A zero record header followed by anything else is damage, handled below.)
+            if bytes[pos..].iter().all(|&b| b == 0) {
+                break;
+            }
             if bytes.len() - pos < 8 {
                 end.torn_tail = damaged(pos, "truncated log record header")?;
                 break;
@@ -401,7 +413,7 @@ impl Wal {
         if out.file.is_none() {
             self.vfs.create_dir_all(&self.dir)?;
             let path = self.dir.join(format!("{first:016x}.wal"));
-            let f = self.vfs.open_append(&path)?;
+            let f = self.vfs.create_log(&path)?;
             self.vfs.sync_dir(&self.dir)?;
             if f.is_empty() {
                 buf.extend_from_slice(MAGIC);
@@ -477,6 +489,22 @@ impl Wal {
     }
 }
 
+/// (end of the last record, start of the last record) of an undamaged log file: tests use
+/// it to find what to tear in a preallocated file.
+#[cfg(test)]
+pub(crate) fn record_ends(bytes: &[u8]) -> (usize, usize) {
+    let (mut pos, mut last) = (HEADER_LEN, HEADER_LEN);
+    while pos + 8 <= bytes.len() {
+        let len = u32::from_le_bytes([bytes[pos], bytes[pos + 1], bytes[pos + 2], bytes[pos + 3]]);
+        if len == 0 {
+            break;
+        }
+        last = pos;
+        pos += 8 + len as usize;
+    }
+    (pos, last)
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -537,18 +565,48 @@ mod tests {
         let (seen, end) = collect(&fs, 2).unwrap();
         assert_eq!(seen, vec![3, 4, 5]);
         assert_eq!(end, ReplayEnd { last_lsn: 5, torn_tail: false, torn_at: None, files: 1 });
-        // Tear the last record at every length: replay stops cleanly before it.
+        // The file is preallocated: zeros follow the last record.
         let path = Path::new("/w/0000000000000001.wal");
         let full = fs.read(path).unwrap();
+        let (logical, last_start) = record_ends(&full);
+        assert!(full.len() > logical && full[logical..].iter().all(|&b| b == 0));
+        // Tear the last record at every length, as a short file and as a partial write
+        // into the zeroed space: replay stops cleanly before it.
         let mut cut_points = 0;
-        for cut in (full.len() - 60)..full.len() {
-            fs.put(path, &full[..cut]);
-            let (seen, end) = collect(&fs, 0).unwrap();
-            assert_eq!(seen, vec![1, 2, 3, 4]);
-            assert!(end.torn_tail);
-            cut_points += 1;
+        for cut in last_start + 1..logical {
+            for zero_tail in [false, true] {
+                let mut torn = full[..cut].to_vec();
+                if zero_tail {
+                    torn.resize(full.len(), 0);
+                    if torn == full {
+                        continue; // the cut-off bytes were zeros: nothing is torn
+                    }
+                }
+                fs.put(path, &torn);
+                let (seen, end) = collect(&fs, 0).unwrap();
+                assert_eq!(seen, vec![1, 2, 3, 4]);
+                assert!(end.torn_tail, "cut at {cut}");
+                cut_points += 1;
+            }
         }
         assert!(cut_points > 0);
+        // Nothing of the last record written: the log simply ends before it.
+        let mut none = full[..last_start].to_vec();
+        none.resize(full.len(), 0);
+        fs.put(path, &none);
+        let (seen, end) = collect(&fs, 0).unwrap();
+        assert_eq!(seen, vec![1, 2, 3, 4]);
+        assert!(!end.torn_tail);
+        // A zeroed record header followed by non-zero bytes is damage, not the end.
+        let mut hole = full.clone();
+        hole[last_start..last_start + 8].fill(0);
+        fs.put(path, &hole);
+        let (seen, end) = collect(&fs, 0).unwrap();
+        assert_eq!(seen, vec![1, 2, 3, 4]);
+        assert!(end.torn_tail);
+        fs.put(Path::new("/w/0000000000000098.wal"), &full);
+        assert!(collect(&fs, 0).unwrap_err().is_corruption());
+        fs.remove_file(Path::new("/w/0000000000000098.wal")).unwrap();
         // A flipped byte in the middle of the last file is also just the end of the log.
         let mut bad = full.clone();
         bad[HEADER_LEN + 20] ^= 1;
