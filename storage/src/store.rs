@@ -1214,12 +1214,6 @@ impl Store {
     }
 
     /// Makes `next` visible once it is as durable as its commits demand.
-    /// Whether publishing `next` must wait for a log sync (it includes a power-safe commit
-    /// whose record is not yet synced).
-    pub(crate) fn owes_sync(&self, next: &DbSnapshot) -> bool {
-        next.sync_lsn > 0 && self.wal.as_ref().is_some_and(|w| !w.synced_through(next.sync_lsn))
-    }
-
     pub(crate) fn publish(&self, next: Arc<DbSnapshot>) -> Result<()> {
         if let Some(wal) = &self.wal {
             // Logged commits are visible once written (process-safe) or synced (power-safe);

@@ -85,28 +85,13 @@ impl Store {
         if r.is_err() {
             txn.discard(self);
         }
-        let (published, event) = match r {
-            Ok(v) => v,
-            Err(e) => {
-                drop(txn.writer.take());
-                return Err(e);
-            }
-        };
-        if let Some(next) = published {
-            if self.owes_sync(&next) {
-                // Let the next writer in before waiting for the log sync: concurrent
-                // power-safe commits then share one fsync.
-                drop(txn.writer.take());
-                self.publish(next)?;
-            } else {
-                // No sync owed: write the record and publish while still the writer, so a
-                // commit costs one hand-off of the writer lock and nothing else contended.
-                let r = self.publish(next);
-                drop(txn.writer.take());
-                r?;
-            }
-        }
+        // Let the next writer in before waiting for the log sync: concurrent power-safe
+        // commits then share one fsync.
         drop(txn.writer.take());
+        let (published, event) = r?;
+        if let Some(next) = published {
+            self.publish(next)?;
+        }
         if let Some(event) = event {
             self.run_commit_hook(&event);
         }

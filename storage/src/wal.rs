@@ -461,11 +461,6 @@ impl Wal {
         Ok(())
     }
 
-    /// Whether every record up to `lsn` is synced.
-    pub fn synced_through(&self, lsn: u64) -> bool {
-        self.synced_lsn.load(Ordering::Acquire) >= lsn
-    }
-
     /// LSN of the last appended record (buffered or written).
     pub fn last_lsn(&self) -> u64 {
         self.pending.lock().next_lsn - 1
