@@ -83,8 +83,9 @@ pub struct Options {
     pub memtable_flush_rows: usize,
     /// Inserts of at least this many rows go straight to a new segment (durable on return).
     pub bulk_insert_rows: usize,
-    /// Durability of inserts that do not choose one (default: process-safe). In-memory
-    /// databases keep no log: their writes are always buffered.
+    /// Durability of writes that do not choose one (default: process-safe). A connection
+    /// or a call may ask for a stronger level than this default, and gets it. In-memory
+    /// databases have nothing to make durable: every level behaves as buffered there.
     pub durability: Durability,
     /// How long a write waits for another connection's write transaction before failing
     /// with `StorageError::LockTimeout` (default 10 s).

@@ -990,8 +990,9 @@ impl Store {
             }
         };
         let next_lsn = replayed.last_lsn.max(state.wal_lsn) + 1;
-        let wal = (!opts.read_only && opts.durability != Durability::Buffered)
-            .then(|| Wal::new(vfs.clone(), root.join(WAL_DIR), next_lsn));
+        // Every writable store has a log, whatever its default durability: a transaction or
+        // call may ask for more than the default (its file is created at the first record).
+        let wal = (!opts.read_only).then(|| Wal::new(vfs.clone(), root.join(WAL_DIR), next_lsn));
         let state = Arc::new(state);
         let store = Store {
             vfs,

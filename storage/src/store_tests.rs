@@ -435,6 +435,28 @@ fn process_safe_commits_survive_a_killed_process_buffered_ones_do_not() {
     }
 }
 
+/// A store whose default is `Buffered` still logs the commits that ask for more: a
+/// power-safe one survives a power loss, a buffered one does not.
+#[test]
+fn a_buffered_store_honours_stronger_levels_per_commit() {
+    let fs = MemFs::new();
+    let s = open_with(&fs, Durability::Buffered);
+    s.create_table("t", &schema()).unwrap();
+    s.flush().unwrap();
+    s.insert("t", &[rows(0, 1)]).unwrap(); // id 1: buffered (the default)
+    s.insert_with("t", &[rows(1, 1)], Durability::PowerSafe).unwrap(); // id 2
+    let mut txn = s.begin(Durability::PowerSafe).unwrap();
+    txn.insert(&s, "t", &[rows(2, 1)]).unwrap(); // id 3
+    s.commit(txn).unwrap();
+    kill(s);
+    fs.lose_unsynced_writes();
+    let s = open_with(&fs, Durability::Buffered);
+    let t = s.snapshot().table("t").unwrap().clone();
+    let ids = t.get_many(&[1, 2, 3], &[0]).unwrap();
+    let ids = ids.column(0).as_any().downcast_ref::<UInt64Array>().unwrap();
+    assert_eq!(ids.values().to_vec(), vec![2, 3]);
+}
+
 #[test]
 fn power_loss_keeps_power_safe_commits_and_what_they_synced() {
     let fs = MemFs::new();

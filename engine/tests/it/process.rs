@@ -181,6 +181,63 @@ fn killed_writer_loses_no_acknowledged_small_commit() {
     }
 }
 
+/// The per-connection durability override decides what survives a kill: on a database
+/// whose default is `Buffered` (nothing logged), a connection set to `ProcessSafe` logs its
+/// auto-commit writes, so every one it acknowledged survives SIGKILL.
+#[test]
+fn connection_durability_override_survives_a_kill() {
+    if std::env::var(ROLE).as_deref() == Ok("conn-rows") {
+        let opts = basalt::Options {
+            durability: basalt::Durability::Buffered,
+            ..basalt::Options::default()
+        };
+        let db = basalt::Database::open_with(std::env::var(DIR).unwrap(), opts).unwrap();
+        if db.table("t").is_err() {
+            db.create_table("t", &Schema::new(vec![Field::new("name", DataType::Utf8, false)]))
+                .unwrap();
+            db.flush().unwrap();
+        }
+        let conn = db.connect();
+        conn.set_durability(Some(basalt::Durability::ProcessSafe));
+        let t = conn.table("t").unwrap();
+        let mut next = t.count().unwrap() + 1;
+        loop {
+            let id = t.insert_row(Row::new().set("name", format!("row {next}"))).unwrap();
+            assert_eq!(id, next);
+            println!("@@acked {id}");
+            std::io::stdout().flush().unwrap();
+            next += 1;
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut total = 0;
+    for (round, kill_after) in [50u64, 400].into_iter().enumerate() {
+        let mut child = spawn(
+            "process::connection_durability_override_survives_a_kill",
+            "conn-rows",
+            dir.path(),
+        );
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut acked = 0;
+        for _ in 0..kill_after {
+            acked = wait_for(&mut lines, "@@acked ").trim().parse::<u64>().unwrap();
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        total += kill_after;
+        assert_eq!(acked, total, "round {round}: ids continue where the last round ended");
+        let db = Database::open(dir.path()).unwrap();
+        let t = db.table("t").unwrap();
+        let count = t.count().unwrap();
+        assert!(count >= acked, "round {round}: {count} rows, {acked} acknowledged");
+        let all = t.scan().unwrap().collect_batch().unwrap();
+        let ids = all.column(0).as_any().downcast_ref::<UInt64Array>().unwrap();
+        assert_eq!(ids.values().to_vec(), (1..=count).collect::<Vec<_>>(), "round {round}");
+        total = count;
+        db.close().unwrap();
+    }
+}
+
 /// Rounds for the randomised kill tests: `BASALT_CRASH_ROUNDS` (small by default for CI).
 fn crash_rounds() -> u64 {
     std::env::var("BASALT_CRASH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(4)
