@@ -129,55 +129,77 @@ fn killed_writer_loses_no_acknowledged_bulk_insert() {
     }
 }
 
+/// Child side: inserts rows named after their ids, one auto-commit each, printing every
+/// acknowledged id, until killed.
+fn insert_rows_until_killed(t: &basalt::Table) -> ! {
+    let mut next = t.count().unwrap() + 1;
+    loop {
+        let id = t.insert_row(Row::new().set("name", format!("row {next}"))).unwrap();
+        assert_eq!(id, next);
+        println!("@@acked {id}");
+        std::io::stdout().flush().unwrap();
+        next += 1;
+    }
+}
+
+/// Parent side: runs `test` as a child in role `role`, SIGKILLs it once it has acknowledged
+/// `n` rows, and returns the last acknowledged id.
+fn kill_after_acks(test: &str, role: &str, dir: &Path, n: u64) -> u64 {
+    let mut child = spawn(test, role, dir);
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut acked = 0;
+    for _ in 0..n {
+        acked = wait_for(&mut lines, "@@acked ").trim().parse::<u64>().unwrap();
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    acked
+}
+
+/// Reopens `dir` and checks table "t": at least `acked` rows, ids contiguous from 1 (no
+/// commit lost in between), each row's name matching its id. Returns the row count.
+fn check_acked_rows(dir: &Path, acked: u64, round: usize) -> u64 {
+    let db = Database::open(dir).unwrap();
+    let t = db.table("t").unwrap();
+    let count = t.count().unwrap();
+    // The child runs ahead of what the parent has read, so only the lower bound is exact;
+    // contiguity shows nothing in between was lost.
+    assert!(count >= acked, "round {round}: {count} rows, {acked} acknowledged");
+    let all = t.scan().unwrap().collect_batch().unwrap();
+    let ids = all.column(0).as_any().downcast_ref::<UInt64Array>().unwrap();
+    let names = all.column(1).as_any().downcast_ref::<StringArray>().unwrap();
+    assert_eq!(ids.values().to_vec(), (1..=count).collect::<Vec<_>>(), "round {round}");
+    for i in 0..all.num_rows() {
+        assert_eq!(names.value(i), format!("row {}", ids.value(i)));
+    }
+    db.close().unwrap();
+    count
+}
+
+fn name_schema() -> Schema {
+    Schema::new(vec![Field::new("name", DataType::Utf8, false)])
+}
+
 /// A child commits single rows (process-safe, the default) and reports each acknowledged
 /// one; the parent SIGKILLs it after a varying number. Every acknowledged row survives, ids
 /// are contiguous (no commit lost in between), and each row's data matches its id.
 /// The child's small memtable threshold makes flushes (and log truncation) happen mid-run.
 #[test]
 fn killed_writer_loses_no_acknowledged_small_commit() {
+    const TEST: &str = "process::killed_writer_loses_no_acknowledged_small_commit";
     if std::env::var(ROLE).as_deref() == Ok("rows") {
         let opts = basalt::Options { memtable_flush_rows: 700, ..basalt::Options::default() };
         let db = basalt::Database::open_with(std::env::var(DIR).unwrap(), opts).unwrap();
         let t = match db.table("t") {
             Ok(t) => t,
-            Err(_) => db
-                .create_table("t", &Schema::new(vec![Field::new("name", DataType::Utf8, false)]))
-                .unwrap(),
+            Err(_) => db.create_table("t", &name_schema()).unwrap(),
         };
-        let mut next = t.count().unwrap() + 1;
-        loop {
-            let id = t.insert_row(Row::new().set("name", format!("row {next}"))).unwrap();
-            assert_eq!(id, next);
-            println!("@@acked {id}");
-            std::io::stdout().flush().unwrap();
-            next += 1;
-        }
+        insert_rows_until_killed(&t);
     }
     let dir = tempfile::tempdir().unwrap();
     for (round, kill_after) in [37u64, 1_500, 800].into_iter().enumerate() {
-        let mut child =
-            spawn("process::killed_writer_loses_no_acknowledged_small_commit", "rows", dir.path());
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut acked = 0;
-        for _ in 0..kill_after {
-            acked = wait_for(&mut lines, "@@acked ").trim().parse::<u64>().unwrap();
-        }
-        child.kill().unwrap();
-        child.wait().unwrap();
-        let db = Database::open(dir.path()).unwrap();
-        let t = db.table("t").unwrap();
-        let count = t.count().unwrap();
-        // The child runs ahead of what the parent has read, so only the lower bound is
-        // exact; contiguity below shows nothing in between was lost.
-        assert!(count >= acked, "round {round}: {count} rows, {acked} acknowledged");
-        let all = t.scan().unwrap().collect_batch().unwrap();
-        let ids = all.column(0).as_any().downcast_ref::<UInt64Array>().unwrap();
-        let names = all.column(1).as_any().downcast_ref::<StringArray>().unwrap();
-        assert_eq!(ids.values().to_vec(), (1..=count).collect::<Vec<_>>(), "round {round}");
-        for i in 0..all.num_rows() {
-            assert_eq!(names.value(i), format!("row {}", ids.value(i)));
-        }
-        db.close().unwrap();
+        let acked = kill_after_acks(TEST, "rows", dir.path(), kill_after);
+        check_acked_rows(dir.path(), acked, round);
     }
 }
 
@@ -186,6 +208,7 @@ fn killed_writer_loses_no_acknowledged_small_commit() {
 /// auto-commit writes, so every one it acknowledged survives SIGKILL.
 #[test]
 fn connection_durability_override_survives_a_kill() {
+    const TEST: &str = "process::connection_durability_override_survives_a_kill";
     if std::env::var(ROLE).as_deref() == Ok("conn-rows") {
         let opts = basalt::Options {
             durability: basalt::Durability::Buffered,
@@ -193,48 +216,19 @@ fn connection_durability_override_survives_a_kill() {
         };
         let db = basalt::Database::open_with(std::env::var(DIR).unwrap(), opts).unwrap();
         if db.table("t").is_err() {
-            db.create_table("t", &Schema::new(vec![Field::new("name", DataType::Utf8, false)]))
-                .unwrap();
+            db.create_table("t", &name_schema()).unwrap();
             db.flush().unwrap();
         }
         let conn = db.connect();
         conn.set_durability(Some(basalt::Durability::ProcessSafe));
-        let t = conn.table("t").unwrap();
-        let mut next = t.count().unwrap() + 1;
-        loop {
-            let id = t.insert_row(Row::new().set("name", format!("row {next}"))).unwrap();
-            assert_eq!(id, next);
-            println!("@@acked {id}");
-            std::io::stdout().flush().unwrap();
-            next += 1;
-        }
+        insert_rows_until_killed(&conn.table("t").unwrap());
     }
     let dir = tempfile::tempdir().unwrap();
     let mut total = 0;
     for (round, kill_after) in [50u64, 400].into_iter().enumerate() {
-        let mut child = spawn(
-            "process::connection_durability_override_survives_a_kill",
-            "conn-rows",
-            dir.path(),
-        );
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut acked = 0;
-        for _ in 0..kill_after {
-            acked = wait_for(&mut lines, "@@acked ").trim().parse::<u64>().unwrap();
-        }
-        child.kill().unwrap();
-        child.wait().unwrap();
-        total += kill_after;
-        assert_eq!(acked, total, "round {round}: ids continue where the last round ended");
-        let db = Database::open(dir.path()).unwrap();
-        let t = db.table("t").unwrap();
-        let count = t.count().unwrap();
-        assert!(count >= acked, "round {round}: {count} rows, {acked} acknowledged");
-        let all = t.scan().unwrap().collect_batch().unwrap();
-        let ids = all.column(0).as_any().downcast_ref::<UInt64Array>().unwrap();
-        assert_eq!(ids.values().to_vec(), (1..=count).collect::<Vec<_>>(), "round {round}");
-        total = count;
-        db.close().unwrap();
+        let acked = kill_after_acks(TEST, "conn-rows", dir.path(), kill_after);
+        assert_eq!(acked, total + kill_after, "round {round}: ids go on after the last round");
+        total = check_acked_rows(dir.path(), acked, round);
     }
 }
 
