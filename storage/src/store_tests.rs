@@ -472,11 +472,15 @@ fn ids_after_power_loss(fs: &MemFs, s: Store, ids: &[u64]) -> Vec<u64> {
     found.column(0).as_any().downcast_ref::<UInt64Array>().unwrap().values().to_vec()
 }
 
-#[test]
-fn torn_log_tail_is_discarded_and_earlier_commits_kept() {
-    let fs = MemFs::new();
-    let s = open_with(&fs, Durability::ProcessSafe);
+/// Commits three single rows (process-safe) to table "t" and kills the store; returns the
+/// log file, its bytes and the end of its last record. With `feed`, a change feed
+/// "keep-log" holds the log files back across restarts.
+fn three_logged_commits(fs: &MemFs, feed: bool) -> (PathBuf, Vec<u8>, usize) {
+    let s = open_with(fs, Durability::ProcessSafe);
     s.create_table("t", &schema()).unwrap();
+    if feed {
+        s.create_feed("keep-log").unwrap();
+    }
     for i in 0..3 {
         s.insert("t", &[rows(i, 1)]).unwrap();
     }
@@ -485,6 +489,13 @@ fn torn_log_tail_is_discarded_and_earlier_commits_kept() {
     let f = wal_dir.join(&fs.list_dir(wal_dir).unwrap()[0]);
     let bytes = fs.read(&f).unwrap();
     let (end, _) = crate::wal::record_ends(&bytes);
+    (f, bytes, end)
+}
+
+#[test]
+fn torn_log_tail_is_discarded_and_earlier_commits_kept() {
+    let fs = MemFs::new();
+    let (f, bytes, end) = three_logged_commits(&fs, false);
     for cut in [end - 1, end - 30] {
         let fs2 = MemFs::new();
         for name in fs.list_dir(Path::new("/db")).unwrap() {
@@ -1410,17 +1421,7 @@ mod model {
 #[test]
 fn a_torn_tail_is_cut_off_so_later_log_files_replay() {
     let fs = MemFs::new();
-    let s = open_with(&fs, Durability::ProcessSafe);
-    s.create_table("t", &schema()).unwrap();
-    s.create_feed("keep-log").unwrap(); // holds log files back across restarts
-    for i in 0..3 {
-        s.insert("t", &[rows(i, 1)]).unwrap();
-    }
-    kill(s);
-    let wal_dir = Path::new("/db/wal");
-    let f = wal_dir.join(&fs.list_dir(wal_dir).unwrap()[0]);
-    let bytes = fs.read(&f).unwrap();
-    let (end, _) = crate::wal::record_ends(&bytes);
+    let (f, bytes, end) = three_logged_commits(&fs, true); // the feed keeps log files
     fs.put(&f, &bytes[..end - 7]); // tear the last record
     let s = open_with(&fs, Durability::ProcessSafe);
     assert_eq!(s.snapshot().table("t").unwrap().count(), 2);

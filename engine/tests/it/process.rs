@@ -101,15 +101,12 @@ fn killed_writer_loses_no_acknowledged_bulk_insert() {
     }
     let dir = tempfile::tempdir().unwrap();
     for round in 0..3u64 {
-        let mut child =
-            spawn("process::killed_writer_loses_no_acknowledged_bulk_insert", "writer", dir.path());
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut acked = 0;
-        for _ in 0..(2 + round) {
-            acked = wait_for(&mut lines, "@@acked ").trim().parse::<u64>().unwrap();
-        }
-        child.kill().unwrap();
-        child.wait().unwrap();
+        let acked = kill_after_acks(
+            "process::killed_writer_loses_no_acknowledged_bulk_insert",
+            "writer",
+            dir.path(),
+            2 + round,
+        );
         let db = Database::open(dir.path()).unwrap();
         let t = db.table("t").unwrap();
         let count = t.count().unwrap();
@@ -278,14 +275,12 @@ fn killed_transactions_are_all_or_nothing() {
         seed ^= seed >> 7;
         seed ^= seed << 17;
         let kill_after = 5 + seed % 400;
-        let mut child = spawn("process::killed_transactions_are_all_or_nothing", "txn", dir.path());
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut acked = 0;
-        for _ in 0..kill_after {
-            acked = wait_for(&mut lines, "@@acked ").trim().parse::<u64>().unwrap();
-        }
-        child.kill().unwrap();
-        child.wait().unwrap();
+        let acked = kill_after_acks(
+            "process::killed_transactions_are_all_or_nothing",
+            "txn",
+            dir.path(),
+            kill_after,
+        );
         let db = Database::open(dir.path()).unwrap();
         let ids = |t: &str| -> Vec<u64> {
             let b = db.table(t).unwrap().scan_columns(&["_id"]).unwrap().collect_batch().unwrap();
