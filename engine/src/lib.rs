@@ -47,7 +47,7 @@ use std::sync::Arc;
 use arrow_array::RecordBatch;
 use arrow_schema::{Field, Schema, SchemaRef};
 use basalt_storage::{
-    AlterColumn, MemFs, OsFs, Store, StoreOptions, TableSnapshot, Transaction, Vfs,
+    AlterColumn, MemFs, OsFs, Session, Store, StoreOptions, TableSnapshot, Transaction, Vfs,
 };
 use parking_lot::Mutex;
 
@@ -135,7 +135,7 @@ pub struct Database {
 
 #[derive(Debug)]
 struct Inner {
-    store: Store,
+    store: Arc<Store>,
     path: Option<PathBuf>,
 }
 
@@ -156,7 +156,7 @@ impl Database {
     pub fn open_with(path: impl AsRef<Path>, options: Options) -> Result<Database> {
         let path = path.as_ref();
         let vfs: Arc<dyn Vfs> = Arc::new(OsFs);
-        let store = Store::open(vfs, path, path, options.store())?;
+        let store = Arc::new(Store::open(vfs, path, path, options.store())?);
         Ok(Database { inner: Arc::new(Inner { store, path: Some(path.to_path_buf()) }) })
     }
 
@@ -169,7 +169,8 @@ impl Database {
     pub fn open_in_memory_with(options: Options) -> Result<Database> {
         let vfs: Arc<dyn Vfs> = Arc::new(MemFs::new());
         let options = Options { durability: Durability::Buffered, read_only: false, ..options };
-        let store = Store::open(vfs, Path::new("/"), Path::new(":memory:"), options.store())?;
+        let store =
+            Arc::new(Store::open(vfs, Path::new("/"), Path::new(":memory:"), options.store())?);
         Ok(Database { inner: Arc::new(Inner { store, path: None }) })
     }
 
@@ -203,11 +204,8 @@ impl Database {
     /// A new connection: it carries its own transaction (see [`Connection`]).
     pub fn connect(&self) -> Connection {
         Connection {
-            state: Arc::new(Mutex::new(ConnState {
-                db: self.clone(),
-                txn: None,
-                durability: None,
-            })),
+            db: self.clone(),
+            session: Arc::new(Mutex::new(Session::new(self.inner.store.clone()))),
         }
     }
 
@@ -275,90 +273,60 @@ impl Database {
 /// its own; between [`Connection::begin`] and [`Connection::commit`] /
 /// [`Connection::rollback`], the connection's tables read their own uncommitted writes, other
 /// connections see none of them, and commit makes all of them visible at once (atomically
-/// across tables). See ARCHITECTURE.md (*Transactions*) for the isolation level. Dropping a
-/// connection rolls back its open transaction.
+/// across tables). See ARCHITECTURE.md (*Transactions*) for the isolation level. Dropping the
+/// last clone of a connection rolls back its open transaction.
 #[derive(Debug, Clone)]
 pub struct Connection {
-    state: Arc<Mutex<ConnState>>,
-}
-
-#[derive(Debug)]
-struct ConnState {
     db: Database,
-    txn: Option<Transaction>,
-    durability: Option<Durability>,
+    session: Arc<Mutex<Session>>,
 }
 
-impl Drop for ConnState {
-    fn drop(&mut self) {
-        if let Some(t) = self.txn.take() {
-            self.db.inner.store.rollback(t);
-        }
+/// Maps the storage layer's transaction-order errors to [`Error::Transaction`].
+fn txn_error(e: StorageError) -> Error {
+    match e {
+        StorageError::Transaction { reason } => Error::Transaction(reason),
+        e => Error::Storage(e),
     }
 }
 
 impl Connection {
-    fn store_db(&self) -> Database {
-        self.state.lock().db.clone()
-    }
-
     /// A handle on a table whose reads and writes go through this connection.
     pub fn table(&self, name: &str) -> Result<Table> {
-        let db = self.store_db();
-        let t = db.table(name)?;
-        Ok(Table { conn: Some(self.state.clone()), ..t })
+        let t = self.db.table(name)?;
+        Ok(Table { conn: Some(self.session.clone()), ..t })
     }
 
     /// Starts a transaction. Its reads come from the state at this moment until its first
     /// write, which makes it the (single) writer until it ends.
     pub fn begin(&self) -> Result<()> {
-        self.start(false)
+        self.session.lock().begin(false).map_err(txn_error)
     }
 
     /// Starts a transaction that is the writer from the start (waiting for another writer
     /// up to the lock timeout): serializable.
     pub fn begin_immediate(&self) -> Result<()> {
-        self.start(true)
-    }
-
-    fn start(&self, immediate: bool) -> Result<()> {
-        let mut st = self.state.lock();
-        if st.txn.is_some() {
-            return Err(Error::Transaction(
-                "a transaction is already open on this connection".into(),
-            ));
-        }
-        let store = &st.db.inner.store;
-        let d = st.durability.unwrap_or(store.default_durability());
-        let t = if immediate { store.begin_immediate(d)? } else { store.begin(d)? };
-        st.txn = Some(t);
-        Ok(())
+        self.session.lock().begin(true).map_err(txn_error)
     }
 
     /// Commits the open transaction.
     pub fn commit(&self) -> Result<()> {
-        let mut st = self.state.lock();
-        let t = st.txn.take().ok_or_else(|| Error::Transaction("no transaction is open".into()))?;
-        Ok(st.db.inner.store.commit(t)?)
+        self.session.lock().commit().map_err(txn_error)
     }
 
     /// Rolls back the open transaction.
     pub fn rollback(&self) -> Result<()> {
-        let mut st = self.state.lock();
-        let t = st.txn.take().ok_or_else(|| Error::Transaction("no transaction is open".into()))?;
-        st.db.inner.store.rollback(t);
-        Ok(())
+        self.session.lock().rollback().map_err(txn_error)
     }
 
     /// Whether a transaction is open.
     pub fn in_transaction(&self) -> bool {
-        self.state.lock().txn.is_some()
+        self.session.lock().in_transaction()
     }
 
     /// Durability of this connection's commits (transactions begun later and auto-commit
     /// writes); `None` returns to the database default.
     pub fn set_durability(&self, durability: Option<Durability>) {
-        self.state.lock().durability = durability;
+        self.session.lock().set_durability(durability);
     }
 }
 
@@ -369,17 +337,15 @@ impl Connection {
 pub struct Table {
     db: Database,
     name: String,
-    conn: Option<Arc<Mutex<ConnState>>>,
+    conn: Option<Arc<Mutex<Session>>>,
 }
 
 impl Table {
     fn snap(&self) -> Result<Arc<TableSnapshot>> {
-        if let Some(c) = &self.conn
-            && let Some(t) = &c.lock().txn
-        {
-            return Ok(t.table(&self.name)?);
+        match &self.conn {
+            Some(c) => Ok(c.lock().table(&self.name)?),
+            None => Ok(self.db.inner.store.snapshot().table(&self.name)?.clone()),
         }
-        Ok(self.db.inner.store.snapshot().table(&self.name)?.clone())
     }
 
     /// Runs a write: inside the connection's transaction (atomic as a statement), or as its
@@ -389,15 +355,10 @@ impl Table {
         f: impl FnOnce(&mut Transaction, &Store) -> basalt_storage::Result<T>,
     ) -> Result<T> {
         let store = &self.db.inner.store;
-        let mut durability = store.default_durability();
-        if let Some(c) = &self.conn {
-            let mut st = c.lock();
-            if let Some(t) = st.txn.as_mut() {
-                return Ok(t.statement(store, f)?);
-            }
-            durability = st.durability.unwrap_or(durability);
+        match &self.conn {
+            Some(c) => Ok(c.lock().write(f)?),
+            None => Ok(store.autocommit(store.default_durability(), f)?),
         }
-        Ok(store.autocommit(durability, f)?)
     }
 
     /// The table's name.
@@ -429,7 +390,7 @@ impl Table {
     /// Inserts batches with an explicit durability level for this write.
     /// Outside a transaction only; inside one, the transaction's durability applies.
     pub fn insert_with(&self, batches: &[RecordBatch], durability: Durability) -> Result<IdRange> {
-        if self.conn.as_ref().is_some_and(|c| c.lock().txn.is_some()) {
+        if self.conn.as_ref().is_some_and(|c| c.lock().in_transaction()) {
             return self.insert_batches(batches);
         }
         Ok(self.db.inner.store.insert_with(&self.name, batches, durability)?)

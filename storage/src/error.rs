@@ -159,6 +159,12 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// A transaction call out of order (commit without begin, nested begin).
+    #[error("transaction error: {reason}")]
+    Transaction {
+        /// What is wrong.
+        reason: String,
+    },
     /// An Arrow operation failed.
     #[error("{context}: {source}")]
     Arrow {

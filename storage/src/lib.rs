@@ -20,6 +20,7 @@ pub mod manifest;
 pub mod memtable;
 pub mod predicate;
 pub mod segment;
+pub mod session;
 pub mod store;
 pub mod txn;
 pub mod types;
@@ -30,6 +31,7 @@ pub use error::{Error, Result};
 pub use io::{FaultFs, FaultKind, MemFs, OsFs, Vfs};
 pub use predicate::{CmpOp, Predicate, Scalar};
 pub use segment::{ROW_GROUP_ROWS, SEGMENT_FORMAT_VERSION, WriteOptions};
+pub use session::{ReadView, Session};
 pub use store::{
     AlterColumn, CommitEvent, CommitHook, CompactionReport, DbSnapshot, IdRange, RowLocation, Scan,
     Store, StoreOptions, TableSnapshot,

@@ -201,6 +201,11 @@ impl Transaction {
         }
     }
 
+    /// The tables this transaction has written, as it sees them.
+    pub(crate) fn written_tables(&self) -> Vec<(String, Arc<TableSnapshot>)> {
+        self.tables.iter().map(|(n, t)| (n.clone(), t.clone())).collect()
+    }
+
     /// Whether the transaction has written anything.
     pub fn has_writes(&self) -> bool {
         !self.ops.is_empty() || !self.spilled.is_empty()

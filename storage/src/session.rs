@@ -1,0 +1,152 @@
+//! A connection's transaction state: at most one open [`Transaction`], the connection's
+//! durability override, and the rules for reading and writing through it.
+//!
+//! The engine's `Connection` and the SQL front end share one [`Session`] per connection, so a
+//! table read through the Rust API and a `SELECT` see the same uncommitted writes, and a
+//! `BEGIN` in SQL is the same transaction as `Connection::begin`. What this module must not do:
+//! know about SQL or DataFusion; it speaks storage types only.
+
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::store::{DbSnapshot, Store, TableSnapshot};
+use crate::txn::Transaction;
+use crate::wal::Durability;
+
+/// One connection's transaction state. Dropping it rolls back an open transaction.
+#[derive(Debug)]
+pub struct Session {
+    store: Arc<Store>,
+    txn: Option<Transaction>,
+    durability: Option<Durability>,
+}
+
+/// What one statement reads: the open transaction's view (its own writes included) or a
+/// committed snapshot pinned when the statement started.
+#[derive(Debug, Clone)]
+pub enum ReadView {
+    /// A committed state of the database.
+    Committed(Arc<DbSnapshot>),
+    /// The tables as the open transaction sees them, for the names the statement asked for.
+    Transaction(Arc<DbSnapshot>, Vec<(String, Arc<TableSnapshot>)>),
+}
+
+impl ReadView {
+    /// A table as this view sees it.
+    pub fn table(&self, name: &str) -> Result<Arc<TableSnapshot>> {
+        match self {
+            ReadView::Committed(s) => s.table(name).cloned(),
+            ReadView::Transaction(s, own) => match own.iter().find(|(n, _)| n == name) {
+                Some((_, t)) => Ok(t.clone()),
+                None => s.table(name).cloned(),
+            },
+        }
+    }
+
+    /// Table names, sorted.
+    pub fn table_names(&self) -> Vec<String> {
+        match self {
+            ReadView::Committed(s) | ReadView::Transaction(s, _) => s.table_names(),
+        }
+    }
+}
+
+impl Session {
+    /// A session with no open transaction.
+    pub fn new(store: Arc<Store>) -> Session {
+        Session { store, txn: None, durability: None }
+    }
+
+    /// The store this session works on.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// Whether a transaction is open.
+    pub fn in_transaction(&self) -> bool {
+        self.txn.is_some()
+    }
+
+    /// The durability override of this connection (`None`: the database default).
+    pub fn durability_override(&self) -> Option<Durability> {
+        self.durability
+    }
+
+    /// Sets the durability of this connection's later transactions and auto-commit writes.
+    pub fn set_durability(&mut self, durability: Option<Durability>) {
+        self.durability = durability;
+    }
+
+    /// The durability this connection's next commit gets.
+    pub fn durability(&self) -> Durability {
+        self.durability.unwrap_or(self.store.default_durability())
+    }
+
+    /// Starts a transaction; `immediate` makes it the writer at once (serializable).
+    pub fn begin(&mut self, immediate: bool) -> Result<()> {
+        if self.txn.is_some() {
+            return Err(Error::Transaction {
+                reason: "a transaction is already open on this connection".into(),
+            });
+        }
+        let d = self.durability();
+        let t = if immediate { self.store.begin_immediate(d)? } else { self.store.begin(d)? };
+        self.txn = Some(t);
+        Ok(())
+    }
+
+    /// Commits the open transaction.
+    pub fn commit(&mut self) -> Result<()> {
+        let t = self.txn.take().ok_or_else(no_transaction)?;
+        self.store.commit(t)
+    }
+
+    /// Rolls back the open transaction.
+    pub fn rollback(&mut self) -> Result<()> {
+        let t = self.txn.take().ok_or_else(no_transaction)?;
+        self.store.rollback(t);
+        Ok(())
+    }
+
+    /// A table as this connection sees it now (its open transaction's writes included).
+    pub fn table(&self, name: &str) -> Result<Arc<TableSnapshot>> {
+        match &self.txn {
+            Some(t) => t.table(name),
+            None => self.store.snapshot().table(name).cloned(),
+        }
+    }
+
+    /// The view a statement reads, pinned now: later commits by others (or later statements
+    /// of this transaction) do not change it.
+    pub fn read_view(&self) -> Result<ReadView> {
+        match &self.txn {
+            None => Ok(ReadView::Committed(self.store.snapshot())),
+            Some(t) => {
+                let base = t.snapshot().clone();
+                let own = t.written_tables();
+                Ok(ReadView::Transaction(base, own))
+            }
+        }
+    }
+
+    /// Runs a write: as one atomic statement of the open transaction, or as its own commit
+    /// at this connection's durability.
+    pub fn write<T>(&mut self, f: impl FnOnce(&mut Transaction, &Store) -> Result<T>) -> Result<T> {
+        match self.txn.as_mut() {
+            Some(t) => t.statement(&self.store, f),
+            None => self.store.autocommit(self.durability(), f),
+        }
+    }
+}
+
+fn no_transaction() -> Error {
+    Error::Transaction { reason: "no transaction is open".into() }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if let Some(t) = self.txn.take() {
+            self.store.rollback(t);
+        }
+    }
+}
