@@ -15,6 +15,11 @@ pub enum Error {
     /// A transaction call out of order (commit without begin, nested begin).
     #[error("transaction error: {0}")]
     Transaction(String),
+    /// From the SQL layer: syntax and planning errors (with their position), unsupported
+    /// statements, execution errors. Storage errors met while running SQL arrive as
+    /// [`Error::Storage`], transaction-order errors as [`Error::Transaction`].
+    #[error(transparent)]
+    Sql(basalt_sql::Error),
     /// A row value cannot be stored in its column.
     #[error("table '{table}', column '{column}': {reason}")]
     InvalidValue {
@@ -32,12 +37,24 @@ impl Error {
     pub fn as_storage(&self) -> Option<&basalt_storage::Error> {
         match self {
             Error::Storage(e) => Some(e),
-            Error::InvalidValue { .. } | Error::Transaction(_) => None,
+            Error::InvalidValue { .. } | Error::Transaction(_) | Error::Sql(_) => None,
         }
     }
 
     /// True for errors that mean on-disk data is damaged.
     pub fn is_corruption(&self) -> bool {
         self.as_storage().is_some_and(basalt_storage::Error::is_corruption)
+    }
+}
+
+impl From<basalt_sql::Error> for Error {
+    fn from(e: basalt_sql::Error) -> Error {
+        match e {
+            basalt_sql::Error::Storage(basalt_storage::Error::Transaction { reason }) => {
+                Error::Transaction(reason)
+            }
+            basalt_sql::Error::Storage(s) => Error::Storage(s),
+            e => Error::Sql(e),
+        }
     }
 }

@@ -39,6 +39,7 @@
 //! emptied. Opening a database replays the log.
 
 mod error;
+mod sql;
 mod value;
 
 use std::path::{Path, PathBuf};
@@ -56,7 +57,12 @@ pub use basalt_storage::{
     Predicate, ROW_GROUP_ROWS, SEGMENT_FORMAT_VERSION, Scalar, vector_type,
 };
 pub use error::{Error, Result};
+pub use sql::{SqlRows, Statement};
 pub use value::{Row, Value};
+
+/// Errors of the SQL layer (parse and planning errors with positions, unsupported
+/// statements, execution errors).
+pub use basalt_sql::Error as SqlError;
 
 /// The Arrow crates Basalt speaks, re-exported so users build schemas and batches with the
 /// exact versions Basalt was built with.
@@ -137,6 +143,7 @@ pub struct Database {
 struct Inner {
     store: Arc<Store>,
     path: Option<PathBuf>,
+    runtime: sql::Runtime,
 }
 
 impl Database {
@@ -157,7 +164,13 @@ impl Database {
         let path = path.as_ref();
         let vfs: Arc<dyn Vfs> = Arc::new(OsFs);
         let store = Arc::new(Store::open(vfs, path, path, options.store())?);
-        Ok(Database { inner: Arc::new(Inner { store, path: Some(path.to_path_buf()) }) })
+        Ok(Database {
+            inner: Arc::new(Inner {
+                store,
+                path: Some(path.to_path_buf()),
+                runtime: sql::Runtime::default(),
+            }),
+        })
     }
 
     /// A new, empty database held in memory (same code paths and format as on disk).
@@ -171,7 +184,9 @@ impl Database {
         let options = Options { durability: Durability::Buffered, read_only: false, ..options };
         let store =
             Arc::new(Store::open(vfs, Path::new("/"), Path::new(":memory:"), options.store())?);
-        Ok(Database { inner: Arc::new(Inner { store, path: None }) })
+        Ok(Database {
+            inner: Arc::new(Inner { store, path: None, runtime: sql::Runtime::default() }),
+        })
     }
 
     /// The directory, or `None` for an in-memory database.
@@ -201,11 +216,18 @@ impl Database {
         Ok(Table { db: self.clone(), name: name.to_string(), conn: None })
     }
 
+    /// Runs SQL on a fresh connection (see [`Connection::sql`]); a shortcut for statements
+    /// that need no transaction across calls.
+    pub fn sql(&self, sql: &str) -> Result<Vec<RecordBatch>> {
+        self.connect().sql(sql)
+    }
+
     /// A new connection: it carries its own transaction (see [`Connection`]).
     pub fn connect(&self) -> Connection {
         Connection {
             db: self.clone(),
             session: Arc::new(Mutex::new(Session::new(self.inner.store.clone()))),
+            sql: Arc::new(sql::SqlSlot::default()),
         }
     }
 
@@ -279,6 +301,7 @@ impl Database {
 pub struct Connection {
     db: Database,
     session: Arc<Mutex<Session>>,
+    sql: Arc<sql::SqlSlot>,
 }
 
 /// Maps the storage layer's transaction-order errors to [`Error::Transaction`].
@@ -327,6 +350,60 @@ impl Connection {
     /// writes); `None` returns to the database default.
     pub fn set_durability(&self, durability: Option<Durability>) {
         self.session.lock().set_durability(durability);
+    }
+
+    fn sql_conn(&self) -> Result<Arc<basalt_sql::SqlConnection>> {
+        self.sql.get(&self.session)
+    }
+
+    /// Runs the SQL statements in `sql` in order and returns the last one's result. Queries
+    /// return their rows; `INSERT` / `UPDATE` / `DELETE` one row with the `count` of rows
+    /// changed; DDL and `BEGIN` / `COMMIT` / `ROLLBACK` nothing. Each statement is atomic;
+    /// at the first failing one the call stops (the statements before it stay done, and an
+    /// open transaction stays open). `BEGIN` in SQL is this connection's transaction.
+    ///
+    /// Blocks; inside an async runtime use [`Connection::sql_async`].
+    pub fn sql(&self, sql: &str) -> Result<Vec<RecordBatch>> {
+        self.db.inner.runtime.block_on(self.sql_async(sql))?
+    }
+
+    /// The async form of [`Connection::sql`].
+    pub async fn sql_async(&self, sql: &str) -> Result<Vec<RecordBatch>> {
+        Ok(self.sql_conn()?.execute(sql).await?)
+    }
+
+    /// Like [`Connection::sql`], with the last statement's rows streamed batch by batch
+    /// (the query reads the data as of this call).
+    pub fn sql_stream(&self, sql: &str) -> Result<SqlRows> {
+        let stream = self.db.inner.runtime.block_on(self.sql_conn()?.execute_stream(sql))??;
+        Ok(SqlRows { stream, db: self.db.clone() })
+    }
+
+    /// The async form of [`Connection::sql_stream`]: a stream of Arrow record batches.
+    pub async fn sql_stream_async(
+        &self,
+        sql: &str,
+    ) -> Result<basalt_sql::datafusion::execution::SendableRecordBatchStream> {
+        Ok(self.sql_conn()?.execute_stream(sql).await?)
+    }
+
+    /// Parses and plans one statement with `$1`, `$2`, … placeholders, to run many times
+    /// with [`Statement::execute`].
+    pub fn prepare(&self, sql: &str) -> Result<Statement> {
+        self.db.inner.runtime.block_on(self.prepare_async(sql))?
+    }
+
+    /// The async form of [`Connection::prepare`].
+    pub async fn prepare_async(&self, sql: &str) -> Result<Statement> {
+        let prepared = self.sql_conn()?.prepare(sql).await?;
+        Ok(Statement { conn: self.clone(), prepared })
+    }
+
+    /// Turns filter pushdown into table scans on or off for this connection's SQL (on by
+    /// default). Results never change; this exists to compare plans and results.
+    pub fn set_filter_pushdown(&self, on: bool) -> Result<()> {
+        self.sql_conn()?.set_pushdown(on);
+        Ok(())
     }
 }
 

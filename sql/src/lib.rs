@@ -1,10 +1,26 @@
 //! # basalt-sql
 //!
-//! Will own the DataFusion front end: the catalog over the engine's tables, the
-//! `TableProvider` and scan exec over storage snapshots, filter/projection/limit pushdown,
-//! fused filter-aggregate kernels (physical optimizer rules), UDFs/UDTFs, DDL/DML dispatch,
-//! and SQL over CSV/Parquet/JSON files. It must not touch files of its own (storage does),
-//! and nothing outside `basalt` (the engine crate) may depend on it.
+//! The DataFusion front end: the catalog over a connection's native tables
+//! ([`catalog`]), the `TableProvider` and scan exec over storage snapshots with projection,
+//! filter and limit pushdown ([`provider`], [`pushdown`]), DML execs onto the connection's
+//! transaction ([`dml`]), the statement dispatcher that sends each statement to DataFusion
+//! or to storage ([`connection`]), the rewrites that hide `_id` from `SELECT *`
+//! ([`rewrite`]), and the `VECTOR(D)` type ([`types`]).
 //!
-//! Status: only the dependency on DataFusion 55 is in place (so the workspace's single
-//! Arrow version is checked against it); the SQL front end lands with the SQL issue.
+//! What this crate must not do: touch files of its own (storage does), or be used by
+//! anything but `basalt` (the engine crate), which wraps it in the public API.
+
+pub mod catalog;
+pub mod connection;
+pub mod dml;
+pub mod error;
+pub mod provider;
+pub mod pushdown;
+pub mod rewrite;
+pub mod types;
+
+pub use connection::{Prepared, SqlConnection};
+pub use error::{Error, Result};
+
+/// DataFusion and Arrow as this crate uses them (for the engine's signatures).
+pub use datafusion;

@@ -31,11 +31,11 @@ pub use error::{Error, Result};
 pub use io::{FaultFs, FaultKind, MemFs, OsFs, Vfs};
 pub use predicate::{CmpOp, Predicate, Scalar};
 pub use segment::{ROW_GROUP_ROWS, SEGMENT_FORMAT_VERSION, WriteOptions};
-pub use session::{ReadView, Session};
+pub use session::{ReadView, Session, WriteStatement};
 pub use store::{
     AlterColumn, CommitEvent, CommitHook, CompactionReport, DbSnapshot, IdRange, RowLocation, Scan,
-    Store, StoreOptions, TableSnapshot,
+    ScanUnit, Store, StoreOptions, TableSnapshot,
 };
-pub use txn::Transaction;
+pub use txn::{Savepoint, Transaction};
 pub use types::{ID_COLUMN, TableSchema, vector_type};
 pub use wal::Durability;

@@ -152,6 +152,78 @@ impl Predicate {
     }
 }
 
+impl std::fmt::Display for Scalar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Scalar::Null => write!(f, "NULL"),
+            Scalar::Bool(v) => write!(f, "{v}"),
+            Scalar::Int(v) => write!(f, "{v}"),
+            Scalar::UInt(v) => write!(f, "{v}"),
+            Scalar::Float(v) => write!(f, "{v:?}"),
+            Scalar::Str(v) => write!(f, "'{}'", v.replace('\'', "''")),
+            Scalar::Bytes(v) => {
+                write!(f, "X'")?;
+                v.iter().try_for_each(|b| write!(f, "{b:02x}"))?;
+                write!(f, "'")
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for CmpOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            CmpOp::Eq => "=",
+            CmpOp::NotEq => "<>",
+            CmpOp::Lt => "<",
+            CmpOp::LtEq => "<=",
+            CmpOp::Gt => ">",
+            CmpOp::GtEq => ">=",
+        })
+    }
+}
+
+/// SQL-like text, for plans and error messages.
+impl std::fmt::Display for Predicate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let not = |n: bool| if n { "NOT " } else { "" };
+        let join = |f: &mut std::fmt::Formatter<'_>, ps: &[Predicate], sep: &str| {
+            write!(f, "(")?;
+            for (i, p) in ps.iter().enumerate() {
+                if i > 0 {
+                    write!(f, " {sep} ")?;
+                }
+                write!(f, "{p}")?;
+            }
+            write!(f, ")")
+        };
+        match self {
+            Predicate::True => write!(f, "TRUE"),
+            Predicate::False => write!(f, "FALSE"),
+            Predicate::Cmp { column, op, value } => write!(f, "{column} {op} {value}"),
+            Predicate::InList { column, values, negated } => {
+                write!(f, "{column} {}IN (", not(*negated))?;
+                for (i, v) in values.iter().enumerate() {
+                    if i > 0 {
+                        write!(f, ", ")?;
+                    }
+                    write!(f, "{v}")?;
+                }
+                write!(f, ")")
+            }
+            Predicate::IsNull { column, negated } => {
+                write!(f, "{column} IS {}NULL", not(*negated))
+            }
+            Predicate::LikePrefix { column, prefix, negated } => {
+                write!(f, "{column} {}LIKE {}", not(*negated), Scalar::Str(format!("{prefix}%")))
+            }
+            Predicate::And(ps) => join(f, ps, "AND"),
+            Predicate::Or(ps) => join(f, ps, "OR"),
+            Predicate::Not(p) => write!(f, "NOT {p}"),
+        }
+    }
+}
+
 macro_rules! scalar_from {
     ($($t:ty => $v:ident),*) => {$(
         impl From<$t> for Scalar {

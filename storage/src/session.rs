@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::store::{DbSnapshot, Store, TableSnapshot};
-use crate::txn::Transaction;
+use crate::txn::{Savepoint, Transaction};
 use crate::wal::Durability;
 
 /// One connection's transaction state. Dropping it rolls back an open transaction.
@@ -135,6 +135,53 @@ impl Session {
         match self.txn.as_mut() {
             Some(t) => t.statement(&self.store, f),
             None => self.store.autocommit(self.durability(), f),
+        }
+    }
+}
+
+/// An SQL write statement in progress ([`Session::begin_write_statement`]).
+#[derive(Debug)]
+pub struct WriteStatement {
+    /// `None`: the statement runs in a transaction of its own, committed at its end.
+    savepoint: Option<Savepoint>,
+}
+
+impl Session {
+    /// Starts a write statement that may read and write in several steps (SQL DML): the
+    /// connection's transaction (or a new one of its own) becomes the writer first, so the
+    /// statement's reads ([`Session::read_view`] after this call) see the state its writes
+    /// apply to. End it with [`Session::end_write_statement`].
+    pub fn begin_write_statement(&mut self) -> Result<WriteStatement> {
+        if self.txn.is_none() {
+            self.begin(true)?;
+            return Ok(WriteStatement { savepoint: None });
+        }
+        let store = self.store.clone();
+        let t = self.txn.as_mut().ok_or_else(no_transaction)?;
+        t.ensure_writer(&store)?;
+        Ok(WriteStatement { savepoint: Some(t.savepoint()) })
+    }
+
+    /// Applies one step of the current write statement.
+    pub fn apply<T>(&mut self, f: impl FnOnce(&mut Transaction, &Store) -> Result<T>) -> Result<T> {
+        let t = self.txn.as_mut().ok_or_else(no_transaction)?;
+        f(t, &self.store)
+    }
+
+    /// Ends a write statement: on success its own transaction commits (inside an explicit
+    /// transaction its changes simply stay); on failure every change it made is undone.
+    pub fn end_write_statement(&mut self, stmt: WriteStatement, success: bool) -> Result<()> {
+        match (stmt.savepoint, success) {
+            (None, true) => self.commit(),
+            (None, false) => self.rollback(),
+            (Some(_), true) => Ok(()),
+            (Some(mark), false) => {
+                let store = self.store.clone();
+                if let Some(t) = self.txn.as_mut() {
+                    t.rollback_to(&store, mark);
+                }
+                Ok(())
+            }
         }
     }
 }

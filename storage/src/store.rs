@@ -380,6 +380,53 @@ impl TableSnapshot {
         projection: &[usize],
         predicate: Option<Predicate>,
     ) -> Result<Scan> {
+        let units = self.scan_units();
+        self.scan_units_filtered(projection, predicate, units)
+    }
+
+    /// Every unit of a full scan, in scan order: each row group of each segment, then the
+    /// memtable (if it has rows).
+    pub fn scan_units(&self) -> Vec<ScanUnit> {
+        let mut out = Vec::new();
+        for (segment, ls) in self.segments.iter().enumerate() {
+            for rg in 0..ls.segment.meta().row_groups.len() {
+                out.push(ScanUnit::RowGroup { segment, rg });
+            }
+        }
+        if self.memtable.rows() > 0 {
+            out.push(ScanUnit::Memtable);
+        }
+        out
+    }
+
+    /// The rows a unit holds before deletes.
+    pub fn unit_rows(&self, unit: ScanUnit) -> u64 {
+        match unit {
+            ScanUnit::RowGroup { segment, rg } => self
+                .segments
+                .get(segment)
+                .and_then(|s| s.segment.meta().row_groups.get(rg))
+                .map_or(0, |g| u64::from(g.rows)),
+            ScanUnit::Memtable => self.memtable.rows() as u64,
+        }
+    }
+
+    /// Whether the zone maps and null counts of a row group leave `predicate` possibly true
+    /// (the memtable always may match). Reads no column data.
+    pub fn unit_may_match(&self, unit: ScanUnit, predicate: &Predicate) -> bool {
+        match unit {
+            ScanUnit::Memtable => true,
+            ScanUnit::RowGroup { segment, rg } => self.zone_maps_allow(segment, rg, predicate),
+        }
+    }
+
+    /// Scans the chosen units (from [`TableSnapshot::scan_units`]), in the order given.
+    pub fn scan_units_filtered(
+        self: &Arc<Self>,
+        projection: &[usize],
+        predicate: Option<Predicate>,
+        units: Vec<ScanUnit>,
+    ) -> Result<Scan> {
         self.check_projection(projection)?;
         if let Some(p) = &predicate {
             self.resolve(&p.columns())?;
@@ -389,8 +436,8 @@ impl TableSnapshot {
             table: self.clone(),
             projection: projection.to_vec(),
             predicate,
-            segment: 0,
-            rg: 0,
+            units,
+            next: 0,
             mem: 0,
         })
     }
@@ -411,16 +458,10 @@ impl TableSnapshot {
         Ok(out)
     }
 
-    /// Row-group selection for a predicate: `None` = skip the row group entirely.
-    fn select_in_row_group(
-        &self,
-        segment: usize,
-        rg: usize,
-        predicate: &Predicate,
-    ) -> Result<Option<BooleanBuffer>> {
-        let ls = &self.segments[segment];
+    fn zone_maps_allow(&self, segment: usize, rg: usize, predicate: &Predicate) -> bool {
+        let Some(ls) = self.segments.get(segment) else { return false };
         let meta = ls.segment.meta();
-        let g = &meta.row_groups[rg];
+        let Some(g) = meta.row_groups.get(rg) else { return false };
         let stats = |name: &str| {
             let pos = self.schema.index_of(name).map(|i| self.schema.column_id_at(i))?;
             let c = meta.position_of(pos).map(|p| &g.chunks[p]);
@@ -438,10 +479,21 @@ impl TableSnapshot {
                 },
             })
         };
-        if !predicate::may_match(predicate, &stats) {
+        predicate::may_match(predicate, &stats)
+    }
+
+    /// Row-group selection for a predicate: `None` = skip the row group entirely.
+    fn select_in_row_group(
+        &self,
+        segment: usize,
+        rg: usize,
+        predicate: &Predicate,
+    ) -> Result<Option<BooleanBuffer>> {
+        if !self.zone_maps_allow(segment, rg, predicate) {
             return Ok(None);
         }
-        let mut cols = RowGroupColumns { table: self, segment, rg, rows: g.rows as usize };
+        let rows = self.segments[segment].segment.meta().row_groups[rg].rows as usize;
+        let mut cols = RowGroupColumns { table: self, segment, rg, rows };
         let sel = predicate::evaluate(predicate, &mut cols)?;
         Ok((sel.count_set_bits() > 0).then_some(sel))
     }
@@ -711,6 +763,21 @@ fn conform_column(table: &str, f: &Field, col: &ArrayRef) -> Result<ArrayRef> {
     Err(mismatch())
 }
 
+/// One unit of a table scan: a row group of a segment, or the memtable. Scans can be split
+/// into groups of units (the SQL layer runs one group per partition).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ScanUnit {
+    /// Row group `rg` of the `segment`-th live segment.
+    RowGroup {
+        /// Position in [`TableSnapshot::segments`].
+        segment: usize,
+        /// Row group within the segment.
+        rg: usize,
+    },
+    /// Every memtable batch.
+    Memtable,
+}
+
 /// Iterator over a table snapshot's rows as record batches.
 #[derive(Debug)]
 pub struct Scan {
@@ -718,8 +785,8 @@ pub struct Scan {
     schema: SchemaRef,
     projection: Vec<usize>,
     predicate: Option<Predicate>,
-    segment: usize,
-    rg: usize,
+    units: Vec<ScanUnit>,
+    next: usize,
     mem: usize,
 }
 
@@ -759,72 +826,87 @@ impl Iterator for Scan {
     type Item = Result<RecordBatch>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        let t = &self.table;
-        while self.segment < t.segments.len() {
-            let nrg = t.segments[self.segment].segment.meta().row_groups.len();
-            if self.rg >= nrg {
-                self.segment += 1;
-                self.rg = 0;
-                continue;
-            }
-            let (s, g) = (self.segment, self.rg);
-            self.rg += 1;
-            let rows = t.segments[s].segment.meta().row_groups[g].rows as usize;
-            let mut keep = t.segments[s].keep_mask(g).map(|m| m.values().clone());
-            if let Some(p) = &self.predicate {
-                match t.select_in_row_group(s, g, p) {
-                    Err(e) => return Some(Err(e)),
-                    Ok(None) => continue,
-                    Ok(Some(sel)) => keep = Some(keep.map_or(sel.clone(), |k| &k & &sel)),
-                }
-            }
-            if keep.as_ref().is_some_and(|m| m.count_set_bits() == 0) {
-                continue;
-            }
-            let r = t.read_row_group(s, g, &self.projection, DecodeMode::Values).and_then(|cols| {
-                let b = RecordBatch::try_new_with_options(
-                    self.schema.clone(),
-                    cols,
-                    &arrow_array::RecordBatchOptions::new().with_row_count(Some(rows)),
-                )
-                .map_err(|e| Error::arrow("scan", e))?;
-                match &keep {
-                    Some(m) if m.count_set_bits() < rows => {
-                        let m = arrow_array::BooleanArray::new(m.clone(), None);
-                        arrow_select::filter::filter_record_batch(&b, &m)
-                            .map_err(|e| Error::arrow("scan", e))
-                    }
-                    _ => Ok(b),
-                }
-            });
-            return Some(r);
-        }
         loop {
-            let mb = t.memtable.batches().get(self.mem)?;
-            self.mem += 1;
-            if mb.live_rows() == 0 {
-                continue;
-            }
-            let r = mb.live().and_then(|b| {
-                let b = match &self.predicate {
-                    Some(p) => {
-                        let mut named = b.clone();
-                        let sel = predicate::evaluate(p, &mut named)?;
-                        let m = arrow_array::BooleanArray::new(sel, None);
-                        arrow_select::filter::filter_record_batch(&b, &m)
-                            .map_err(|e| Error::arrow("scan", e))?
+            let unit = *self.units.get(self.next)?;
+            let r = match unit {
+                ScanUnit::RowGroup { segment, rg } => {
+                    self.next += 1;
+                    self.read_row_group(segment, rg)
+                }
+                ScanUnit::Memtable => match self.table.memtable.batches().get(self.mem) {
+                    None => {
+                        self.next += 1;
+                        self.mem = 0;
+                        continue;
                     }
-                    None => b,
-                };
-                let b = b.project(&self.projection).map_err(|e| Error::arrow("scan", e))?;
-                // Memtable batches carry the schema of their insert; present the current one.
-                b.with_schema(self.schema.clone()).map_err(|e| Error::arrow("scan", e))
-            });
+                    Some(mb) => {
+                        self.mem += 1;
+                        if mb.live_rows() == 0 {
+                            continue;
+                        }
+                        self.read_memtable_batch(mb).map(Some)
+                    }
+                },
+            };
             match r {
-                Ok(b) if b.num_rows() == 0 => continue,
-                r => return Some(r),
+                Ok(Some(b)) if b.num_rows() > 0 => return Some(Ok(b)),
+                Ok(_) => continue,
+                Err(e) => return Some(Err(e)),
             }
         }
+    }
+}
+
+impl Scan {
+    /// The selected rows of one row group (`None`: nothing selected).
+    fn read_row_group(&self, s: usize, g: usize) -> Result<Option<RecordBatch>> {
+        let t = &self.table;
+        let Some(ls) = t.segments.get(s) else { return Ok(None) };
+        let Some(meta) = ls.segment.meta().row_groups.get(g) else { return Ok(None) };
+        let rows = meta.rows as usize;
+        let mut keep = ls.keep_mask(g).map(|m| m.values().clone());
+        if let Some(p) = &self.predicate {
+            match t.select_in_row_group(s, g, p)? {
+                None => return Ok(None),
+                Some(sel) => keep = Some(keep.map_or(sel.clone(), |k| &k & &sel)),
+            }
+        }
+        if keep.as_ref().is_some_and(|m| m.count_set_bits() == 0) {
+            return Ok(None);
+        }
+        let cols = t.read_row_group(s, g, &self.projection, DecodeMode::Values)?;
+        let b = RecordBatch::try_new_with_options(
+            self.schema.clone(),
+            cols,
+            &arrow_array::RecordBatchOptions::new().with_row_count(Some(rows)),
+        )
+        .map_err(|e| Error::arrow("scan", e))?;
+        match &keep {
+            Some(m) if m.count_set_bits() < rows => {
+                let m = arrow_array::BooleanArray::new(m.clone(), None);
+                arrow_select::filter::filter_record_batch(&b, &m)
+                    .map(Some)
+                    .map_err(|e| Error::arrow("scan", e))
+            }
+            _ => Ok(Some(b)),
+        }
+    }
+
+    fn read_memtable_batch(&self, mb: &crate::memtable::MemBatch) -> Result<RecordBatch> {
+        let b = mb.live()?;
+        let b = match &self.predicate {
+            Some(p) => {
+                let mut named = b.clone();
+                let sel = predicate::evaluate(p, &mut named)?;
+                let m = arrow_array::BooleanArray::new(sel, None);
+                arrow_select::filter::filter_record_batch(&b, &m)
+                    .map_err(|e| Error::arrow("scan", e))?
+            }
+            None => b,
+        };
+        let b = b.project(&self.projection).map_err(|e| Error::arrow("scan", e))?;
+        // Memtable batches carry the schema of their insert; present the current one.
+        b.with_schema(self.schema.clone()).map_err(|e| Error::arrow("scan", e))
     }
 }
 

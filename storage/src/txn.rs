@@ -53,6 +53,16 @@ pub struct Transaction {
     durability: Durability,
 }
 
+/// A point inside a transaction to roll back to ([`Transaction::savepoint`]).
+#[derive(Debug)]
+pub struct Savepoint {
+    tables: BTreeMap<String, Arc<TableSnapshot>>,
+    ops: usize,
+    spilled: usize,
+    bulk: usize,
+    snapshot: Arc<DbSnapshot>,
+}
+
 impl Store {
     /// Starts a transaction reading the current snapshot; it becomes the writer at its first
     /// write. `durability` applies to its commit.
@@ -172,20 +182,43 @@ impl Transaction {
         store: &Store,
         f: impl FnOnce(&mut Self, &Store) -> Result<T>,
     ) -> Result<T> {
-        let tables = self.tables.clone();
-        let (ops, spilled, snapshot) = (self.ops.len(), self.spilled.len(), self.snapshot.clone());
+        let mark = self.savepoint();
         let r = f(self, store);
         if r.is_err() {
-            self.tables = tables;
-            self.ops.truncate(ops);
-            for p in self.spilled.drain(spilled..) {
-                store.remove_unreferenced(&p);
-            }
-            if self.tables.is_empty() && self.ops.is_empty() && self.spilled.is_empty() {
-                self.snapshot = snapshot;
-            }
+            self.rollback_to(store, mark);
         }
         r
+    }
+
+    /// Marks the current state so a failing statement can undo exactly its own changes.
+    pub fn savepoint(&self) -> Savepoint {
+        Savepoint {
+            tables: self.tables.clone(),
+            ops: self.ops.len(),
+            spilled: self.spilled.len(),
+            bulk: self.bulk.len(),
+            snapshot: self.snapshot.clone(),
+        }
+    }
+
+    /// Undoes every change made since `mark` (earlier ones stay).
+    pub fn rollback_to(&mut self, store: &Store, mark: Savepoint) {
+        self.tables = mark.tables;
+        self.ops.truncate(mark.ops);
+        self.bulk.truncate(mark.bulk);
+        for p in self.spilled.drain(mark.spilled.min(self.spilled.len())..) {
+            store.remove_unreferenced(&p);
+        }
+        if self.tables.is_empty() && self.ops.is_empty() && self.spilled.is_empty() {
+            self.snapshot = mark.snapshot;
+        }
+    }
+
+    /// Makes this transaction the writer now (waiting up to the lock timeout), moving its
+    /// snapshot to the newest committed state: a statement that reads and then writes (SQL
+    /// `UPDATE … SET x = x + 1`) must read the state its writes apply to.
+    pub fn ensure_writer(&mut self, store: &Store) -> Result<()> {
+        self.become_writer(store)
     }
 
     /// The snapshot this transaction reads (before its own writes).

@@ -6,3 +6,5 @@
 mod api;
 mod process;
 mod roundtrip;
+mod slt;
+mod sql;

@@ -1,0 +1,178 @@
+//! SQL on a [`Connection`](crate::Connection): sync and async forms, streaming, prepared
+//! statements. The work is done by `basalt-sql`; this module owns the runtime that the sync
+//! forms block on and converts values and errors to the public types.
+
+use std::sync::{Arc, OnceLock};
+
+use arrow_array::RecordBatch;
+use arrow_schema::{DataType, SchemaRef};
+use basalt_sql::datafusion::common::ScalarValue;
+use basalt_sql::datafusion::execution::SendableRecordBatchStream;
+use basalt_sql::{Prepared, SqlConnection};
+use futures::StreamExt;
+
+use crate::error::{Error, Result};
+use crate::value::Value;
+
+/// The tokio runtime the sync SQL calls block on (one per database, built on first use).
+#[derive(Debug, Default)]
+pub(crate) struct Runtime {
+    rt: OnceLock<tokio::runtime::Runtime>,
+}
+
+impl Runtime {
+    /// Cores queries may use (the partitions of a scan).
+    pub(crate) fn cores() -> usize {
+        std::thread::available_parallelism().map_or(2, |n| n.get())
+    }
+
+    fn get(&self) -> Result<&tokio::runtime::Runtime> {
+        if let Some(rt) = self.rt.get() {
+            return Ok(rt);
+        }
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(Self::cores())
+            .thread_name("basalt-sql")
+            .enable_all()
+            .build()
+            .map_err(|e| {
+                Error::Sql(basalt_sql::Error::Execution {
+                    message: format!("cannot start the query runtime: {e}"),
+                })
+            })?;
+        Ok(self.rt.get_or_init(|| rt))
+    }
+
+    /// Runs a future to completion on this runtime; refuses inside another async runtime
+    /// (blocking there would stall it; use the `_async` forms).
+    pub(crate) fn block_on<F: std::future::Future>(&self, f: F) -> Result<F::Output> {
+        if tokio::runtime::Handle::try_current().is_ok() {
+            return Err(Error::Sql(basalt_sql::Error::Unsupported {
+                message: "a blocking SQL call inside an async runtime; use the _async form".into(),
+            }));
+        }
+        Ok(self.get()?.block_on(f))
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        // Dropping a runtime inside another one panics; shutting down in the background
+        // does not.
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// A connection's SQL front end, created on first use.
+#[derive(Debug, Default)]
+pub(crate) struct SqlSlot {
+    conn: OnceLock<Arc<SqlConnection>>,
+}
+
+impl SqlSlot {
+    pub(crate) fn get(
+        &self,
+        session: &Arc<parking_lot::Mutex<basalt_storage::Session>>,
+    ) -> Result<Arc<SqlConnection>> {
+        if let Some(c) = self.conn.get() {
+            return Ok(c.clone());
+        }
+        let c = Arc::new(SqlConnection::new(session.clone(), Runtime::cores())?);
+        Ok(self.conn.get_or_init(|| c).clone())
+    }
+}
+
+/// Rows of a streamed query, batch by batch (blocking iterator).
+pub struct SqlRows {
+    pub(crate) stream: SendableRecordBatchStream,
+    pub(crate) db: crate::Database,
+}
+
+impl std::fmt::Debug for SqlRows {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqlRows").field("schema", &self.stream.schema()).finish()
+    }
+}
+
+impl SqlRows {
+    /// The schema of every batch.
+    pub fn schema(&self) -> SchemaRef {
+        self.stream.schema()
+    }
+}
+
+impl Iterator for SqlRows {
+    type Item = Result<RecordBatch>;
+    fn next(&mut self) -> Option<Self::Item> {
+        let rt = &self.db.inner.runtime;
+        match rt.block_on(self.stream.next()) {
+            Err(e) => Some(Err(e)),
+            Ok(None) => None,
+            Ok(Some(r)) => Some(r.map_err(|e| Error::from(basalt_sql::Error::from(e)))),
+        }
+    }
+}
+
+/// A prepared statement ([`Connection::prepare`](crate::Connection::prepare)): planned once,
+/// run many times with `$1`, `$2`, … bound to values. Each run reads the data as of that
+/// run.
+#[derive(Debug, Clone)]
+pub struct Statement {
+    pub(crate) conn: crate::Connection,
+    pub(crate) prepared: Prepared,
+}
+
+impl Statement {
+    /// Runs the statement with `params` for `$1`, `$2`, …
+    pub fn execute(&self, params: &[Value]) -> Result<Vec<RecordBatch>> {
+        let rt = &self.conn.db.inner.runtime;
+        rt.block_on(self.execute_async(params))?
+    }
+
+    /// The async form of [`Statement::execute`].
+    pub async fn execute_async(&self, params: &[Value]) -> Result<Vec<RecordBatch>> {
+        let sql = self.conn.sql_conn()?;
+        let params = params.iter().map(to_scalar).collect::<Result<Vec<_>>>()?;
+        Ok(sql.execute_prepared(&self.prepared, params).await?)
+    }
+
+    /// The types inferred for `$1`, `$2`, … (`None` where the statement does not say).
+    pub fn parameter_types(&self) -> Result<Vec<Option<DataType>>> {
+        Ok(self.prepared.parameter_types()?)
+    }
+}
+
+/// A parameter value as DataFusion takes it.
+fn to_scalar(v: &Value) -> Result<ScalarValue> {
+    Ok(match v {
+        Value::Null => ScalarValue::Null,
+        Value::Bool(b) => ScalarValue::Boolean(Some(*b)),
+        Value::Int(i) => ScalarValue::Int64(Some(*i)),
+        Value::UInt(u) => ScalarValue::UInt64(Some(*u)),
+        Value::Float(f) => ScalarValue::Float64(Some(*f)),
+        Value::Str(s) => ScalarValue::Utf8(Some(s.clone())),
+        Value::Bytes(b) => ScalarValue::Binary(Some(b.clone())),
+        Value::Date(d) => ScalarValue::Date32(Some(*d)),
+        Value::Timestamp(t) => ScalarValue::TimestampMicrosecond(Some(*t), None),
+        Value::Vector(v) => {
+            let a = arrow_array::FixedSizeListArray::from_iter_primitive::<
+                arrow_array::types::Float32Type,
+                _,
+                _,
+            >(
+                std::iter::once(Some(v.iter().map(|x| Some(*x)).collect::<Vec<_>>())),
+                i32::try_from(v.len()).map_err(|_| {
+                    Error::Sql(basalt_sql::Error::Sql { message: "vector too long".into() })
+                })?,
+            );
+            ScalarValue::FixedSizeList(Arc::new(a))
+        }
+        Value::Decimal(_) | Value::Nested(_) => {
+            return Err(Error::Sql(basalt_sql::Error::Unsupported {
+                message: "decimal and nested values as statement parameters".into(),
+            }));
+        }
+    })
+}

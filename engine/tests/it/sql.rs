@@ -1,0 +1,1 @@
+//! SQL through the Rust API: prepared statements, streaming, async, pushdown, errors.

@@ -1,0 +1,591 @@
+//! The statement dispatcher: one [`SqlConnection`] per engine connection.
+//!
+//! Each statement is parsed by DataFusion's parser, rewritten where Basalt's tables need
+//! it ([`crate::rewrite`]), and then sent to the right place:
+//! - `BEGIN` / `START TRANSACTION`, `COMMIT`, `ROLLBACK`, and `ALTER TABLE` go to storage
+//!   directly (DataFusion does not execute them);
+//! - everything else is planned by DataFusion; of the plans, `CREATE TABLE [AS]` and
+//!   `DROP TABLE` are executed against storage (DataFusion would create in-memory tables),
+//!   DML runs DataFusion's physical plan inside a write statement of the connection's
+//!   session, and queries run as they are.
+//!
+//! Each statement pins the state it reads before its physical plan is built: a statement
+//! never mixes two committed states, and a write statement reads the newest state with the
+//! writer lock held (so `UPDATE t SET x = x + 1` cannot lose an update). Statements of one
+//! connection run one at a time.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::common::{ParamValues, ScalarValue, TableReference};
+use datafusion::execution::SendableRecordBatchStream;
+use datafusion::execution::context::SessionContext;
+use datafusion::execution::session_state::SessionStateBuilder;
+use datafusion::logical_expr::{DdlStatement, LogicalPlan};
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::prelude::SessionConfig;
+use datafusion::sql::parser::{DFParser, Statement as DfStatement};
+use datafusion::sql::sqlparser::ast::{AlterTableOperation, ObjectName, Statement};
+use datafusion::sql::sqlparser::dialect::GenericDialect;
+use futures::StreamExt;
+use parking_lot::Mutex;
+
+use basalt_storage::{AlterColumn, ID_COLUMN, Session};
+
+use crate::catalog::BasaltSchema;
+use crate::dml::{DmlExec, DmlKind};
+use crate::error::{Error, Result};
+use crate::provider::Binding;
+use crate::rewrite::{self, NativeTables};
+use crate::types::VectorTypes;
+
+/// A prepared statement: its logical plan, with `$n` placeholders still in it.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    plan: LogicalPlan,
+}
+
+impl Prepared {
+    /// The types the placeholders were inferred to have (`$1` first; `None` if unknown).
+    pub fn parameter_types(&self) -> Result<Vec<Option<DataType>>> {
+        let mut types: Vec<(String, Option<DataType>)> =
+            self.plan.get_parameter_types().map_err(Error::from)?.into_iter().collect();
+        types
+            .sort_by_key(|(k, _)| k.trim_start_matches('$').parse::<usize>().unwrap_or(usize::MAX));
+        Ok(types.into_iter().map(|(_, t)| t).collect())
+    }
+}
+
+/// One connection's SQL front end.
+pub struct SqlConnection {
+    ctx: SessionContext,
+    binding: Arc<Binding>,
+    /// Statements of one connection run one at a time.
+    gate: tokio::sync::Mutex<()>,
+}
+
+impl std::fmt::Debug for SqlConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqlConnection").field("session_id", &self.ctx.session_id()).finish()
+    }
+}
+
+/// What a statement produced before streaming.
+enum Outcome {
+    Batches(Vec<RecordBatch>),
+    Stream(SendableRecordBatchStream),
+}
+
+impl SqlConnection {
+    /// A SQL front end over a connection's session; `partitions` is how many partitions
+    /// scans split into (the cores queries may use).
+    pub fn new(session: Arc<Mutex<Session>>, partitions: usize) -> Result<SqlConnection> {
+        let binding = Arc::new(Binding::new(session));
+        let mut config = SessionConfig::new()
+            .with_information_schema(true)
+            .with_target_partitions(partitions.max(1));
+        let opts = config.options_mut();
+        // Storage keeps text as Utf8; DataFusion would otherwise plan VARCHAR as Utf8View.
+        opts.sql_parser.map_string_types_to_utf8view = false;
+        // Positions in planning errors.
+        opts.sql_parser.collect_spans = true;
+        let state = SessionStateBuilder::new()
+            .with_config(config)
+            .with_default_features()
+            .with_type_planner(Arc::new(VectorTypes))
+            .build();
+        let ctx = SessionContext::new_with_state(state);
+        let catalog = ctx.catalog("datafusion").ok_or_else(|| {
+            Error::sql("the default catalog 'datafusion' is missing from the session")
+        })?;
+        catalog.register_schema("public", Arc::new(BasaltSchema::new(binding.clone())))?;
+        Ok(SqlConnection { ctx, binding, gate: tokio::sync::Mutex::new(()) })
+    }
+
+    /// Turns filter pushdown into scans on or off (results must not change; for tests).
+    pub fn set_pushdown(&self, on: bool) {
+        self.binding.set_pushdown(on);
+    }
+
+    /// Runs every statement in `sql`, in order; returns the result of the last one (DDL and
+    /// transaction statements return no batches; DML returns one row with `count`). Stops
+    /// at the first failing statement; the statements before it stay done.
+    pub async fn execute(&self, sql: &str) -> Result<Vec<RecordBatch>> {
+        let _g = self.gate.lock().await;
+        let mut last = Vec::new();
+        for stmt in parse(sql)? {
+            last = match self.run(stmt, false).await? {
+                Outcome::Batches(b) => b,
+                Outcome::Stream(s) => collect(s).await?,
+            };
+        }
+        Ok(last)
+    }
+
+    /// Like [`SqlConnection::execute`], but the last statement's rows are streamed (a query
+    /// reads the state pinned when the call returns).
+    pub async fn execute_stream(&self, sql: &str) -> Result<SendableRecordBatchStream> {
+        let _g = self.gate.lock().await;
+        let stmts = parse(sql)?;
+        let n = stmts.len();
+        let mut last: Option<Outcome> = None;
+        for (i, stmt) in stmts.into_iter().enumerate() {
+            // Only the last statement streams; the ones before it run to completion.
+            last = Some(self.run(stmt, i + 1 == n).await?);
+        }
+        Ok(match last {
+            Some(Outcome::Stream(s)) => s,
+            Some(Outcome::Batches(b)) => batches_stream(b),
+            None => batches_stream(Vec::new()),
+        })
+    }
+
+    /// Parses and plans one statement with `$1`-style placeholders.
+    pub async fn prepare(&self, sql: &str) -> Result<Prepared> {
+        let _g = self.gate.lock().await;
+        let mut stmts = parse(sql)?;
+        if stmts.len() != 1 {
+            return Err(Error::sql(format!(
+                "prepare takes exactly one statement, got {}",
+                stmts.len()
+            )));
+        }
+        let stmt = stmts.pop().ok_or_else(|| Error::sql("empty statement"))?;
+        let stmt = self.rewritten(stmt)?;
+        let plan = self.ctx.state().statement_to_plan(stmt).await?;
+        match &plan {
+            LogicalPlan::Ddl(_) | LogicalPlan::Statement(_) => {
+                Err(Error::unsupported("only queries and INSERT / UPDATE / DELETE can be prepared"))
+            }
+            _ => Ok(Prepared { plan }),
+        }
+    }
+
+    /// Runs a prepared statement with values for its placeholders (`$1` first). The
+    /// statement reads the state as of this call.
+    pub async fn execute_prepared(
+        &self,
+        prepared: &Prepared,
+        params: Vec<ScalarValue>,
+    ) -> Result<Vec<RecordBatch>> {
+        let _g = self.gate.lock().await;
+        let plan = prepared
+            .plan
+            .clone()
+            .with_param_values(ParamValues::List(params.into_iter().map(Into::into).collect()))?;
+        match self.run_plan(plan, false).await? {
+            Outcome::Batches(b) => Ok(b),
+            Outcome::Stream(s) => collect(s).await,
+        }
+    }
+
+    fn rewritten(&self, stmt: DfStatement) -> Result<DfStatement> {
+        let tables = CatalogNames::new(&self.binding)?;
+        Ok(match stmt {
+            DfStatement::Statement(mut s) => {
+                rewrite::rewrite(&mut s, &tables);
+                DfStatement::Statement(s)
+            }
+            DfStatement::Explain(mut e) => {
+                if let DfStatement::Statement(s) = e.statement.as_mut() {
+                    rewrite::rewrite(s, &tables);
+                }
+                DfStatement::Explain(e)
+            }
+            DfStatement::CopyTo(mut c) => {
+                if let datafusion::sql::parser::CopyToSource::Query(q) = &mut c.source {
+                    let mut s = Statement::Query(q.clone());
+                    rewrite::rewrite(&mut s, &tables);
+                    if let Statement::Query(nq) = s {
+                        *q = nq;
+                    }
+                }
+                DfStatement::CopyTo(c)
+            }
+            other => other,
+        })
+    }
+
+    async fn run(&self, stmt: DfStatement, stream: bool) -> Result<Outcome> {
+        if let DfStatement::Statement(s) = &stmt {
+            match s.as_ref() {
+                Statement::StartTransaction { .. } => {
+                    self.binding.session().lock().begin(false)?;
+                    return Ok(Outcome::Batches(Vec::new()));
+                }
+                Statement::Commit { .. } => {
+                    self.binding.session().lock().commit()?;
+                    return Ok(Outcome::Batches(Vec::new()));
+                }
+                Statement::Rollback { savepoint: None, .. } => {
+                    self.binding.session().lock().rollback()?;
+                    return Ok(Outcome::Batches(Vec::new()));
+                }
+                Statement::Rollback { savepoint: Some(_), .. } | Statement::Savepoint { .. } => {
+                    return Err(Error::unsupported("savepoints"));
+                }
+                Statement::AlterTable(a) => {
+                    self.alter_table(&a.name, &a.operations, a.if_exists).await?;
+                    return Ok(Outcome::Batches(Vec::new()));
+                }
+                _ => {}
+            }
+        }
+        let stmt = self.rewritten(stmt)?;
+        let plan = self.ctx.state().statement_to_plan(stmt).await?;
+        self.run_plan(plan, stream).await
+    }
+
+    async fn run_plan(&self, plan: LogicalPlan, stream: bool) -> Result<Outcome> {
+        match plan {
+            LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(c)) => {
+                self.no_ddl_in_transaction()?;
+                if c.or_replace {
+                    return Err(Error::unsupported("CREATE OR REPLACE TABLE (drop it first)"));
+                }
+                if c.temporary {
+                    return Err(Error::unsupported("temporary tables"));
+                }
+                if !c.constraints.is_empty() {
+                    return Err(Error::unsupported(
+                        "PRIMARY KEY / UNIQUE constraints (Basalt does not enforce them; every \
+                         row has its own _id)",
+                    ));
+                }
+                if !c.column_defaults.is_empty() {
+                    return Err(Error::unsupported("column DEFAULT values"));
+                }
+                let name = plain_table(&c.name)?;
+                let schema = storable_schema(c.input.schema().as_arrow());
+                let store = self.binding.session().lock().store().clone();
+                match store.create_table(&name, &schema) {
+                    Ok(()) => {}
+                    Err(basalt_storage::Error::TableExists { .. }) if c.if_not_exists => {
+                        return Ok(Outcome::Batches(Vec::new()));
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+                let has_rows = !matches!(
+                    c.input.as_ref(),
+                    LogicalPlan::EmptyRelation(e) if !e.produce_one_row
+                );
+                if has_rows {
+                    let input = c.input.as_ref().clone();
+                    if let Err(e) = self.insert_plan(&name, input).await {
+                        // The statement failed: it leaves nothing behind.
+                        let _ = store.drop_table(&name);
+                        return Err(e);
+                    }
+                }
+                Ok(Outcome::Batches(Vec::new()))
+            }
+            LogicalPlan::Ddl(DdlStatement::DropTable(d)) => {
+                self.no_ddl_in_transaction()?;
+                let name = plain_table(&d.name)?;
+                let store = self.binding.session().lock().store().clone();
+                match store.drop_table(&name) {
+                    Ok(()) => Ok(Outcome::Batches(Vec::new())),
+                    Err(basalt_storage::Error::TableNotFound { .. }) if d.if_exists => {
+                        Ok(Outcome::Batches(Vec::new()))
+                    }
+                    Err(e) => Err(e.into()),
+                }
+            }
+            LogicalPlan::Ddl(d) => {
+                Err(Error::unsupported(format!("{} (not yet available in Basalt)", d.name())))
+            }
+            LogicalPlan::Dml(_) => self.write_statement(plan).await.map(Outcome::Batches),
+            LogicalPlan::Explain(ref e) if matches!(e.plan.as_ref(), LogicalPlan::Dml(_)) => {
+                // EXPLAIN of DML plans only; it never writes.
+                self.query(plan, stream).await
+            }
+            _ => self.query(plan, stream).await,
+        }
+    }
+
+    fn no_ddl_in_transaction(&self) -> Result<()> {
+        if self.binding.session().lock().in_transaction() {
+            return Err(Error::unsupported(
+                "DDL inside a transaction (COMMIT or ROLLBACK first); DDL commits on its own",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Plans and runs a query (or EXPLAIN, SHOW, SET, …) against a pinned view.
+    async fn query(&self, plan: LogicalPlan, stream: bool) -> Result<Outcome> {
+        let physical = self.physical(plan).await?;
+        let s = datafusion::physical_plan::execute_stream(physical, self.ctx.task_ctx())?;
+        Ok(if stream { Outcome::Stream(s) } else { Outcome::Batches(collect(s).await?) })
+    }
+
+    /// Builds the physical plan with the statement's view pinned.
+    async fn physical(&self, plan: LogicalPlan) -> Result<Arc<dyn ExecutionPlan>> {
+        self.binding.pin()?;
+        let r = async {
+            let df = self.ctx.execute_logical_plan(plan).await?;
+            df.create_physical_plan().await
+        }
+        .await;
+        self.binding.unpin();
+        Ok(r?)
+    }
+
+    /// Runs a DML plan as one write statement: all of it or (on error) none of it.
+    async fn write_statement(&self, plan: LogicalPlan) -> Result<Vec<RecordBatch>> {
+        let stmt = self.binding.session().lock().begin_write_statement()?;
+        let r = async {
+            let physical = self.physical(plan).await?;
+            let s = datafusion::physical_plan::execute_stream(physical, self.ctx.task_ctx())?;
+            collect(s).await
+        }
+        .await;
+        let end = self.binding.session().lock().end_write_statement(stmt, r.is_ok());
+        let batches = r?;
+        end?;
+        Ok(batches)
+    }
+
+    /// Inserts the rows of `input` into native table `name` as one write statement.
+    async fn insert_plan(&self, name: &str, input: LogicalPlan) -> Result<u64> {
+        let stmt = self.binding.session().lock().begin_write_statement()?;
+        let r = async {
+            let physical = self.physical(input).await?;
+            let t = self.binding.view()?.table(name)?;
+            let user = Arc::new(Schema::new(
+                t.schema()
+                    .full_schema()
+                    .fields()
+                    .iter()
+                    .filter(|f| f.name() != ID_COLUMN)
+                    .cloned()
+                    .collect::<Vec<_>>(),
+            ));
+            let physical = rename_to(physical, &user)?;
+            let exec: Arc<dyn ExecutionPlan> = Arc::new(DmlExec::new(
+                name,
+                DmlKind::Insert { user_schema: user },
+                physical,
+                self.binding.clone(),
+            ));
+            let s = datafusion::physical_plan::execute_stream(exec, self.ctx.task_ctx())?;
+            let b = collect(s).await?;
+            Ok::<u64, Error>(count_of(&b))
+        }
+        .await;
+        let end = self.binding.session().lock().end_write_statement(stmt, r.is_ok());
+        let n = r?;
+        end?;
+        Ok(n)
+    }
+
+    async fn alter_table(
+        &self,
+        name: &ObjectName,
+        ops: &[AlterTableOperation],
+        if_exists: bool,
+    ) -> Result<()> {
+        self.no_ddl_in_transaction()?;
+        let table = rewrite::table_name_of(name)
+            .ok_or_else(|| Error::sql(format!("ALTER TABLE: bad table name {name}")))?;
+        let store = self.binding.session().lock().store().clone();
+        if store.snapshot().table(&table).is_err() {
+            if if_exists {
+                return Ok(());
+            }
+            return Err(basalt_storage::Error::TableNotFound { table }.into());
+        }
+        let mut changes = Vec::new();
+        for op in ops {
+            changes.push(match op {
+                AlterTableOperation::AddColumn { column_def, if_not_exists, .. } => {
+                    let field = self.column_field(&column_def.to_string()).await?;
+                    let snap = store.snapshot();
+                    let exists = snap
+                        .table(&table)
+                        .map(|t| t.schema().index_of(field.name()).is_some())
+                        .unwrap_or(false);
+                    if exists && *if_not_exists {
+                        continue;
+                    }
+                    AlterColumn::Add(field)
+                }
+                AlterTableOperation::DropColumn { column_names, if_exists, .. } => {
+                    for c in column_names {
+                        let c = rewrite::ident_name(c);
+                        let snap = store.snapshot();
+                        let exists = snap
+                            .table(&table)
+                            .map(|t| t.schema().index_of(&c).is_some())
+                            .unwrap_or(false);
+                        if !exists && *if_exists {
+                            continue;
+                        }
+                        changes.push(AlterColumn::Drop(c));
+                    }
+                    continue;
+                }
+                AlterTableOperation::RenameColumn { old_column_name, new_column_name } => {
+                    AlterColumn::Rename {
+                        from: rewrite::ident_name(old_column_name),
+                        to: rewrite::ident_name(new_column_name),
+                    }
+                }
+                other => {
+                    return Err(Error::unsupported(format!(
+                        "ALTER TABLE {other} (Basalt supports ADD / DROP / RENAME COLUMN)"
+                    )));
+                }
+            });
+        }
+        if changes.len() > 1 {
+            return Err(Error::unsupported(
+                "several changes in one ALTER TABLE (run one ALTER TABLE per change)",
+            ));
+        }
+        for c in changes {
+            store.alter_table(&table, &c)?;
+        }
+        Ok(())
+    }
+
+    /// The Arrow field a SQL column definition describes (type, NOT NULL), planned by
+    /// DataFusion with Basalt's type planner.
+    async fn column_field(&self, column_def: &str) -> Result<Field> {
+        let sql = format!("CREATE TABLE basalt_column_probe ({column_def})");
+        let mut stmts = parse(&sql)?;
+        let stmt = stmts.pop().ok_or_else(|| Error::sql("bad column definition"))?;
+        let plan = self.ctx.state().statement_to_plan(stmt).await?;
+        let LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(c)) = plan else {
+            return Err(Error::sql(format!("bad column definition: {column_def}")));
+        };
+        if !c.column_defaults.is_empty() {
+            return Err(Error::unsupported("column DEFAULT values"));
+        }
+        let schema = storable_schema(c.input.schema().as_arrow());
+        schema
+            .fields()
+            .first()
+            .map(|f| f.as_ref().clone())
+            .ok_or_else(|| Error::sql(format!("bad column definition: {column_def}")))
+    }
+}
+
+/// Parses SQL text into statements.
+fn parse(sql: &str) -> Result<Vec<DfStatement>> {
+    Ok(DFParser::parse_sql_with_dialect(sql, &GenericDialect {})?.into_iter().collect())
+}
+
+/// A one-part (or `public.`-qualified) table name.
+fn plain_table(name: &TableReference) -> Result<String> {
+    let ok = match name {
+        TableReference::Bare { .. } => true,
+        TableReference::Partial { schema, .. } => schema.as_ref() == "public",
+        TableReference::Full { catalog, schema, .. } => {
+            catalog.as_ref() == "datafusion" && schema.as_ref() == "public"
+        }
+    };
+    if !ok {
+        return Err(Error::unsupported(format!(
+            "table {name}: Basalt has one schema; use a plain table name"
+        )));
+    }
+    Ok(name.table().to_string())
+}
+
+/// The schema with the types storage keeps (view / large string types as their plain form).
+fn storable_schema(s: &Schema) -> Schema {
+    let fields: Vec<Field> = s
+        .fields()
+        .iter()
+        .map(|f| {
+            let dt = match f.data_type() {
+                DataType::Utf8View | DataType::LargeUtf8 => DataType::Utf8,
+                DataType::BinaryView | DataType::LargeBinary => DataType::Binary,
+                d => d.clone(),
+            };
+            Field::new(f.name(), dt, f.is_nullable()).with_metadata(f.metadata().clone())
+        })
+        .collect();
+    Schema::new(fields)
+}
+
+/// Casts and renames a plan's columns to a table's user schema (by position).
+fn rename_to(input: Arc<dyn ExecutionPlan>, user: &Schema) -> Result<Arc<dyn ExecutionPlan>> {
+    use datafusion::physical_expr::PhysicalExpr;
+    use datafusion::physical_expr::expressions::{CastExpr, Column};
+    let schema = input.schema();
+    if schema.fields().len() != user.fields().len() {
+        return Err(Error::sql(format!(
+            "the query gives {} columns, the table has {}",
+            schema.fields().len(),
+            user.fields().len()
+        )));
+    }
+    let exprs = schema
+        .fields()
+        .iter()
+        .zip(user.fields())
+        .enumerate()
+        .map(|(i, (have, want))| {
+            let c: Arc<dyn PhysicalExpr> = Arc::new(Column::new(have.name(), i));
+            let e: Arc<dyn PhysicalExpr> = if have.data_type() == want.data_type() {
+                c
+            } else {
+                Arc::new(CastExpr::new(c, want.data_type().clone(), None))
+            };
+            (e, want.name().clone())
+        })
+        .collect::<Vec<_>>();
+    Ok(Arc::new(datafusion::physical_plan::projection::ProjectionExec::try_new(exprs, input)?))
+}
+
+fn count_of(batches: &[RecordBatch]) -> u64 {
+    batches
+        .first()
+        .and_then(|b| {
+            b.column(0)
+                .as_any()
+                .downcast_ref::<datafusion::arrow::array::UInt64Array>()
+                .map(|a| a.value(0))
+        })
+        .unwrap_or(0)
+}
+
+async fn collect(mut s: SendableRecordBatchStream) -> Result<Vec<RecordBatch>> {
+    let mut out = Vec::new();
+    while let Some(b) = s.next().await {
+        out.push(b?);
+    }
+    Ok(out)
+}
+
+fn batches_stream(b: Vec<RecordBatch>) -> SendableRecordBatchStream {
+    let schema = b.first().map(|b| b.schema()).unwrap_or_else(|| Arc::new(Schema::empty()));
+    Box::pin(datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(
+        schema,
+        futures::stream::iter(b.into_iter().map(Ok)),
+    ))
+}
+
+/// The native tables the rewriter may expand, read once per statement.
+struct CatalogNames {
+    view: basalt_storage::ReadView,
+}
+
+impl CatalogNames {
+    fn new(binding: &Binding) -> Result<CatalogNames> {
+        Ok(CatalogNames { view: binding.view()? })
+    }
+}
+
+impl NativeTables for CatalogNames {
+    fn is_native(&self, name: &str) -> bool {
+        self.view.table(name).is_ok()
+    }
+    fn user_columns(&self, name: &str) -> Option<Vec<String>> {
+        let t = self.view.table(name).ok()?;
+        Some(t.schema().user_schema().fields().iter().map(|f| f.name().clone()).collect())
+    }
+}

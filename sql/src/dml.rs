@@ -1,0 +1,244 @@
+//! INSERT / UPDATE / DELETE / TRUNCATE on native tables: one exec that drains its input
+//! plan and applies each batch to the connection's write statement.
+//!
+//! The statement dispatcher opens the write statement before the plan is built (so the
+//! scans below a DELETE or UPDATE read the state the writes apply to) and ends it after the
+//! plan ran: commit or, on any error, undo everything the statement did. This exec only
+//! applies steps; it never commits. Inserted rows are handed over in chunks of at least
+//! the store's bulk-insert size, so a large `INSERT … SELECT` spills to segment files
+//! instead of holding every row in memory.
+
+use std::fmt;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{RecordBatch, UInt64Array};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::{DataFusionError, Result};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+};
+use futures::StreamExt;
+
+use basalt_storage::ID_COLUMN;
+
+use crate::provider::{Binding, check_no_ids, storage_err};
+
+/// What a [`DmlExec`] does with its input.
+#[derive(Debug, Clone)]
+pub enum DmlKind {
+    /// Input: rows in the table's full schema (`_id` must be NULL); inserted.
+    Insert {
+        /// The columns stored (the full schema without `_id`).
+        user_schema: SchemaRef,
+    },
+    /// Input: `_id`s of the rows to delete.
+    Delete,
+    /// Input: `_id` then the new values of the assigned columns.
+    Update {
+        /// The assigned columns.
+        values: SchemaRef,
+    },
+}
+
+/// Applies its input to a native table; outputs one row with the number of rows changed.
+#[derive(Debug)]
+pub struct DmlExec {
+    table: String,
+    kind: DmlKind,
+    input: Arc<dyn ExecutionPlan>,
+    binding: Arc<Binding>,
+    props: Arc<PlanProperties>,
+}
+
+/// The output schema of DML statements, as DataFusion defines it.
+fn count_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![Field::new("count", DataType::UInt64, false)]))
+}
+
+impl DmlExec {
+    /// A DML exec over `input`.
+    pub fn new(
+        table: &str,
+        kind: DmlKind,
+        input: Arc<dyn ExecutionPlan>,
+        binding: Arc<Binding>,
+    ) -> DmlExec {
+        let props = PlanProperties::new(
+            EquivalenceProperties::new(count_schema()),
+            Partitioning::UnknownPartitioning(1),
+            EmissionType::Final,
+            Boundedness::Bounded,
+        );
+        DmlExec { table: table.to_string(), kind, input, binding, props: Arc::new(props) }
+    }
+}
+
+impl DisplayAs for DmlExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match self.kind {
+            DmlKind::Insert { .. } => "Insert",
+            DmlKind::Delete => "Delete",
+            DmlKind::Update { .. } => "Update",
+        };
+        write!(f, "Basalt{what}: table={}", self.table)
+    }
+}
+
+impl ExecutionPlan for DmlExec {
+    fn name(&self) -> &str {
+        "BasaltDml"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.props
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        mut children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let input = children
+            .pop()
+            .ok_or_else(|| DataFusionError::Internal("BasaltDml needs one input".into()))?;
+        Ok(Arc::new(DmlExec::new(&self.table, self.kind.clone(), input, self.binding.clone())))
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        if partition != 0 {
+            return Err(DataFusionError::Internal(format!(
+                "BasaltDml has no partition {partition}"
+            )));
+        }
+        let run = Apply {
+            table: self.table.clone(),
+            kind: self.kind.clone(),
+            input: self.input.clone(),
+            binding: self.binding.clone(),
+        };
+        let fut = async move {
+            let n = run.run(context).await?;
+            let count: Arc<dyn datafusion::arrow::array::Array> =
+                Arc::new(UInt64Array::from(vec![n]));
+            Ok(RecordBatch::try_new(count_schema(), vec![count])?)
+        };
+        Ok(Box::pin(RecordBatchStreamAdapter::new(count_schema(), futures::stream::once(fut))))
+    }
+}
+
+struct Apply {
+    table: String,
+    kind: DmlKind,
+    input: Arc<dyn ExecutionPlan>,
+    binding: Arc<Binding>,
+}
+
+impl Apply {
+    async fn run(&self, context: Arc<TaskContext>) -> Result<u64> {
+        let chunk = {
+            let s = self.binding.session().lock();
+            s.store().options().bulk_insert_rows.max(1)
+        };
+        let mut pending: Vec<RecordBatch> = Vec::new();
+        let mut pending_rows = 0usize;
+        let mut changed = 0u64;
+        let parts = self.input.properties().partitioning.partition_count();
+        for p in 0..parts {
+            let mut stream = self.input.execute(p, context.clone())?;
+            while let Some(batch) = stream.next().await {
+                let batch = batch?;
+                if batch.num_rows() == 0 {
+                    continue;
+                }
+                match &self.kind {
+                    DmlKind::Insert { user_schema } => {
+                        check_no_ids(&self.table, &batch)?;
+                        pending_rows += batch.num_rows();
+                        pending.push(without_id(&batch, user_schema)?);
+                        if pending_rows >= chunk {
+                            changed += self.insert(&mut pending)?;
+                            pending_rows = 0;
+                        }
+                    }
+                    DmlKind::Delete => {
+                        let ids = ids_of(&batch)?;
+                        changed +=
+                            self.binding.apply(|t, s| t.delete(s, &self.table, ids.values()))?;
+                    }
+                    DmlKind::Update { values } => {
+                        let ids = ids_of(&batch)?;
+                        let cols = batch.columns()[1..].to_vec();
+                        let v = RecordBatch::try_new(values.clone(), cols)?;
+                        changed += self
+                            .binding
+                            .apply(|t, s| t.update(s, &self.table, ids.values(), &v))?;
+                    }
+                }
+            }
+        }
+        if !pending.is_empty() {
+            changed += self.insert(&mut pending)?;
+        }
+        Ok(changed)
+    }
+
+    fn insert(&self, pending: &mut Vec<RecordBatch>) -> Result<u64> {
+        let batches = std::mem::take(pending);
+        let r = self.binding.apply(|t, s| t.insert(s, &self.table, &batches))?;
+        Ok(r.count)
+    }
+}
+
+fn without_id(batch: &RecordBatch, user_schema: &SchemaRef) -> Result<RecordBatch> {
+    let cols = user_schema
+        .fields()
+        .iter()
+        .map(|f| {
+            batch.column_by_name(f.name()).cloned().ok_or_else(|| {
+                DataFusionError::Internal(format!("INSERT input lacks column '{}'", f.name()))
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    // The input's own field nullability may differ from the table's; storage checks nulls.
+    let fields: Vec<Field> = user_schema
+        .fields()
+        .iter()
+        .zip(&cols)
+        .map(|(f, c)| {
+            Field::new(f.name(), c.data_type().clone(), true).with_metadata(f.metadata().clone())
+        })
+        .collect();
+    Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), cols)?)
+}
+
+fn ids_of(batch: &RecordBatch) -> Result<UInt64Array> {
+    batch
+        .column_by_name(ID_COLUMN)
+        .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
+        .cloned()
+        .ok_or_else(|| {
+            storage_err(basalt_storage::Error::InvalidInput {
+                table: String::new(),
+                reason: "DML input lacks a UInt64 _id column".into(),
+            })
+        })
+}

@@ -1,0 +1,611 @@
+//! The `TableProvider` over native Basalt tables and its scan exec.
+//!
+//! A [`NativeTable`] holds no data and no snapshot: it names a table and the connection it
+//! reads through ([`Binding`]). The snapshot is bound when a statement's physical plan is
+//! built (`scan`), from the view the statement pinned, so cached logical plans and views
+//! never read stale data, and every scan of one statement reads the same state.
+//!
+//! [`ScanExec`] splits the table's scan units (row groups, then the memtable) into
+//! contiguous groups, one per partition, and decodes them lazily on the partition's task.
+//! Filters that storage evaluates exactly (see [`crate::pushdown`]) are pushed as `Exact`
+//! and run on encoded data; the others are pushed as `Inexact` (zone-map pruning with a
+//! relaxed predicate) and DataFusion filters again. Row groups ruled out by zone maps are
+//! dropped at planning time, so `EXPLAIN` shows how many remain.
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::arrow::array::{Array, RecordBatch, UInt64Array};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::catalog::{Session as DfSession, TableProvider};
+use datafusion::common::stats::Precision;
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::{DFSchema, DataFusionError, Result, Statistics};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::logical_expr::dml::InsertOp;
+use datafusion::logical_expr::{Expr, ExprSchemable, TableProviderFilterPushDown, TableType};
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType, SchedulingType};
+use datafusion::physical_plan::filter::FilterExec;
+use datafusion::physical_plan::projection::ProjectionExec;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+};
+use futures::StreamExt;
+use parking_lot::Mutex;
+
+use basalt_storage::{
+    ID_COLUMN, Predicate, ReadView, ScanUnit, Session, Store, TableSnapshot, Transaction,
+};
+
+use crate::dml::{DmlExec, DmlKind};
+use crate::pushdown;
+
+/// Converts a storage error for DataFusion (kept as the source, so callers can get it back).
+pub(crate) fn storage_err(e: basalt_storage::Error) -> DataFusionError {
+    DataFusionError::External(Box::new(e))
+}
+
+/// What the providers of one connection read and write through.
+#[derive(Debug)]
+pub struct Binding {
+    session: Arc<Mutex<Session>>,
+    /// The view pinned by the running statement (`None` between statements).
+    view: Mutex<Option<ReadView>>,
+    /// Whether filters are pushed into scans (a session switch for comparing results).
+    pushdown: std::sync::atomic::AtomicBool,
+}
+
+impl Binding {
+    /// A binding over a connection's session.
+    pub fn new(session: Arc<Mutex<Session>>) -> Binding {
+        Binding {
+            session,
+            view: Mutex::new(None),
+            pushdown: std::sync::atomic::AtomicBool::new(true),
+        }
+    }
+
+    /// The connection's session.
+    pub fn session(&self) -> &Arc<Mutex<Session>> {
+        &self.session
+    }
+
+    /// Pins what the next statement reads (the state now, or the open transaction's view).
+    pub fn pin(&self) -> basalt_storage::Result<()> {
+        let v = self.session.lock().read_view()?;
+        *self.view.lock() = Some(v);
+        Ok(())
+    }
+
+    /// Releases the pinned view.
+    pub fn unpin(&self) {
+        *self.view.lock() = None;
+    }
+
+    /// The pinned view, or the state now.
+    pub fn view(&self) -> basalt_storage::Result<ReadView> {
+        if let Some(v) = self.view.lock().as_ref() {
+            return Ok(v.clone());
+        }
+        self.session.lock().read_view()
+    }
+
+    /// Turns filter pushdown on or off.
+    pub fn set_pushdown(&self, on: bool) {
+        self.pushdown.store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn pushdown(&self) -> bool {
+        self.pushdown.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Runs one step of the connection's current write statement.
+    pub(crate) fn apply<T>(
+        &self,
+        f: impl FnOnce(&mut Transaction, &Store) -> basalt_storage::Result<T>,
+    ) -> Result<T> {
+        self.session.lock().apply(f).map_err(storage_err)
+    }
+}
+
+/// A native table as DataFusion sees it: `_id` first, then the user columns.
+#[derive(Debug)]
+pub struct NativeTable {
+    name: String,
+    schema: SchemaRef,
+    binding: Arc<Binding>,
+}
+
+impl NativeTable {
+    /// A provider for `name`, with the schema the table has now.
+    pub fn new(name: &str, snapshot: &TableSnapshot, binding: Arc<Binding>) -> NativeTable {
+        NativeTable {
+            name: name.to_string(),
+            schema: snapshot.schema().full_schema().clone(),
+            binding,
+        }
+    }
+
+    /// The table's snapshot in the statement's view; fails if its columns changed since the
+    /// statement was planned.
+    fn bind(&self) -> Result<Arc<TableSnapshot>> {
+        let view = self.binding.view().map_err(storage_err)?;
+        let t = view.table(&self.name).map_err(storage_err)?;
+        if t.schema().full_schema().fields() != self.schema.fields() {
+            return Err(DataFusionError::Plan(format!(
+                "table '{}' changed since this statement was planned; prepare it again",
+                self.name
+            )));
+        }
+        Ok(t)
+    }
+
+    fn df_schema(&self, schema: &SchemaRef) -> Result<DFSchema> {
+        DFSchema::try_from(schema.as_ref().clone())
+    }
+
+    /// A scan of `columns` (full-schema positions) where `filters` hold: what storage can
+    /// evaluate is pushed into the scan, the rest runs in a `FilterExec` above it.
+    fn filtered_scan(
+        &self,
+        state: &dyn DfSession,
+        columns: Vec<usize>,
+        filters: &[Expr],
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let snapshot = self.bind()?;
+        let mut exact = Vec::new();
+        let mut rest = Vec::new();
+        for f in filters {
+            let f = unqualify(f.clone())?;
+            match pushdown::exact(&f, &self.schema).filter(|_| self.binding.pushdown()) {
+                Some(p) => exact.push(p),
+                None => rest.push(f),
+            }
+        }
+        // Columns the remaining filters read.
+        let mut columns = columns;
+        for f in &rest {
+            for c in f.column_refs() {
+                let i = self.schema.index_of(&c.name)?;
+                if !columns.contains(&i) {
+                    columns.push(i);
+                }
+            }
+        }
+        let predicate = and_all(exact);
+        let scan = ScanExec::try_new(
+            &self.name,
+            snapshot,
+            columns,
+            predicate,
+            None,
+            target_partitions(state),
+        )?;
+        let scan: Arc<dyn ExecutionPlan> = Arc::new(scan);
+        let Some(filter) = rest.into_iter().reduce(Expr::and) else { return Ok(scan) };
+        let schema = self.df_schema(&scan.schema())?;
+        let pred = state.create_physical_expr(filter, &schema)?;
+        Ok(Arc::new(FilterExec::try_new(pred, scan)?))
+    }
+}
+
+/// Strips table qualifiers from column references (DML filters arrive qualified).
+fn unqualify(e: Expr) -> Result<Expr> {
+    e.transform(|e| match e {
+        Expr::Column(c) if c.relation.is_some() => {
+            Ok(Transformed::yes(Expr::Column(datafusion::common::Column::new_unqualified(c.name))))
+        }
+        e => Ok(Transformed::no(e)),
+    })
+    .map(|t| t.data)
+}
+
+fn and_all(mut ps: Vec<Predicate>) -> Option<Predicate> {
+    match ps.len() {
+        0 => None,
+        1 => ps.pop(),
+        _ => Some(Predicate::And(ps)),
+    }
+}
+
+fn target_partitions(state: &dyn DfSession) -> usize {
+    state.config().target_partitions().max(1)
+}
+
+#[async_trait]
+impl TableProvider for NativeTable {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> Result<Vec<TableProviderFilterPushDown>> {
+        Ok(filters
+            .iter()
+            .map(|f| {
+                if !self.binding.pushdown() {
+                    TableProviderFilterPushDown::Unsupported
+                } else if pushdown::exact(f, &self.schema).is_some() {
+                    TableProviderFilterPushDown::Exact
+                } else if pushdown::relaxed(f, &self.schema).is_some() {
+                    TableProviderFilterPushDown::Inexact
+                } else {
+                    TableProviderFilterPushDown::Unsupported
+                }
+            })
+            .collect())
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn DfSession,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let snapshot = self.bind()?;
+        let columns = match projection {
+            Some(p) => p.clone(),
+            None => (0..self.schema.fields().len()).collect(),
+        };
+        let predicate = if self.binding.pushdown() {
+            // Filters handed here are the ones reported Exact or Inexact; both kinds prune,
+            // and Exact ones are not re-checked by DataFusion.
+            and_all(
+                filters
+                    .iter()
+                    .filter_map(|f| {
+                        pushdown::exact(f, &self.schema)
+                            .or_else(|| pushdown::relaxed(f, &self.schema))
+                    })
+                    .collect(),
+            )
+        } else {
+            None
+        };
+        let exec = ScanExec::try_new(
+            &self.name,
+            snapshot,
+            columns,
+            predicate,
+            limit,
+            target_partitions(state),
+        )?;
+        Ok(Arc::new(exec))
+    }
+
+    async fn insert_into(
+        &self,
+        _state: &dyn DfSession,
+        input: Arc<dyn ExecutionPlan>,
+        insert_op: InsertOp,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        if insert_op != InsertOp::Append {
+            return Err(DataFusionError::NotImplemented(format!(
+                "{insert_op} is not supported on table '{}' (only INSERT INTO)",
+                self.name
+            )));
+        }
+        let kind = DmlKind::Insert { user_schema: Arc::new(user_schema(&self.schema)) };
+        Ok(Arc::new(DmlExec::new(&self.name, kind, input, self.binding.clone())))
+    }
+
+    async fn delete_from(
+        &self,
+        state: &dyn DfSession,
+        filters: Vec<Expr>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let input = self.filtered_scan(state, vec![0], &filters)?;
+        let input = project_columns(input, &[ID_COLUMN])?;
+        Ok(Arc::new(DmlExec::new(&self.name, DmlKind::Delete, input, self.binding.clone())))
+    }
+
+    async fn update(
+        &self,
+        state: &dyn DfSession,
+        assignments: Vec<(String, Expr)>,
+        filters: Vec<Expr>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let mut assigned = Vec::new();
+        for (name, e) in assignments {
+            if self.schema.field_with_name(&name).is_err() {
+                return Err(DataFusionError::Plan(format!(
+                    "UPDATE: table '{}' has no column '{name}'",
+                    self.name
+                )));
+            }
+            let e = unqualify(e)?;
+            // DataFusion lists unchanged columns as `col = col`; only real changes are written.
+            if matches!(&e, Expr::Column(c) if c.name == name) {
+                continue;
+            }
+            if name == ID_COLUMN {
+                return Err(DataFusionError::Plan(
+                    "UPDATE cannot set _id: row ids are assigned by Basalt and never change".into(),
+                ));
+            }
+            assigned.push((name, e));
+        }
+        // Read every column the assignments and filters use, and `_id`.
+        let mut columns = vec![0];
+        for (_, e) in &assigned {
+            for c in e.column_refs() {
+                let i = self.schema.index_of(&c.name)?;
+                if !columns.contains(&i) {
+                    columns.push(i);
+                }
+            }
+        }
+        let input = self.filtered_scan(state, columns, &filters)?;
+        let schema = self.df_schema(&input.schema())?;
+        let id = state.create_physical_expr(Expr::Column(ID_COLUMN.into()), &schema)?;
+        let mut exprs: Vec<(Arc<dyn PhysicalExpr>, String)> = vec![(id, ID_COLUMN.to_string())];
+        let mut fields = vec![Field::new(ID_COLUMN, DataType::UInt64, false)];
+        for (name, e) in assigned {
+            let target = self.schema.field_with_name(&name)?.clone();
+            let e = e.cast_to(target.data_type(), &schema)?;
+            exprs.push((state.create_physical_expr(e, &schema)?, name));
+            fields.push(target);
+        }
+        let input: Arc<dyn ExecutionPlan> = Arc::new(ProjectionExec::try_new(exprs, input)?);
+        let kind = DmlKind::Update { values: Arc::new(Schema::new(fields[1..].to_vec())) };
+        Ok(Arc::new(DmlExec::new(&self.name, kind, input, self.binding.clone())))
+    }
+
+    async fn truncate(&self, state: &dyn DfSession) -> Result<Arc<dyn ExecutionPlan>> {
+        self.delete_from(state, vec![]).await
+    }
+}
+
+/// The table's columns without `_id`.
+fn user_schema(full: &Schema) -> Schema {
+    Schema::new(full.fields().iter().filter(|f| f.name() != ID_COLUMN).cloned().collect::<Vec<_>>())
+}
+
+fn project_columns(
+    input: Arc<dyn ExecutionPlan>,
+    names: &[&str],
+) -> Result<Arc<dyn ExecutionPlan>> {
+    let schema = input.schema();
+    let exprs = names
+        .iter()
+        .map(|n| {
+            let i = schema.index_of(n)?;
+            let c: Arc<dyn PhysicalExpr> =
+                Arc::new(datafusion::physical_expr::expressions::Column::new(n, i));
+            Ok((c, (*n).to_string()))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Arc::new(ProjectionExec::try_new(exprs, input)?))
+}
+
+/// Scans a native table snapshot: one partition per contiguous group of scan units.
+#[derive(Debug)]
+pub struct ScanExec {
+    table: String,
+    snapshot: Arc<TableSnapshot>,
+    projection: Vec<usize>,
+    predicate: Option<Predicate>,
+    limit: Option<usize>,
+    groups: Vec<Vec<ScanUnit>>,
+    total_units: usize,
+    schema: SchemaRef,
+    props: Arc<PlanProperties>,
+}
+
+impl ScanExec {
+    /// Plans a scan: prunes units by zone maps and splits the rest into at most
+    /// `partitions` groups of about equal row counts.
+    pub fn try_new(
+        table: &str,
+        snapshot: Arc<TableSnapshot>,
+        projection: Vec<usize>,
+        predicate: Option<Predicate>,
+        limit: Option<usize>,
+        partitions: usize,
+    ) -> Result<ScanExec> {
+        let schema = snapshot.projected_schema(&projection).map_err(storage_err)?;
+        let all = snapshot.scan_units();
+        let total_units = all.len();
+        let units: Vec<ScanUnit> = match &predicate {
+            Some(p) => all.into_iter().filter(|u| snapshot.unit_may_match(*u, p)).collect(),
+            None => all,
+        };
+        let groups = split_units(&snapshot, units, partitions);
+        let props = PlanProperties::new(
+            EquivalenceProperties::new(schema.clone()),
+            Partitioning::UnknownPartitioning(groups.len().max(1)),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        )
+        .with_scheduling_type(SchedulingType::Cooperative);
+        Ok(ScanExec {
+            table: table.to_string(),
+            snapshot,
+            projection,
+            predicate,
+            limit,
+            groups,
+            total_units,
+            schema,
+            props: Arc::new(props),
+        })
+    }
+
+    /// The pushed predicate.
+    pub fn predicate(&self) -> Option<&Predicate> {
+        self.predicate.as_ref()
+    }
+
+    fn kept_units(&self) -> usize {
+        self.groups.iter().map(Vec::len).sum()
+    }
+}
+
+/// Contiguous groups of units with about equal row counts (scan order is kept).
+fn split_units(t: &TableSnapshot, units: Vec<ScanUnit>, parts: usize) -> Vec<Vec<ScanUnit>> {
+    let total: u64 = units.iter().map(|u| t.unit_rows(*u)).sum();
+    let parts = parts.min(units.len()).max(1);
+    let per = total.div_ceil(parts as u64).max(1);
+    let mut groups: Vec<Vec<ScanUnit>> = vec![Vec::new()];
+    let mut acc = 0u64;
+    for u in units {
+        let rows = t.unit_rows(u);
+        if acc >= per && groups.len() < parts {
+            groups.push(Vec::new());
+            acc = 0;
+        }
+        acc += rows;
+        if let Some(g) = groups.last_mut() {
+            g.push(u);
+        }
+    }
+    groups
+}
+
+impl DisplayAs for ScanExec {
+    fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let cols: Vec<&str> = self.schema.fields().iter().map(|f| f.name().as_str()).collect();
+        match t {
+            DisplayFormatType::Default | DisplayFormatType::Verbose => {
+                write!(f, "BasaltScan: table={}, projection=[{}]", self.table, cols.join(", "))?;
+                if let Some(p) = &self.predicate {
+                    write!(f, ", filter={p}")?;
+                }
+                if let Some(l) = self.limit {
+                    write!(f, ", limit={l}")?;
+                }
+                write!(f, ", units={}/{}", self.kept_units(), self.total_units)
+            }
+            DisplayFormatType::TreeRender => {
+                writeln!(f, "table={}", self.table)?;
+                writeln!(f, "units={}/{}", self.kept_units(), self.total_units)
+            }
+        }
+    }
+}
+
+impl ExecutionPlan for ScanExec {
+    fn name(&self) -> &str {
+        "BasaltScan"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.props
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        _children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        _context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let units = match self.groups.get(partition) {
+            Some(g) => g.clone(),
+            None if partition == 0 => Vec::new(),
+            None => {
+                return Err(DataFusionError::Internal(format!(
+                    "BasaltScan has no partition {partition}"
+                )));
+            }
+        };
+        let scan = self
+            .snapshot
+            .scan_units_filtered(&self.projection, self.predicate.clone(), units)
+            .map_err(storage_err)?;
+        let stream = futures::stream::iter(scan).map(|r| r.map_err(storage_err));
+        let stream = LimitStop { inner: stream, left: self.limit };
+        let adapter = RecordBatchStreamAdapter::new(self.schema.clone(), stream);
+        Ok(datafusion::physical_plan::coop::make_cooperative(Box::pin(adapter)))
+    }
+
+    fn statistics_from_inputs(
+        &self,
+        _input_stats: &[Arc<Statistics>],
+        args: &datafusion::physical_plan::statistics::StatisticsArgs,
+    ) -> Result<Arc<Statistics>> {
+        let mut s = Statistics::new_unknown(&self.schema);
+        if args.partition().is_none() {
+            let count = usize::try_from(self.snapshot.count()).unwrap_or(usize::MAX);
+            s.num_rows = match (&self.predicate, self.limit) {
+                (None, None) => Precision::Exact(count),
+                (None, Some(l)) => Precision::Exact(count.min(l)),
+                (Some(_), l) => Precision::Inexact(l.map_or(count, |l| count.min(l))),
+            };
+        }
+        Ok(Arc::new(s))
+    }
+
+    fn supports_limit_pushdown(&self) -> bool {
+        true
+    }
+}
+
+/// Passes at most `left` rows (all for `None`), then ends the stream.
+struct LimitStop<S> {
+    inner: S,
+    left: Option<usize>,
+}
+
+impl<S: futures::Stream<Item = Result<RecordBatch>> + Unpin> futures::Stream for LimitStop<S> {
+    type Item = Result<RecordBatch>;
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        if self.left == Some(0) {
+            return std::task::Poll::Ready(None);
+        }
+        let r = futures::ready!(self.inner.poll_next_unpin(cx));
+        let r = match (r, self.left.as_mut()) {
+            (Some(Ok(b)), Some(l)) => {
+                let n = b.num_rows().min(*l);
+                *l -= n;
+                Some(Ok(if n < b.num_rows() { b.slice(0, n) } else { b }))
+            }
+            (r, _) => r,
+        };
+        std::task::Poll::Ready(r)
+    }
+}
+
+/// Checks that the `_id` column an INSERT hands over is all NULL (ids are Basalt's).
+pub(crate) fn check_no_ids(table: &str, batch: &RecordBatch) -> Result<()> {
+    if let Some(c) = batch.column_by_name(ID_COLUMN)
+        && c.null_count() != c.len()
+    {
+        let given =
+            c.as_any().downcast_ref::<UInt64Array>().map_or(0, |a| a.len() - a.null_count());
+        return Err(DataFusionError::Plan(format!(
+            "INSERT into '{table}' gives {given} _id value(s): row ids are assigned by Basalt \
+             (leave _id out of the column list)"
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,262 @@
+//! Filter pushdown: DataFusion expressions to the storage [`Predicate`].
+//!
+//! Storage evaluates a [`Predicate`] exactly (on dictionary codes where it can, with SQL's
+//! three-valued logic), so a filter that converts completely is pushed as `Exact` and
+//! DataFusion drops its own filter. What converts:
+//! - `column op literal` and `literal op column` for `= <> < <= > >=`, when the literal has
+//!   the column's own type (DataFusion's type coercion puts it there) and the column is
+//!   boolean, an integer, a float, text, binary, a date or a timestamp;
+//! - `column [NOT] IN (literals)`, `column [NOT] BETWEEN literal AND literal`,
+//!   `column IS [NOT] NULL`, `column [NOT] LIKE 'prefix%'` (case-sensitive, no other
+//!   wildcards), a boolean column on its own (`WHERE flag`), `IS [NOT] TRUE/FALSE`;
+//! - AND / OR / NOT of those.
+//!
+//! Everything else (functions, arithmetic, casts of columns, comparisons between columns,
+//! other LIKE patterns) is not converted. A filter that only partly converts is pushed as
+//! `Inexact` with a relaxed predicate that keeps every row the filter could keep (storage
+//! prunes with it, DataFusion filters again); see [`relaxed`].
+
+use datafusion::arrow::datatypes::{DataType, Schema};
+use datafusion::logical_expr::{Between, BinaryExpr, Expr, Like, Operator};
+use datafusion::scalar::ScalarValue;
+
+use basalt_storage::{CmpOp, Predicate, Scalar};
+
+/// The exact storage predicate of `expr`, or `None` if any part of it does not convert.
+pub fn exact(expr: &Expr, schema: &Schema) -> Option<Predicate> {
+    convert(expr, schema)
+}
+
+/// A predicate true for at least every row where `expr` is true (a superset), or `None` if
+/// nothing useful remains. Unconvertible conjuncts are dropped; an OR needs every branch.
+pub fn relaxed(expr: &Expr, schema: &Schema) -> Option<Predicate> {
+    if let Some(p) = convert(expr, schema) {
+        return Some(p);
+    }
+    match expr {
+        Expr::BinaryExpr(BinaryExpr { left, op: Operator::And, right }) => {
+            match (relaxed(left, schema), relaxed(right, schema)) {
+                (Some(l), Some(r)) => Some(Predicate::And(vec![l, r])),
+                (Some(p), None) | (None, Some(p)) => Some(p),
+                (None, None) => None,
+            }
+        }
+        Expr::BinaryExpr(BinaryExpr { left, op: Operator::Or, right }) => {
+            Some(Predicate::Or(vec![relaxed(left, schema)?, relaxed(right, schema)?]))
+        }
+        _ => None,
+    }
+}
+
+fn convert(expr: &Expr, schema: &Schema) -> Option<Predicate> {
+    match expr {
+        Expr::BinaryExpr(BinaryExpr { left, op, right }) => match op {
+            Operator::And => {
+                Some(Predicate::And(vec![convert(left, schema)?, convert(right, schema)?]))
+            }
+            Operator::Or => {
+                Some(Predicate::Or(vec![convert(left, schema)?, convert(right, schema)?]))
+            }
+            _ => comparison(left, *op, right, schema),
+        },
+        Expr::Not(e) => Some(Predicate::Not(Box::new(convert(e, schema)?))),
+        Expr::IsNull(e) => Some(Predicate::IsNull { column: column(e, schema)?.0, negated: false }),
+        Expr::IsNotNull(e) => {
+            Some(Predicate::IsNull { column: column(e, schema)?.0, negated: true })
+        }
+        Expr::Column(_) => {
+            let (name, dt) = column(expr, schema)?;
+            (dt == DataType::Boolean).then(|| Predicate::eq(&name, true))
+        }
+        Expr::IsTrue(e) | Expr::IsNotFalse(e) | Expr::IsFalse(e) | Expr::IsNotTrue(e) => {
+            let (name, dt) = column(e, schema)?;
+            if dt != DataType::Boolean {
+                return None;
+            }
+            let want = matches!(expr, Expr::IsTrue(_) | Expr::IsNotTrue(_));
+            let p = Predicate::eq(&name, want);
+            // IS TRUE / IS FALSE are never unknown: NULL rows are simply not selected, and
+            // IS NOT TRUE / IS NOT FALSE select them.
+            Some(match expr {
+                Expr::IsTrue(_) | Expr::IsFalse(_) => p,
+                _ => Predicate::Or(vec![
+                    Predicate::Not(Box::new(p)),
+                    Predicate::IsNull { column: name, negated: false },
+                ]),
+            })
+        }
+        Expr::InList(l) => {
+            let (name, dt) = column(&l.expr, schema)?;
+            let values = l.list.iter().map(|v| literal(v, &dt)).collect::<Option<Vec<Scalar>>>()?;
+            Some(Predicate::InList { column: name, values, negated: l.negated })
+        }
+        Expr::Between(Between { expr, negated, low, high }) => {
+            let (name, dt) = column(expr, schema)?;
+            let (lo, hi) = (literal(low, &dt)?, literal(high, &dt)?);
+            let p = Predicate::between(&name, lo, hi);
+            Some(if *negated { Predicate::Not(Box::new(p)) } else { p })
+        }
+        Expr::Like(Like { negated, expr, pattern, escape_char, case_insensitive }) => {
+            if *case_insensitive || escape_char.is_some() {
+                return None;
+            }
+            let (name, dt) = column(expr, schema)?;
+            if !matches!(dt, DataType::Utf8 | DataType::Binary) {
+                return None;
+            }
+            let Expr::Literal(
+                ScalarValue::Utf8(Some(p))
+                | ScalarValue::LargeUtf8(Some(p))
+                | ScalarValue::Utf8View(Some(p)),
+                _,
+            ) = pattern.as_ref()
+            else {
+                return None;
+            };
+            let prefix = p.strip_suffix('%')?;
+            if prefix.contains(['%', '_', '\\']) {
+                return None;
+            }
+            Some(Predicate::LikePrefix {
+                column: name,
+                prefix: prefix.to_string(),
+                negated: *negated,
+            })
+        }
+        Expr::Literal(ScalarValue::Boolean(Some(true)), _) => Some(Predicate::True),
+        Expr::Literal(ScalarValue::Boolean(Some(false)), _) => Some(Predicate::False),
+        _ => None,
+    }
+}
+
+fn comparison(left: &Expr, op: Operator, right: &Expr, schema: &Schema) -> Option<Predicate> {
+    let op = cmp_op(op)?;
+    if let Some((name, dt)) = column(left, schema) {
+        return Some(Predicate::cmp(&name, op, literal(right, &dt)?));
+    }
+    let (name, dt) = column(right, schema)?;
+    Some(Predicate::cmp(&name, flip(op), literal(left, &dt)?))
+}
+
+fn cmp_op(op: Operator) -> Option<CmpOp> {
+    Some(match op {
+        Operator::Eq => CmpOp::Eq,
+        Operator::NotEq => CmpOp::NotEq,
+        Operator::Lt => CmpOp::Lt,
+        Operator::LtEq => CmpOp::LtEq,
+        Operator::Gt => CmpOp::Gt,
+        Operator::GtEq => CmpOp::GtEq,
+        _ => return None,
+    })
+}
+
+fn flip(op: CmpOp) -> CmpOp {
+    match op {
+        CmpOp::Lt => CmpOp::Gt,
+        CmpOp::LtEq => CmpOp::GtEq,
+        CmpOp::Gt => CmpOp::Lt,
+        CmpOp::GtEq => CmpOp::LtEq,
+        o => o,
+    }
+}
+
+/// A plain column reference of a type storage compares natively.
+fn column(e: &Expr, schema: &Schema) -> Option<(String, DataType)> {
+    let Expr::Column(c) = e else { return None };
+    let f = schema.field_with_name(&c.name).ok()?;
+    let dt = f.data_type().clone();
+    let supported = dt == DataType::Boolean
+        || dt.is_integer()
+        || matches!(dt, DataType::Float32 | DataType::Float64)
+        || matches!(dt, DataType::Utf8 | DataType::Binary)
+        || matches!(dt, DataType::Date32 | DataType::Date64 | DataType::Timestamp(_, _));
+    supported.then(|| (c.name.clone(), dt))
+}
+
+/// A literal of exactly the column's type (text literals of any string type for text).
+fn literal(e: &Expr, column_type: &DataType) -> Option<Scalar> {
+    let Expr::Literal(v, _) = e else { return None };
+    if v.is_null() {
+        return Some(Scalar::Null);
+    }
+    let dt = v.data_type();
+    let same = match column_type {
+        DataType::Utf8 => matches!(dt, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View),
+        DataType::Binary => {
+            matches!(dt, DataType::Binary | DataType::LargeBinary | DataType::BinaryView)
+        }
+        t => &dt == t,
+    };
+    if !same {
+        return None;
+    }
+    Some(match v {
+        ScalarValue::Boolean(Some(b)) => Scalar::Bool(*b),
+        ScalarValue::Int8(Some(x)) => Scalar::Int(i64::from(*x)),
+        ScalarValue::Int16(Some(x)) => Scalar::Int(i64::from(*x)),
+        ScalarValue::Int32(Some(x)) => Scalar::Int(i64::from(*x)),
+        ScalarValue::Int64(Some(x)) => Scalar::Int(*x),
+        ScalarValue::UInt8(Some(x)) => Scalar::UInt(u64::from(*x)),
+        ScalarValue::UInt16(Some(x)) => Scalar::UInt(u64::from(*x)),
+        ScalarValue::UInt32(Some(x)) => Scalar::UInt(u64::from(*x)),
+        ScalarValue::UInt64(Some(x)) => Scalar::UInt(*x),
+        ScalarValue::Float32(Some(x)) => Scalar::Float(f64::from(*x)),
+        ScalarValue::Float64(Some(x)) => Scalar::Float(*x),
+        ScalarValue::Utf8(Some(s))
+        | ScalarValue::LargeUtf8(Some(s))
+        | ScalarValue::Utf8View(Some(s)) => Scalar::Str(s.clone()),
+        ScalarValue::Binary(Some(b))
+        | ScalarValue::LargeBinary(Some(b))
+        | ScalarValue::BinaryView(Some(b)) => Scalar::Bytes(b.clone()),
+        ScalarValue::Date32(Some(d)) => Scalar::Int(i64::from(*d)),
+        ScalarValue::Date64(Some(d)) => Scalar::Int(*d),
+        ScalarValue::TimestampSecond(Some(t), _)
+        | ScalarValue::TimestampMillisecond(Some(t), _)
+        | ScalarValue::TimestampMicrosecond(Some(t), _)
+        | ScalarValue::TimestampNanosecond(Some(t), _) => Scalar::Int(*t),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::datatypes::Field;
+    use datafusion::logical_expr::{col, lit};
+
+    fn schema() -> Schema {
+        Schema::new(vec![
+            Field::new("_id", DataType::UInt64, false),
+            Field::new("a", DataType::Int64, true),
+            Field::new("s", DataType::Utf8, true),
+            Field::new("f", DataType::Boolean, true),
+        ])
+    }
+
+    #[test]
+    fn comparisons_and_logic_convert_exactly() {
+        let s = schema();
+        let e = col("a").gt(lit(5i64)).and(col("s").eq(lit("x")).or(col("a").is_null()));
+        let p = exact(&e, &s).expect("converts");
+        assert_eq!(p.columns(), vec!["a", "s"]);
+        assert_eq!(exact(&lit(3i64).lt(col("a")), &s), Some(Predicate::cmp("a", CmpOp::Gt, 3i64)));
+        assert!(exact(&col("s").like(lit("ab%")), &s).is_some());
+        assert!(exact(&col("s").like(lit("a_b%")), &s).is_none());
+        assert!(exact(&col("f"), &s).is_some());
+    }
+
+    #[test]
+    fn other_types_and_shapes_do_not_convert() {
+        let s = schema();
+        // An Int32 literal against an Int64 column: not the column's type.
+        assert!(exact(&col("a").eq(lit(5i32)), &s).is_none());
+        assert!(exact(&col("a").eq(col("a")), &s).is_none());
+        assert!(exact(&(col("a") + lit(1i64)).gt(lit(2i64)), &s).is_none());
+        // Partly convertible: relaxed keeps the convertible conjunct only.
+        let e = col("a").gt(lit(1i64)).and((col("a") + lit(1i64)).gt(lit(2i64)));
+        assert!(exact(&e, &s).is_none());
+        assert_eq!(relaxed(&e, &s), Some(Predicate::cmp("a", CmpOp::Gt, 1i64)));
+        let or = col("a").gt(lit(1i64)).or((col("a") + lit(1i64)).gt(lit(2i64)));
+        assert_eq!(relaxed(&or, &s), None);
+    }
+}

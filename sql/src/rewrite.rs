@@ -1,0 +1,299 @@
+//! Statement rewrites Basalt makes before DataFusion plans a statement.
+//!
+//! Every native table has the row id column `_id` (first in DataFusion's schema, so it can
+//! be selected and filtered on), but `SELECT *` does not show it and a column-less
+//! `INSERT INTO t VALUES (…)` does not expect it. DataFusion has no hidden columns, so:
+//! - `t.*` over a native table becomes `t.* EXCLUDE (_id)`;
+//! - a bare `*` over exactly one native table becomes `* EXCLUDE (_id)`;
+//! - a bare `*` over several native tables joined with plain joins (inner / outer / cross,
+//!   `ON` or `USING`) becomes `a.* EXCLUDE (_id), b.* EXCLUDE (_id, <USING columns>)`, which
+//!   is what DataFusion's own expansion gives minus the ids;
+//! - `INSERT INTO t VALUES …` / `INSERT INTO t SELECT …` without a column list gets the
+//!   table's user columns as its list.
+//!
+//! Not rewritten (so `_id` columns do show): a bare `*` over several native tables that
+//! are combined with `NATURAL`, semi or anti joins, or when a relation has no name to
+//! qualify it by, or when the `*` carries its own EXCLUDE / EXCEPT / REPLACE / RENAME.
+//! Names in FROM that refer to a CTE are not native tables.
+
+use std::collections::HashSet;
+use std::ops::ControlFlow;
+
+use datafusion::sql::sqlparser::ast::{
+    ExcludeSelectItem, Ident, JoinConstraint, JoinOperator, ObjectName, ObjectNamePart, Query,
+    Select, SelectItem, SelectItemQualifiedWildcardKind, Statement, TableFactor, TableObject,
+    VisitMut, VisitorMut, WildcardAdditionalOptions,
+};
+
+use basalt_storage::ID_COLUMN;
+
+/// What the rewriter needs to know about the catalog.
+pub trait NativeTables {
+    /// Whether `name` (normalised) is a native table.
+    fn is_native(&self, name: &str) -> bool;
+    /// The user columns of a native table, in order.
+    fn user_columns(&self, name: &str) -> Option<Vec<String>>;
+}
+
+/// Rewrites one statement in place.
+pub fn rewrite(stmt: &mut Statement, tables: &dyn NativeTables) {
+    if let Statement::Insert(ins) = stmt
+        && ins.columns.is_empty()
+        && ins.source.is_some()
+        && let TableObject::TableName(name) = &ins.table
+        && let Some(t) = table_name(name)
+        && let Some(cols) = tables.user_columns(&t)
+    {
+        ins.columns =
+            cols.into_iter().map(|c| ObjectName::from(vec![Ident::with_quote('"', c)])).collect();
+    }
+    let mut v = Rewriter { tables, ctes: Vec::new() };
+    let _ = stmt.visit(&mut v);
+}
+
+/// The normalised name of a one-part (or `public.`/`datafusion.public.`) table name.
+fn table_name(name: &ObjectName) -> Option<String> {
+    let parts: Vec<&Ident> = name
+        .0
+        .iter()
+        .map(|p| match p {
+            ObjectNamePart::Identifier(i) => Some(i),
+            ObjectNamePart::Function(_) => None,
+        })
+        .collect::<Option<_>>()?;
+    let last = parts.last()?;
+    let prefix_ok = match parts.len() {
+        1 => true,
+        2 => normalise(parts[0]) == "public",
+        3 => normalise(parts[0]) == "datafusion" && normalise(parts[1]) == "public",
+        _ => false,
+    };
+    prefix_ok.then(|| normalise(last))
+}
+
+/// The normalised table name an `ALTER TABLE` (or other statement) names.
+pub fn table_name_of(name: &ObjectName) -> Option<String> {
+    table_name(name)
+}
+
+/// An identifier as DataFusion resolves it (unquoted: lower case).
+pub fn ident_name(i: &Ident) -> String {
+    normalise(i)
+}
+
+fn normalise(i: &Ident) -> String {
+    if i.quote_style.is_some() { i.value.clone() } else { i.value.to_lowercase() }
+}
+
+struct Rewriter<'a> {
+    tables: &'a dyn NativeTables,
+    /// CTE names in scope, one set per enclosing query.
+    ctes: Vec<HashSet<String>>,
+}
+
+/// A relation of a FROM clause, for wildcard expansion.
+struct Rel {
+    /// The name `*` columns are qualified by (alias or table name).
+    qualifier: Option<Ident>,
+    native: bool,
+    /// Columns a USING join with an earlier relation merges away from this one.
+    using: Vec<Ident>,
+}
+
+impl Rewriter<'_> {
+    fn is_native(&self, name: &ObjectName) -> bool {
+        let Some(t) = table_name(name) else { return false };
+        if name.0.len() == 1 && self.ctes.iter().any(|s| s.contains(&t)) {
+            return false;
+        }
+        self.tables.is_native(&t)
+    }
+
+    fn rel(&self, f: &TableFactor) -> Rel {
+        match f {
+            TableFactor::Table { name, alias, args: None, .. } => Rel {
+                qualifier: alias.as_ref().map(|a| a.name.clone()).or_else(|| match name.0.last() {
+                    Some(ObjectNamePart::Identifier(i)) => Some(i.clone()),
+                    _ => None,
+                }),
+                native: self.is_native(name),
+                using: Vec::new(),
+            },
+            TableFactor::Table { alias, .. } | TableFactor::Derived { alias, .. } => Rel {
+                qualifier: alias.as_ref().map(|a| a.name.clone()),
+                native: false,
+                using: Vec::new(),
+            },
+            _ => Rel { qualifier: None, native: false, using: Vec::new() },
+        }
+    }
+
+    /// The relations of a FROM clause in order, or `None` if a `*` over them cannot be
+    /// expanded per relation.
+    fn relations(&self, select: &Select) -> Option<Vec<Rel>> {
+        let mut out = Vec::new();
+        for twj in &select.from {
+            out.push(self.rel(&twj.relation));
+            for j in &twj.joins {
+                let constraint = match &j.join_operator {
+                    JoinOperator::Join(c)
+                    | JoinOperator::Inner(c)
+                    | JoinOperator::Left(c)
+                    | JoinOperator::LeftOuter(c)
+                    | JoinOperator::Right(c)
+                    | JoinOperator::RightOuter(c)
+                    | JoinOperator::FullOuter(c)
+                    | JoinOperator::CrossJoin(c) => c,
+                    _ => return None,
+                };
+                let mut r = self.rel(&j.relation);
+                match constraint {
+                    JoinConstraint::Natural => return None,
+                    JoinConstraint::Using(cols) => {
+                        for c in cols {
+                            match c.0.last() {
+                                Some(ObjectNamePart::Identifier(i)) => r.using.push(i.clone()),
+                                _ => return None,
+                            }
+                        }
+                    }
+                    JoinConstraint::On(_) | JoinConstraint::None => {}
+                }
+                out.push(r);
+            }
+        }
+        Some(out)
+    }
+
+    fn rewrite_select(&self, select: &mut Select) {
+        let natives: Vec<Ident> = select
+            .from
+            .iter()
+            .flat_map(|t| std::iter::once(&t.relation).chain(t.joins.iter().map(|j| &j.relation)))
+            .map(|f| self.rel(f))
+            .filter(|r| r.native)
+            .filter_map(|r| r.qualifier)
+            .collect();
+        if natives.is_empty() {
+            return;
+        }
+        let mut items = Vec::with_capacity(select.projection.len());
+        for item in std::mem::take(&mut select.projection) {
+            match item {
+                SelectItem::QualifiedWildcard(
+                    SelectItemQualifiedWildcardKind::ObjectName(q),
+                    mut opts,
+                ) if q.0.len() == 1
+                    && natives.iter().any(
+                        |n| matches!(q.0.last(), Some(ObjectNamePart::Identifier(i)) if same(i, n)),
+                    ) =>
+                {
+                    add_exclude(&mut opts, &[]);
+                    items.push(SelectItem::QualifiedWildcard(
+                        SelectItemQualifiedWildcardKind::ObjectName(q),
+                        opts,
+                    ));
+                }
+                SelectItem::Wildcard(mut opts) if plain(&opts) => {
+                    if natives.len() == 1
+                        && select.from.iter().all(|t| t.joins.is_empty())
+                        && select.from.len() == 1
+                    {
+                        add_exclude(&mut opts, &[]);
+                        items.push(SelectItem::Wildcard(opts));
+                    } else if let Some(rels) = self.relations(select)
+                        && rels.iter().all(|r| r.qualifier.is_some())
+                    {
+                        for r in rels {
+                            let Some(q) = r.qualifier else { continue };
+                            let mut o = WildcardAdditionalOptions {
+                                wildcard_token: opts.wildcard_token.clone(),
+                                ..Default::default()
+                            };
+                            if r.native || !r.using.is_empty() {
+                                if r.native {
+                                    add_exclude(&mut o, &r.using);
+                                } else {
+                                    add_exclude_only(&mut o, &r.using);
+                                }
+                            }
+                            items.push(SelectItem::QualifiedWildcard(
+                                SelectItemQualifiedWildcardKind::ObjectName(ObjectName::from(
+                                    vec![q],
+                                )),
+                                o,
+                            ));
+                        }
+                    } else {
+                        items.push(SelectItem::Wildcard(opts));
+                    }
+                }
+                other => items.push(other),
+            }
+        }
+        select.projection = items;
+    }
+}
+
+fn same(a: &Ident, b: &Ident) -> bool {
+    normalise(a) == normalise(b)
+}
+
+/// A wildcard without options of its own.
+fn plain(o: &WildcardAdditionalOptions) -> bool {
+    o.opt_ilike.is_none()
+        && o.opt_exclude.is_none()
+        && o.opt_except.is_none()
+        && o.opt_replace.is_none()
+        && o.opt_rename.is_none()
+        && o.opt_alias.is_none()
+}
+
+/// Adds `_id` and `more` to a wildcard's EXCLUDE list (unless `_id` is already there).
+fn add_exclude(o: &mut WildcardAdditionalOptions, more: &[Ident]) {
+    let mut names: Vec<ObjectName> = match o.opt_exclude.take() {
+        None => Vec::new(),
+        Some(ExcludeSelectItem::Single(n)) => vec![n],
+        Some(ExcludeSelectItem::Multiple(ns)) => ns,
+    };
+    let has_id = names.iter().any(
+        |n| matches!(n.0.last(), Some(ObjectNamePart::Identifier(i)) if normalise(i) == ID_COLUMN),
+    );
+    if !has_id {
+        names.push(ObjectName::from(vec![Ident::new(ID_COLUMN)]));
+    }
+    names.extend(more.iter().map(|i| ObjectName::from(vec![i.clone()])));
+    o.opt_exclude = Some(ExcludeSelectItem::Multiple(names));
+}
+
+fn add_exclude_only(o: &mut WildcardAdditionalOptions, cols: &[Ident]) {
+    if !cols.is_empty() {
+        o.opt_exclude = Some(ExcludeSelectItem::Multiple(
+            cols.iter().map(|i| ObjectName::from(vec![i.clone()])).collect(),
+        ));
+    }
+}
+
+impl VisitorMut for Rewriter<'_> {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, q: &mut Query) -> ControlFlow<()> {
+        let names = q
+            .with
+            .as_ref()
+            .map(|w| w.cte_tables.iter().map(|c| normalise(&c.alias.name)).collect())
+            .unwrap_or_default();
+        self.ctes.push(names);
+        ControlFlow::Continue(())
+    }
+
+    fn post_visit_query(&mut self, _q: &mut Query) -> ControlFlow<()> {
+        self.ctes.pop();
+        ControlFlow::Continue(())
+    }
+
+    fn pre_visit_select(&mut self, s: &mut Select) -> ControlFlow<()> {
+        self.rewrite_select(s);
+        ControlFlow::Continue(())
+    }
+}
