@@ -56,6 +56,19 @@ impl From<DataFusionError> for Error {
             .and_then(|d| d.span)
             .map(|s| format!(" (at line {}, column {})", s.start.line, s.start.column));
         let root = e.find_root();
+        if let DataFusionError::SQL(p, _) = root {
+            use datafusion::sql::sqlparser::parser::ParserError as P;
+            let text = match p.as_ref() {
+                P::ParserError(m) | P::TokenizerError(m) => m.clone(),
+                P::RecursionLimitExceeded => "statement nested too deeply".to_string(),
+            };
+            let message = if text.contains("Line: ") || !text.contains("found: EOF") {
+                text
+            } else {
+                format!("{text} (at the end of the statement)")
+            };
+            return Error::Sql { message };
+        }
         let message = format!("{}{}", root.strip_backtrace(), position.unwrap_or_default());
         match root {
             DataFusionError::NotImplemented(m) => Error::Unsupported { message: m.clone() },

@@ -1,1 +1,343 @@
-//! SQL through the Rust API: prepared statements, streaming, async, pushdown, errors.
+//! SQL through the Rust API: prepared statements, streaming, async, isolation, pushdown
+//! on/off equivalence on random data, EXPLAIN, statement atomicity, errors.
+
+use std::sync::Arc;
+
+use arrow::array::AsArray;
+use basalt::arrow::array::{BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray};
+use basalt::arrow::schema::{DataType, Field, Schema};
+use basalt::{Database, Error, Options, Value};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
+
+/// Every cell of the batches as text, one string per row, sorted.
+fn rows(batches: &[RecordBatch]) -> Vec<String> {
+    let mut out = Vec::new();
+    for b in batches {
+        let fmts: Vec<_> = b
+            .columns()
+            .iter()
+            .map(|c| {
+                arrow::util::display::ArrayFormatter::try_new(
+                    c.as_ref(),
+                    &arrow::util::display::FormatOptions::default().with_null("NULL"),
+                )
+                .unwrap()
+            })
+            .collect();
+        for r in 0..b.num_rows() {
+            out.push(fmts.iter().map(|f| f.value(r).to_string()).collect::<Vec<_>>().join("|"));
+        }
+    }
+    out.sort();
+    out
+}
+
+fn one_u64(batches: &[RecordBatch]) -> u64 {
+    let c = batches[0].column(0);
+    match c.data_type() {
+        DataType::UInt64 => c.as_primitive::<arrow::datatypes::UInt64Type>().value(0),
+        DataType::Int64 => c.as_primitive::<arrow::datatypes::Int64Type>().value(0) as u64,
+        t => panic!("unexpected type {t}"),
+    }
+}
+
+#[test]
+fn prepared_statements_bind_parameters_and_read_fresh_data() {
+    let db = Database::open_in_memory().unwrap();
+    let conn = db.connect();
+    conn.sql("CREATE TABLE kv (k BIGINT, v TEXT)").unwrap();
+    let ins = conn.prepare("INSERT INTO kv VALUES ($1, $2)").unwrap();
+    for i in 0..5i64 {
+        let r = ins.execute(&[Value::Int(i), Value::Str(format!("v{i}"))]).unwrap();
+        assert_eq!(one_u64(&r), 1);
+    }
+    let get = conn.prepare("SELECT v FROM kv WHERE k = $1").unwrap();
+    assert_eq!(get.parameter_types().unwrap(), vec![Some(DataType::Int64)]);
+    let r = get.execute(&[Value::Int(3)]).unwrap();
+    assert_eq!(rows(&r), vec!["v3"]);
+    // The plan was made before this write; the next run still sees it.
+    conn.sql("UPDATE kv SET v = 'changed' WHERE k = 3").unwrap();
+    assert_eq!(rows(&get.execute(&[Value::Int(3)]).unwrap()), vec!["changed"]);
+    // ... and so does a write from another connection.
+    db.connect().sql("DELETE FROM kv WHERE k = 3").unwrap();
+    assert!(rows(&get.execute(&[Value::Int(3)]).unwrap()).is_empty());
+    // A schema change makes a prepared statement ask to be prepared again.
+    conn.sql("ALTER TABLE kv ADD COLUMN extra INT").unwrap();
+    let e = get.execute(&[Value::Int(1)]).unwrap_err();
+    assert!(e.to_string().contains("prepare it again"), "{e}");
+    let e = get.execute(&[Value::Str("x".into())]);
+    assert!(e.is_err());
+    assert!(conn.prepare("SELECT 1; SELECT 2").is_err());
+    assert!(conn.prepare("CREATE TABLE z (a INT)").is_err());
+}
+
+#[test]
+fn streaming_async_and_statement_lists() {
+    let db = Database::open_in_memory().unwrap();
+    let conn = db.connect();
+    let r = conn
+        .sql("CREATE TABLE n (i BIGINT); INSERT INTO n SELECT value FROM generate_series(1, 100000); SELECT count(*), sum(i) FROM n")
+        .unwrap();
+    assert_eq!(rows(&r), vec!["100000|5000050000"]);
+    let stream = conn.sql_stream("SELECT i FROM n WHERE i % 2 = 0").unwrap();
+    assert_eq!(stream.schema().field(0).name(), "i");
+    let mut n = 0;
+    for b in stream {
+        n += b.unwrap().num_rows();
+    }
+    assert_eq!(n, 50000);
+    // Async form on a runtime of the caller's; a blocking call in there is refused.
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let r = rt.block_on(conn.sql_async("SELECT max(i) FROM n")).unwrap();
+    assert_eq!(one_u64(&r), 100000);
+    let e = rt.block_on(async { conn.sql("SELECT 1") }).unwrap_err();
+    assert!(e.to_string().contains("_async"), "{e}");
+    // A failing statement stops the list; the ones before it stay done.
+    let e = conn.sql("INSERT INTO n VALUES (-1); SELECT nope FROM n; INSERT INTO n VALUES (-2)");
+    assert!(e.is_err());
+    let r = conn.sql("SELECT count(*) FROM n WHERE i < 0").unwrap();
+    assert_eq!(one_u64(&r), 1);
+    // Database::sql is a shortcut for a fresh connection.
+    assert_eq!(one_u64(&db.sql("SELECT count(*) FROM n").unwrap()), 100001);
+}
+
+#[test]
+fn transactions_are_isolated_between_connections() {
+    let db = Database::open_in_memory().unwrap();
+    let a = db.connect();
+    let b = db.connect();
+    a.sql("CREATE TABLE t (x INT); INSERT INTO t VALUES (1)").unwrap();
+    b.sql("BEGIN; INSERT INTO t VALUES (2)").unwrap();
+    assert!(b.in_transaction());
+    assert_eq!(one_u64(&a.sql("SELECT count(*) FROM t").unwrap()), 1);
+    assert_eq!(one_u64(&b.sql("SELECT count(*) FROM t").unwrap()), 2);
+    // The Rust API on the same connection sees the same transaction.
+    assert_eq!(b.table("t").unwrap().count().unwrap(), 2);
+    b.commit().unwrap();
+    assert_eq!(one_u64(&a.sql("SELECT count(*) FROM t").unwrap()), 2);
+    // SQL BEGIN twice is a transaction error of the public type.
+    a.sql("BEGIN").unwrap();
+    assert!(matches!(a.sql("BEGIN").unwrap_err(), Error::Transaction(_)));
+    a.sql("ROLLBACK").unwrap();
+}
+
+#[test]
+fn errors_carry_positions_and_kinds() {
+    let db = Database::open_in_memory().unwrap();
+    let conn = db.connect();
+    conn.sql("CREATE TABLE t (x INT, s TEXT)").unwrap();
+    let e = conn.sql("SELECT x FROM t WHERE").unwrap_err();
+    assert!(matches!(e, Error::Sql(basalt::SqlError::Sql { .. })), "{e}");
+    assert!(e.to_string().contains("at the end of the statement"), "{e}");
+    let e = conn.sql("SELECT x FROM t WHERE x = = 1").unwrap_err();
+    assert!(e.to_string().contains("Line: 1, Column: 27"), "{e}");
+    let e = conn.sql("SELECT y FROM t").unwrap_err();
+    assert!(e.to_string().contains("(at line 1, column 8)"), "{e}");
+    let e = conn.sql("INSERT INTO nope VALUES (1)").unwrap_err();
+    assert!(e.to_string().contains("nope"), "{e}");
+    let e = conn.sql("CREATE TABLE t (x INT)").unwrap_err();
+    assert!(matches!(e, Error::Storage(basalt::StorageError::TableExists { .. })), "{e}");
+    let e = conn.sql("CREATE VIEW v AS SELECT 1").unwrap_err();
+    assert!(matches!(e, Error::Sql(basalt::SqlError::Unsupported { .. })), "{e}");
+}
+
+#[test]
+fn a_failing_insert_select_leaves_nothing_behind() {
+    // Small bulk size: the insert is applied in several chunks (spilled to segment files)
+    // before the bad row is met.
+    let db =
+        Database::open_in_memory_with(Options { bulk_insert_rows: 1000, ..Options::default() })
+            .unwrap();
+    let conn = db.connect();
+    conn.sql("CREATE TABLE src (k BIGINT); CREATE TABLE dst (k BIGINT NOT NULL)").unwrap();
+    conn.sql("INSERT INTO src SELECT value FROM generate_series(1, 20000)").unwrap();
+    conn.sql("INSERT INTO src VALUES (NULL)").unwrap();
+    let e = conn.sql("INSERT INTO dst SELECT k FROM src").unwrap_err();
+    assert!(matches!(e, Error::Storage(basalt::StorageError::NullViolation { .. })), "{e}");
+    assert_eq!(one_u64(&conn.sql("SELECT count(*) FROM dst").unwrap()), 0);
+    // Inside a transaction the failing statement undoes only itself.
+    conn.sql("BEGIN; INSERT INTO dst VALUES (1)").unwrap();
+    assert!(conn.sql("INSERT INTO dst SELECT k FROM src").is_err());
+    conn.sql("COMMIT").unwrap();
+    assert_eq!(one_u64(&conn.sql("SELECT count(*) FROM dst").unwrap()), 1);
+    // CTAS that fails leaves no table.
+    assert!(conn.sql("CREATE TABLE bad AS SELECT 1 / (k - 20000) AS x FROM src").is_err());
+    assert!(!db.list_tables().contains(&"bad".to_string()));
+}
+
+/// A table over several row groups and segments, with deletes, updates and memtable rows.
+fn random_table(seed: u64) -> Database {
+    let db = Database::open_in_memory().unwrap();
+    let t = db
+        .create_table(
+            "r",
+            &Schema::new(vec![
+                Field::new("a", DataType::Int64, true),
+                Field::new("s", DataType::Utf8, true),
+                Field::new("f", DataType::Float64, true),
+                Field::new("b", DataType::Boolean, true),
+            ]),
+        )
+        .unwrap();
+    let mut x = seed | 1;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let words = ["apple", "apricot", "banana", "cherry", "date", ""];
+    for (chunk, n) in [(0, 70_000usize), (1, 30_000), (2, 500)] {
+        let mut a = Vec::with_capacity(n);
+        let mut s = Vec::with_capacity(n);
+        let mut f = Vec::with_capacity(n);
+        let mut b = Vec::with_capacity(n);
+        for _ in 0..n {
+            let r = next();
+            a.push((r % 11 != 0).then_some((r % 1000) as i64 - 200 + chunk * 50));
+            s.push((r % 13 != 0).then(|| words[(r >> 8) as usize % words.len()]));
+            f.push((r % 7 != 0).then_some(((r >> 16) % 10_000) as f64 / 100.0));
+            b.push((r % 5 != 0).then_some(r % 3 == 0));
+        }
+        let batch = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![
+                Field::new("a", DataType::Int64, true),
+                Field::new("s", DataType::Utf8, true),
+                Field::new("f", DataType::Float64, true),
+                Field::new("b", DataType::Boolean, true),
+            ])),
+            vec![
+                Arc::new(Int64Array::from(a)),
+                Arc::new(StringArray::from(s)),
+                Arc::new(Float64Array::from(f)),
+                Arc::new(BooleanArray::from(b)),
+            ],
+        )
+        .unwrap();
+        t.insert(&batch).unwrap();
+    }
+    let conn = db.connect();
+    conn.sql("DELETE FROM r WHERE a % 17 = 3").unwrap();
+    conn.sql("UPDATE r SET s = 'updated', a = a + 5000 WHERE _id % 101 = 7").unwrap();
+    db
+}
+
+const FILTERS: &[&str] = &[
+    "a > 100",
+    "a >= -50 AND a < 20",
+    "a BETWEEN 700 AND 800",
+    "a NOT BETWEEN 0 AND 900",
+    "a IN (1, 2, 3, 500, 5007)",
+    "a NOT IN (1, 2, 3) AND a < 10",
+    "a IS NULL",
+    "s IS NOT NULL AND s <> 'banana'",
+    "s = 'cherry' OR f < 1.5",
+    "s LIKE 'ap%'",
+    "s NOT LIKE 'ap%'",
+    "s > 'b' AND s <= 'date'",
+    "s = ''",
+    "NOT (a > 0 OR s = 'date')",
+    "b",
+    "NOT b",
+    "b IS NOT TRUE",
+    "b = false AND f > 50",
+    "f > 99.5 OR a > 5000",
+    "_id < 100 OR _id BETWEEN 65530 AND 65540",
+    "a + 1 > 100 AND s = 'apple'",
+    "(a > 10 AND length(s) > 4) OR f < 0.5",
+    "upper(s) = 'DATE'",
+    "a > 800 AND _id > 90000",
+];
+
+#[test]
+fn pushdown_on_and_off_agree_on_random_data() {
+    let db = random_table(0x5eed);
+    let on = db.connect();
+    let off = db.connect();
+    off.set_filter_pushdown(false).unwrap();
+    for f in FILTERS {
+        let q = format!("SELECT _id, a, s, f, b FROM r WHERE {f}");
+        let x = rows(&on.sql(&q).unwrap());
+        let y = rows(&off.sql(&q).unwrap());
+        assert_eq!(x.len(), y.len(), "row count differs for {f}");
+        assert!(x == y, "rows differ for {f}");
+        let c = format!("SELECT count(*) FROM r WHERE {f}");
+        assert_eq!(one_u64(&on.sql(&c).unwrap()), x.len() as u64, "count(*) for {f}");
+        let l = format!("SELECT count(*) FROM (SELECT a FROM r WHERE {f} LIMIT 7)");
+        assert_eq!(one_u64(&on.sql(&l).unwrap()), x.len().min(7) as u64, "limit for {f}");
+    }
+}
+
+#[test]
+fn pushdown_agrees_on_generated_filters() {
+    let db = random_table(0xfeed);
+    let on = db.connect();
+    let off = db.connect();
+    off.set_filter_pushdown(false).unwrap();
+    let leaf = prop_oneof![
+        (-300i64..1200, 0..6usize)
+            .prop_map(|(v, o)| { format!("a {} {v}", ["=", "<>", "<", "<=", ">", ">="][o]) }),
+        (0..6usize).prop_map(|i| format!(
+            "s = '{}'",
+            ["apple", "apricot", "banana", "cherry", "date", ""][i]
+        )),
+        Just("s IS NULL".to_string()),
+        Just("b".to_string()),
+        (0.0f64..100.0).prop_map(|v| format!("f < {v:.2}")),
+    ];
+    let expr = leaf.prop_recursive(3, 12, 2, |inner| {
+        prop_oneof![
+            (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("({a} AND {b})")),
+            (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("({a} OR {b})")),
+            inner.prop_map(|a| format!("NOT ({a})")),
+        ]
+    });
+    let mut runner = TestRunner::new(Config { cases: 40, ..Config::default() });
+    runner
+        .run(&expr, |f| {
+            let q = format!("SELECT _id FROM r WHERE {f}");
+            prop_assert_eq!(rows(&on.sql(&q).unwrap()), rows(&off.sql(&q).unwrap()), "{}", f);
+            Ok(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn explain_shows_pushed_filters_and_pruned_row_groups() {
+    let db = random_table(7);
+    let conn = db.connect();
+    let plan = rows(&conn.sql("EXPLAIN SELECT a FROM r WHERE a > 5000 AND s = 'updated'").unwrap())
+        .join("\n");
+    assert!(plan.contains("BasaltScan: table=r"), "{plan}");
+    assert!(plan.contains("filter=(a > 5000 AND s = 'updated')"), "{plan}");
+    // The updated rows live in the memtable: every segment row group is pruned by its
+    // zone map (a ≤ ~1000 there).
+    assert!(plan.contains("units=1/"), "{plan}");
+    // An exact filter leaves no FilterExec; an unsupported one keeps it.
+    assert!(!plan.contains("FilterExec"), "{plan}");
+    let plan = rows(&conn.sql("EXPLAIN SELECT a FROM r WHERE a + 1 > 3").unwrap()).join("\n");
+    assert!(plan.contains("FilterExec"), "{plan}");
+    // COUNT(*) without a filter is answered from exact statistics, with one it is not.
+    let total = db.table("r").unwrap().count().unwrap();
+    assert_eq!(one_u64(&conn.sql("SELECT count(*) FROM r").unwrap()), total);
+    let plan = rows(&conn.sql("EXPLAIN SELECT count(*) FROM r WHERE a > 0").unwrap()).join("\n");
+    assert!(plan.contains("BasaltScan"), "{plan}");
+}
+
+#[test]
+fn large_insert_select_streams_into_segments() {
+    let db =
+        Database::open_in_memory_with(Options { bulk_insert_rows: 4096, ..Options::default() })
+            .unwrap();
+    let conn = db.connect();
+    conn.sql(
+        "CREATE TABLE big AS SELECT value AS v, value % 10 AS m FROM generate_series(1, 200000)",
+    )
+    .unwrap();
+    let r = conn.sql("SELECT count(*), sum(v), count(DISTINCT m) FROM big").unwrap();
+    assert_eq!(rows(&r), vec!["200000|20000100000|10"]);
+    // Ids are consecutive and `_id` order is insertion order.
+    let r = conn.sql("SELECT min(_id), max(_id) FROM big").unwrap();
+    assert_eq!(rows(&r), vec!["1|200000"]);
+}
