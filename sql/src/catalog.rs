@@ -1,44 +1,100 @@
 //! The catalog DataFusion sees: the `public` schema of the default catalog lists the
-//! connection's native tables (as the statement's pinned view, or the open transaction,
-//! sees them).
+//! connection's native tables and views (as the statement's pinned view, or the open
+//! transaction, sees them).
+//!
+//! A view is stored as the SQL text of its query and planned again at every use (through the
+//! same rewrites as a statement), so it always reads current data and follows column changes
+//! of its tables; a view whose tables are gone fails when used, naming what is missing.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, Weak};
 
 use async_trait::async_trait;
+use datafusion::catalog::view::ViewTable;
 use datafusion::catalog::{SchemaProvider, TableProvider};
 use datafusion::common::{DataFusionError, Result};
+use datafusion::execution::session_state::SessionState;
+use parking_lot::{Mutex, RwLock};
 
 use crate::provider::{Binding, NativeTable, storage_err};
 
-/// The schema provider over a connection's native tables.
+/// The schema provider over a connection's native tables and views.
 #[derive(Debug)]
 pub struct BasaltSchema {
     binding: Arc<Binding>,
+    /// The session views are planned with (set once the session exists).
+    state: OnceLock<Weak<RwLock<SessionState>>>,
+    /// Views being expanded right now (a view that refers to itself is an error).
+    expanding: Mutex<Vec<String>>,
 }
 
 impl BasaltSchema {
     /// A schema provider reading through `binding`.
     pub fn new(binding: Arc<Binding>) -> BasaltSchema {
-        BasaltSchema { binding }
+        BasaltSchema { binding, state: OnceLock::new(), expanding: Mutex::new(Vec::new()) }
+    }
+
+    /// Gives the provider the session it plans views with.
+    pub fn set_state(&self, state: Weak<RwLock<SessionState>>) {
+        let _ = self.state.set(state);
+    }
+
+    async fn view(&self, name: &str, sql: &str) -> Result<Arc<dyn TableProvider>> {
+        let state = self
+            .state
+            .get()
+            .and_then(Weak::upgrade)
+            .ok_or_else(|| DataFusionError::Internal("the SQL session is gone".into()))?;
+        let state = state.read().clone();
+        {
+            let mut e = self.expanding.lock();
+            if e.iter().any(|n| n == name) {
+                return Err(DataFusionError::Plan(format!("view '{name}' refers to itself")));
+            }
+            e.push(name.to_string());
+        }
+        let r = async {
+            let stmt = crate::connection::parse_one(sql).map_err(|e| {
+                DataFusionError::Plan(format!("view '{name}' no longer parses: {e}"))
+            })?;
+            let stmt = crate::connection::rewrite_for(&self.binding, stmt)
+                .map_err(|e| DataFusionError::Plan(e.to_string()))?;
+            state.statement_to_plan(stmt).await
+        }
+        .await;
+        self.expanding.lock().retain(|n| n != name);
+        let plan = r.map_err(|e| {
+            DataFusionError::Plan(format!("view '{name}': {}", e.find_root().strip_backtrace()))
+        })?;
+        Ok(Arc::new(ViewTable::new(plan, Some(sql.to_string()))))
     }
 }
 
 #[async_trait]
 impl SchemaProvider for BasaltSchema {
     fn table_names(&self) -> Vec<String> {
-        self.binding.view().map(|v| v.table_names()).unwrap_or_default()
+        self.binding
+            .view()
+            .map(|v| {
+                let mut names = v.table_names();
+                names.extend(v.views().keys().cloned());
+                names
+            })
+            .unwrap_or_default()
     }
 
     async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>, DataFusionError> {
         let view = self.binding.view().map_err(storage_err)?;
         match view.table(name) {
             Ok(t) => Ok(Some(Arc::new(NativeTable::new(name, &t, self.binding.clone())))),
-            Err(basalt_storage::Error::TableNotFound { .. }) => Ok(None),
+            Err(basalt_storage::Error::TableNotFound { .. }) => match view.views().get(name) {
+                Some(sql) => self.view(name, sql).await.map(Some),
+                None => Ok(None),
+            },
             Err(e) => Err(storage_err(e)),
         }
     }
 
     fn table_exist(&self, name: &str) -> bool {
-        self.binding.view().is_ok_and(|v| v.table(name).is_ok())
+        self.binding.view().is_ok_and(|v| v.table(name).is_ok() || v.views().contains_key(name))
     }
 }

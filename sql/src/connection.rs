@@ -99,7 +99,9 @@ impl SqlConnection {
         let catalog = ctx.catalog("datafusion").ok_or_else(|| {
             Error::sql("the default catalog 'datafusion' is missing from the session")
         })?;
-        catalog.register_schema("public", Arc::new(BasaltSchema::new(binding.clone())))?;
+        let schema = Arc::new(BasaltSchema::new(binding.clone()));
+        schema.set_state(ctx.state_weak_ref());
+        catalog.register_schema("public", schema)?;
         Ok(SqlConnection { ctx, binding, gate: tokio::sync::Mutex::new(()) })
     }
 
@@ -181,30 +183,7 @@ impl SqlConnection {
     }
 
     fn rewritten(&self, stmt: DfStatement) -> Result<DfStatement> {
-        let tables = CatalogNames::new(&self.binding)?;
-        Ok(match stmt {
-            DfStatement::Statement(mut s) => {
-                rewrite::rewrite(&mut s, &tables);
-                DfStatement::Statement(s)
-            }
-            DfStatement::Explain(mut e) => {
-                if let DfStatement::Statement(s) = e.statement.as_mut() {
-                    rewrite::rewrite(s, &tables);
-                }
-                DfStatement::Explain(e)
-            }
-            DfStatement::CopyTo(mut c) => {
-                if let datafusion::sql::parser::CopyToSource::Query(q) = &mut c.source {
-                    let mut s = Statement::Query(q.clone());
-                    rewrite::rewrite(&mut s, &tables);
-                    if let Statement::Query(nq) = s {
-                        *q = nq;
-                    }
-                }
-                DfStatement::CopyTo(c)
-            }
-            other => other,
-        })
+        rewrite_for(&self.binding, stmt)
     }
 
     async fn run(&self, stmt: DfStatement, stream: bool) -> Result<Outcome> {
@@ -227,6 +206,11 @@ impl SqlConnection {
                 }
                 Statement::AlterTable(a) => {
                     self.alter_table(&a.name, &a.operations, a.if_exists).await?;
+                    return Ok(Outcome::Batches(Vec::new()));
+                }
+                Statement::CreateView(cv) => {
+                    let cv = cv.clone();
+                    self.create_view(&cv, stmt).await?;
                     return Ok(Outcome::Batches(Vec::new()));
                 }
                 _ => {}
@@ -292,16 +276,60 @@ impl SqlConnection {
                     Err(e) => Err(e.into()),
                 }
             }
+            LogicalPlan::Ddl(DdlStatement::DropView(d)) => {
+                self.no_ddl_in_transaction()?;
+                let name = plain_table(&d.name)?;
+                let store = self.binding.session().lock().store().clone();
+                match store.drop_view(&name) {
+                    Ok(()) => Ok(Outcome::Batches(Vec::new())),
+                    Err(basalt_storage::Error::ViewNotFound { .. }) if d.if_exists => {
+                        Ok(Outcome::Batches(Vec::new()))
+                    }
+                    Err(e) => Err(e.into()),
+                }
+            }
             LogicalPlan::Ddl(d) => {
                 Err(Error::unsupported(format!("{} (not yet available in Basalt)", d.name())))
             }
             LogicalPlan::Dml(_) => self.write_statement(plan).await.map(Outcome::Batches),
-            LogicalPlan::Explain(ref e) if matches!(e.plan.as_ref(), LogicalPlan::Dml(_)) => {
-                // EXPLAIN of DML plans only; it never writes.
-                self.query(plan, stream).await
+            // EXPLAIN ANALYZE runs its statement: DML under it is a write statement too.
+            LogicalPlan::Analyze(ref a) if matches!(a.input.as_ref(), LogicalPlan::Dml(_)) => {
+                self.write_statement(plan).await.map(Outcome::Batches)
             }
+            // Queries, EXPLAIN (which never runs DML), SHOW, SET, ...
             _ => self.query(plan, stream).await,
         }
+    }
+
+    /// `CREATE [OR REPLACE] VIEW [IF NOT EXISTS] v [(cols)] AS query`: checked by planning
+    /// it, then stored as SQL text (planned again at each use).
+    async fn create_view(
+        &self,
+        cv: &datafusion::sql::sqlparser::ast::CreateView,
+        stmt: DfStatement,
+    ) -> Result<()> {
+        self.no_ddl_in_transaction()?;
+        if cv.materialized || cv.temporary {
+            return Err(Error::unsupported("materialized and temporary views"));
+        }
+        let name = rewrite::table_name_of(&cv.name)
+            .ok_or_else(|| Error::sql(format!("CREATE VIEW: bad view name {}", cv.name)))?;
+        let store = self.binding.session().lock().store().clone();
+        let snap = store.snapshot();
+        if cv.if_not_exists && snap.views().contains_key(&name) {
+            return Ok(());
+        }
+        // Plan it now: a view that does not plan is refused at CREATE time.
+        let checked = self.rewritten(stmt)?;
+        self.ctx.state().statement_to_plan(checked).await?;
+        let query = cv.query.to_string();
+        let sql = if cv.columns.is_empty() {
+            query
+        } else {
+            let cols: Vec<String> = cv.columns.iter().map(|c| c.name.to_string()).collect();
+            format!("SELECT * FROM ({query}) AS {}({})", cv.name, cols.join(", "))
+        };
+        Ok(store.create_view(&name, &sql, cv.or_replace)?)
     }
 
     fn no_ddl_in_transaction(&self) -> Result<()> {
@@ -469,6 +497,44 @@ impl SqlConnection {
             .first()
             .map(|f| f.as_ref().clone())
             .ok_or_else(|| Error::sql(format!("bad column definition: {column_def}")))
+    }
+}
+
+/// Applies Basalt's rewrites ([`crate::rewrite`]) to a statement, with the catalog as
+/// `binding` sees it.
+pub(crate) fn rewrite_for(binding: &Binding, stmt: DfStatement) -> Result<DfStatement> {
+    let tables = CatalogNames::new(binding)?;
+    Ok(match stmt {
+        DfStatement::Statement(mut s) => {
+            rewrite::rewrite(&mut s, &tables);
+            DfStatement::Statement(s)
+        }
+        DfStatement::Explain(mut e) => {
+            if let DfStatement::Statement(s) = e.statement.as_mut() {
+                rewrite::rewrite(s, &tables);
+            }
+            DfStatement::Explain(e)
+        }
+        DfStatement::CopyTo(mut c) => {
+            if let datafusion::sql::parser::CopyToSource::Query(q) = &mut c.source {
+                let mut s = Statement::Query(q.clone());
+                rewrite::rewrite(&mut s, &tables);
+                if let Statement::Query(nq) = s {
+                    *q = nq;
+                }
+            }
+            DfStatement::CopyTo(c)
+        }
+        other => other,
+    })
+}
+
+/// Parses exactly one statement.
+pub(crate) fn parse_one(sql: &str) -> Result<DfStatement> {
+    let mut v = parse(sql)?;
+    match (v.pop(), v.is_empty()) {
+        (Some(s), true) => Ok(s),
+        _ => Err(Error::sql("expected exactly one statement")),
     }
 }
 

@@ -91,6 +91,18 @@ pub enum Error {
         /// The table name.
         table: String,
     },
+    /// A view with that name already exists.
+    #[error("view '{view}' already exists")]
+    ViewExists {
+        /// The view name.
+        view: String,
+    },
+    /// No view with that name exists.
+    #[error("view '{view}' does not exist")]
+    ViewNotFound {
+        /// The view name.
+        view: String,
+    },
     /// A column named in a request is not in the table.
     #[error("table '{table}' has no column '{column}'")]
     ColumnNotFound {

@@ -1,6 +1,6 @@
 //! The manifest: the single source of truth for which tables and segments exist.
 //!
-//! # Byte layout (format version 1), file `MANIFEST`
+//! # Byte layout (format version 2), file `MANIFEST`
 //!
 //! ```text
 //! magic "BSLTMAN\0" (8) | format version u32 | body length u64 | body | CRC-32C u32
@@ -12,7 +12,9 @@
 //! (u32), then per table: id (u64), name, next row id (u64), next column id (u32), column
 //! count (u32) and ids (u32 each), the user schema as an Arrow IPC flatbuffer, segment count
 //! (u32) and per segment: id, rows, min `_id`, max `_id`, file size, delete-file generation
-//! (0 = none) and deleted rows (u64 each).
+//! (0 = none) and deleted rows (u64 each); then (since version 2) view count (u32) and per
+//! view its name and its SQL text. Version 1 files (no views) are still read; every install
+//! writes version 2.
 //!
 //! # Atomic replacement
 //!
@@ -30,7 +32,9 @@ use crate::io::Vfs;
 use crate::types::{ColumnDef, TableSchema};
 
 /// Current manifest format version.
-pub const MANIFEST_FORMAT_VERSION: u32 = 1;
+pub const MANIFEST_FORMAT_VERSION: u32 = 2;
+/// Oldest manifest format version still read.
+pub const MANIFEST_OLDEST_VERSION: u32 = 1;
 /// File name of the manifest inside the database directory.
 pub const MANIFEST_FILE: &str = "MANIFEST";
 /// Temporary name used while replacing the manifest.
@@ -86,6 +90,8 @@ pub struct Manifest {
     pub feeds: Vec<(String, u64)>,
     /// Tables, in creation order.
     pub tables: Vec<TableEntry>,
+    /// Views: name and SQL text of the query, sorted by name.
+    pub views: Vec<(String, String)>,
 }
 
 /// Path of a table's directory.
@@ -149,6 +155,11 @@ impl Manifest {
                 b.u64(s.deleted);
             }
         }
+        b.u32(self.views.len() as u32);
+        for (name, sql) in &self.views {
+            b.str(name);
+            b.str(sql);
+        }
         let body = b.finish();
         let mut out = Vec::with_capacity(body.len() + 24);
         out.extend_from_slice(MAGIC);
@@ -178,7 +189,7 @@ impl Manifest {
             ));
         }
         let version = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
-        if version != MANIFEST_FORMAT_VERSION {
+        if !(MANIFEST_OLDEST_VERSION..=MANIFEST_FORMAT_VERSION).contains(&version) {
             return Err(Error::UnsupportedFormatVersion {
                 file: file.to_path_buf(),
                 found: version,
@@ -197,6 +208,7 @@ impl Manifest {
             wal_lsn: d.u64("wal lsn")?,
             feeds: Vec::new(),
             tables: Vec::new(),
+            views: Vec::new(),
         };
         let nfeeds = d.count(12, "feed count")?;
         for _ in 0..nfeeds {
@@ -231,6 +243,14 @@ impl Manifest {
                 });
             }
             m.tables.push(TableEntry { id, name, schema, next_row_id, segments });
+        }
+        if version >= 2 {
+            let nviews = d.count(8, "view count")?;
+            for _ in 0..nviews {
+                let name = d.str("view name")?.to_string();
+                let sql = d.str("view text")?.to_string();
+                m.views.push((name, sql));
+            }
         }
         d.finish("manifest")?;
         Ok(m)
@@ -287,6 +307,7 @@ mod tests {
                     deleted: 3,
                 }],
             }],
+            views: vec![("v".into(), "SELECT a FROM t WHERE b = 'x'".into())],
         }
     }
 
@@ -295,6 +316,33 @@ mod tests {
         let m = sample();
         let bytes = m.encode();
         assert_eq!(Manifest::decode(&bytes, Path::new("M")).unwrap(), m);
+    }
+
+    #[test]
+    fn version_1_files_without_views_are_read() {
+        let mut m = sample();
+        m.views.clear();
+        let v2 = m.encode();
+        // A version-1 body is the version-2 body without the trailing view count.
+        let body_len = v2.len() - 24 - 4;
+        let mut v1 = Vec::new();
+        v1.extend_from_slice(MAGIC);
+        v1.extend_from_slice(&1u32.to_le_bytes());
+        v1.extend_from_slice(&(body_len as u64).to_le_bytes());
+        v1.extend_from_slice(&v2[20..20 + body_len]);
+        let c = crc(&v1);
+        v1.extend_from_slice(&c.to_le_bytes());
+        assert_eq!(Manifest::decode(&v1, Path::new("M")).unwrap(), m);
+        // A version from the future is refused, not guessed at.
+        let mut v3 = v2.clone();
+        v3[8] = 3;
+        let n = v3.len() - 4;
+        let c = crc(&v3[..n]);
+        v3[n..].copy_from_slice(&c.to_le_bytes());
+        assert!(matches!(
+            Manifest::decode(&v3, Path::new("M")),
+            Err(Error::UnsupportedFormatVersion { found: 3, .. })
+        ));
     }
 
     #[test]

@@ -45,8 +45,17 @@ impl ReadView {
 
     /// Table names, sorted.
     pub fn table_names(&self) -> Vec<String> {
+        self.snapshot().table_names()
+    }
+
+    /// Views: name → SQL text.
+    pub fn views(&self) -> &std::collections::BTreeMap<String, String> {
+        self.snapshot().views()
+    }
+
+    fn snapshot(&self) -> &DbSnapshot {
         match self {
-            ReadView::Committed(s) | ReadView::Transaction(s, _) => s.table_names(),
+            ReadView::Committed(s) | ReadView::Transaction(s, _) => s,
         }
     }
 }

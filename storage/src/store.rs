@@ -928,6 +928,8 @@ pub struct DbSnapshot {
     /// Change feeds and their acknowledged LSNs.
     feeds: BTreeMap<String, u64>,
     tables: BTreeMap<String, Arc<TableSnapshot>>,
+    /// Views: name → SQL text of the query.
+    views: BTreeMap<String, String>,
 }
 
 impl DbSnapshot {
@@ -938,6 +940,10 @@ impl DbSnapshot {
     /// Table names, sorted.
     pub fn table_names(&self) -> Vec<String> {
         self.tables.keys().cloned().collect()
+    }
+    /// Views: name → SQL text of the query, sorted by name.
+    pub fn views(&self) -> &BTreeMap<String, String> {
+        &self.views
     }
     /// Version of the manifest this snapshot was built from or installed.
     pub fn manifest_version(&self) -> u64 {
@@ -968,6 +974,7 @@ impl DbSnapshot {
             wal_lsn: self.wal_lsn,
             feeds: self.feeds.iter().map(|(k, v)| (k.clone(), *v)).collect(),
             tables,
+            views: self.views.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         }
     }
 
@@ -1151,6 +1158,7 @@ impl Store {
                     wal_lsn: 0,
                     feeds: Vec::new(),
                     tables: Vec::new(),
+                    views: Vec::new(),
                 };
                 manifest::install(vfs, root, &m)?;
                 m
@@ -1348,6 +1356,9 @@ impl Store {
         if next.tables.contains_key(name) {
             return Err(Error::TableExists { table: name.to_string() });
         }
+        if next.views.contains_key(name) {
+            return Err(Error::ViewExists { view: name.to_string() });
+        }
         let id = next.next_table_id;
         next.next_table_id += 1;
         let t = TableSnapshot {
@@ -1360,6 +1371,36 @@ impl Store {
             index: Arc::new(IdIndex::default()),
         };
         next.tables.insert(name.to_string(), Arc::new(t));
+        self.install(&mut head, next, false)
+    }
+
+    /// Creates a view: a name for the SQL text of a query (storage keeps the text; the SQL
+    /// layer plans it at each use). `replace` replaces an existing view of that name.
+    pub fn create_view(&self, name: &str, sql: &str, replace: bool) -> Result<()> {
+        self.check_writable()?;
+        check_name(name)?;
+        let _w = self.writer()?;
+        let mut head = self.head.lock();
+        let mut next = (**head).clone();
+        if next.tables.contains_key(name) {
+            return Err(Error::TableExists { table: name.to_string() });
+        }
+        if next.views.contains_key(name) && !replace {
+            return Err(Error::ViewExists { view: name.to_string() });
+        }
+        next.views.insert(name.to_string(), sql.to_string());
+        self.install(&mut head, next, false)
+    }
+
+    /// Drops a view.
+    pub fn drop_view(&self, name: &str) -> Result<()> {
+        self.check_writable()?;
+        let _w = self.writer()?;
+        let mut head = self.head.lock();
+        let mut next = (**head).clone();
+        if next.views.remove(name).is_none() {
+            return Err(Error::ViewNotFound { view: name.to_string() });
+        }
         self.install(&mut head, next, false)
     }
 
@@ -1620,6 +1661,7 @@ impl Store {
             tables.insert(tname, Arc::new(t));
         }
         next.tables = tables;
+        next.views = restored.views;
         // The log's records describe the state being discarded: none may replay onto the
         // restored one.
         if let Some(wal) = &self.wal {
@@ -2101,6 +2143,7 @@ fn state_from_manifest(vfs: &dyn Vfs, root: &Path, manifest: Manifest) -> Result
         lsn: manifest.wal_lsn,
         feeds: manifest.feeds.into_iter().collect(),
         tables,
+        views: manifest.views.into_iter().collect(),
     })
 }
 

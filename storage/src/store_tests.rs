@@ -243,6 +243,30 @@ fn drop_removes_files_and_names_can_be_reused() {
 }
 
 #[test]
+fn views_persist_and_share_the_table_namespace() {
+    let fs = Arc::new(MemFs::new());
+    let store = mem_store(&fs);
+    store.create_table("a", &schema()).unwrap();
+    store.create_view("v", "SELECT 1", false).unwrap();
+    assert!(matches!(store.create_view("v", "SELECT 2", false), Err(Error::ViewExists { .. })));
+    assert!(matches!(store.create_view("a", "SELECT 2", true), Err(Error::TableExists { .. })));
+    assert!(matches!(store.create_table("v", &schema()), Err(Error::ViewExists { .. })));
+    store.create_view("v", "SELECT 2", true).unwrap();
+    store.create_view("w", "SELECT 3", false).unwrap();
+    store.checkpoint("c").unwrap();
+    store.drop_view("w").unwrap();
+    assert!(matches!(store.drop_view("w"), Err(Error::ViewNotFound { .. })));
+    store.close().unwrap();
+    drop(store);
+    let store = mem_store(&fs);
+    let views: Vec<(String, String)> =
+        store.snapshot().views().iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    assert_eq!(views, vec![("v".to_string(), "SELECT 2".to_string())]);
+    store.restore("c").unwrap();
+    assert_eq!(store.snapshot().views().len(), 2);
+}
+
+#[test]
 fn second_writer_is_refused_and_readers_can_open() {
     let t = tempfile::tempdir().unwrap();
     let w = Store::open(Arc::new(OsFs), t.path(), t.path(), StoreOptions::default()).unwrap();
