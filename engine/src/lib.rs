@@ -98,6 +98,11 @@ pub struct Options {
     pub lock_timeout: std::time::Duration,
     /// Compact small and delete-heavy segments after each explicit flush (default on).
     pub auto_compact: bool,
+    /// Memory the SQL operators that hold data (sorts, joins, aggregations) may use, across
+    /// all connections of this database; beyond it they spill to temporary files or fail
+    /// with a "resources exhausted" error. Scans and imports stream and need little memory
+    /// either way. `None` (default): no limit.
+    pub sql_memory_limit: Option<usize>,
 }
 
 impl Default for Options {
@@ -111,6 +116,7 @@ impl Default for Options {
             durability: s.durability,
             lock_timeout: s.lock_timeout,
             auto_compact: s.auto_compact,
+            sql_memory_limit: None,
         }
     }
 }
@@ -144,6 +150,7 @@ struct Inner {
     store: Arc<Store>,
     path: Option<PathBuf>,
     runtime: sql::Runtime,
+    sql_env: sql::SqlEnv,
 }
 
 impl Database {
@@ -169,6 +176,7 @@ impl Database {
                 store,
                 path: Some(path.to_path_buf()),
                 runtime: sql::Runtime::default(),
+                sql_env: sql::SqlEnv::new(options.sql_memory_limit),
             }),
         })
     }
@@ -185,7 +193,12 @@ impl Database {
         let store =
             Arc::new(Store::open(vfs, Path::new("/"), Path::new(":memory:"), options.store())?);
         Ok(Database {
-            inner: Arc::new(Inner { store, path: None, runtime: sql::Runtime::default() }),
+            inner: Arc::new(Inner {
+                store,
+                path: None,
+                runtime: sql::Runtime::default(),
+                sql_env: sql::SqlEnv::new(options.sql_memory_limit),
+            }),
         })
     }
 
@@ -353,7 +366,7 @@ impl Connection {
     }
 
     fn sql_conn(&self) -> Result<Arc<basalt_sql::SqlConnection>> {
-        self.sql.get(&self.session)
+        self.sql.get(&self.session, &self.db.inner.sql_env)
     }
 
     /// Runs the SQL statements in `sql` in order and returns the last one's result. Queries

@@ -8,6 +8,7 @@ use arrow_array::RecordBatch;
 use arrow_schema::{DataType, SchemaRef};
 use basalt_sql::datafusion::common::ScalarValue;
 use basalt_sql::datafusion::execution::SendableRecordBatchStream;
+use basalt_sql::datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use basalt_sql::{Prepared, SqlConnection};
 use futures::StreamExt;
 
@@ -65,6 +66,32 @@ impl Drop for Runtime {
     }
 }
 
+/// What every SQL connection of one database shares: DataFusion's runtime environment with
+/// the database's memory limit (built on first use).
+#[derive(Debug)]
+pub(crate) struct SqlEnv {
+    limit: Option<usize>,
+    env: OnceLock<Arc<RuntimeEnv>>,
+}
+
+impl SqlEnv {
+    pub(crate) fn new(limit: Option<usize>) -> SqlEnv {
+        SqlEnv { limit, env: OnceLock::new() }
+    }
+
+    fn get(&self) -> Result<Arc<RuntimeEnv>> {
+        if let Some(e) = self.env.get() {
+            return Ok(e.clone());
+        }
+        let mut b = RuntimeEnvBuilder::new();
+        if let Some(limit) = self.limit {
+            b = b.with_memory_limit(limit, 1.0);
+        }
+        let env = b.build_arc().map_err(|e| Error::from(basalt_sql::Error::from(e)))?;
+        Ok(self.env.get_or_init(|| env).clone())
+    }
+}
+
 /// A connection's SQL front end, created on first use.
 #[derive(Debug, Default)]
 pub(crate) struct SqlSlot {
@@ -75,11 +102,12 @@ impl SqlSlot {
     pub(crate) fn get(
         &self,
         session: &Arc<parking_lot::Mutex<basalt_storage::Session>>,
+        env: &SqlEnv,
     ) -> Result<Arc<SqlConnection>> {
         if let Some(c) = self.conn.get() {
             return Ok(c.clone());
         }
-        let c = Arc::new(SqlConnection::new(session.clone(), Runtime::cores())?);
+        let c = Arc::new(SqlConnection::new(session.clone(), Runtime::cores(), env.get()?)?);
         Ok(self.conn.get_or_init(|| c).clone())
     }
 }

@@ -15,12 +15,14 @@ use datafusion::common::{DataFusionError, Result};
 use datafusion::execution::session_state::SessionState;
 use parking_lot::{Mutex, RwLock};
 
+use crate::files::Files;
 use crate::provider::{Binding, NativeTable, storage_err};
 
 /// The schema provider over a connection's native tables and views.
 #[derive(Debug)]
 pub struct BasaltSchema {
     binding: Arc<Binding>,
+    files: Arc<Files>,
     /// The session views are planned with (set once the session exists).
     state: OnceLock<Weak<RwLock<SessionState>>>,
     /// Views being expanded right now (a view that refers to itself is an error).
@@ -29,8 +31,8 @@ pub struct BasaltSchema {
 
 impl BasaltSchema {
     /// A schema provider reading through `binding`.
-    pub fn new(binding: Arc<Binding>) -> BasaltSchema {
-        BasaltSchema { binding, state: OnceLock::new(), expanding: Mutex::new(Vec::new()) }
+    pub fn new(binding: Arc<Binding>, files: Arc<Files>) -> BasaltSchema {
+        BasaltSchema { binding, files, state: OnceLock::new(), expanding: Mutex::new(Vec::new()) }
     }
 
     /// Gives the provider the session it plans views with.
@@ -56,8 +58,10 @@ impl BasaltSchema {
             let stmt = crate::connection::parse_one(sql).map_err(|e| {
                 DataFusionError::Plan(format!("view '{name}' no longer parses: {e}"))
             })?;
-            let stmt = crate::connection::rewrite_for(&self.binding, stmt)
-                .map_err(|e| DataFusionError::Plan(e.to_string()))?;
+            let stmt =
+                crate::connection::prepare_statement(&self.binding, &self.files, &state, stmt)
+                    .await
+                    .map_err(|e| DataFusionError::Plan(e.to_string()))?;
             state.statement_to_plan(stmt).await
         }
         .await;

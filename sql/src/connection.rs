@@ -36,6 +36,7 @@ use basalt_storage::{AlterColumn, ID_COLUMN, Session};
 use crate::catalog::BasaltSchema;
 use crate::dml::{DmlExec, DmlKind};
 use crate::error::{Error, Result};
+use crate::files::{FILES_SCHEMA, Files};
 use crate::provider::Binding;
 use crate::rewrite::{self, NativeTables};
 use crate::types::VectorTypes;
@@ -61,6 +62,7 @@ impl Prepared {
 pub struct SqlConnection {
     ctx: SessionContext,
     binding: Arc<Binding>,
+    files: Arc<Files>,
     /// Statements of one connection run one at a time.
     gate: tokio::sync::Mutex<()>,
 }
@@ -79,8 +81,13 @@ enum Outcome {
 
 impl SqlConnection {
     /// A SQL front end over a connection's session; `partitions` is how many partitions
-    /// scans split into (the cores queries may use).
-    pub fn new(session: Arc<Mutex<Session>>, partitions: usize) -> Result<SqlConnection> {
+    /// scans split into (the cores queries may use); `runtime` holds the memory pool and
+    /// spill files, shared by the connections of one database.
+    pub fn new(
+        session: Arc<Mutex<Session>>,
+        partitions: usize,
+        runtime: Arc<datafusion::execution::runtime_env::RuntimeEnv>,
+    ) -> Result<SqlConnection> {
         let binding = Arc::new(Binding::new(session));
         let mut config = SessionConfig::new()
             .with_information_schema(true)
@@ -92,6 +99,7 @@ impl SqlConnection {
         opts.sql_parser.collect_spans = true;
         let state = SessionStateBuilder::new()
             .with_config(config)
+            .with_runtime_env(runtime)
             .with_default_features()
             .with_type_planner(Arc::new(VectorTypes))
             .build();
@@ -99,10 +107,14 @@ impl SqlConnection {
         let catalog = ctx.catalog("datafusion").ok_or_else(|| {
             Error::sql("the default catalog 'datafusion' is missing from the session")
         })?;
-        let schema = Arc::new(BasaltSchema::new(binding.clone()));
+        let files = Arc::new(Files::new());
+        let schema = Arc::new(BasaltSchema::new(binding.clone(), files.clone()));
+        catalog.register_schema("public", schema.clone())?;
+        catalog.register_schema(FILES_SCHEMA, files.schema())?;
+        // `SELECT … FROM 'data.parquet'`: DataFusion's URL tables, tried after the catalog.
+        let ctx = ctx.enable_url_table();
         schema.set_state(ctx.state_weak_ref());
-        catalog.register_schema("public", schema)?;
-        Ok(SqlConnection { ctx, binding, gate: tokio::sync::Mutex::new(()) })
+        Ok(SqlConnection { ctx, binding, files, gate: tokio::sync::Mutex::new(()) })
     }
 
     /// Turns filter pushdown into scans on or off (results must not change; for tests).
@@ -117,7 +129,9 @@ impl SqlConnection {
         let _g = self.gate.lock().await;
         let mut last = Vec::new();
         for stmt in parse(sql)? {
-            last = match self.run(stmt, false).await? {
+            let r = self.run(stmt, false).await;
+            self.files.clear();
+            last = match r? {
                 Outcome::Batches(b) => b,
                 Outcome::Stream(s) => collect(s).await?,
             };
@@ -134,7 +148,9 @@ impl SqlConnection {
         let mut last: Option<Outcome> = None;
         for (i, stmt) in stmts.into_iter().enumerate() {
             // Only the last statement streams; the ones before it run to completion.
-            last = Some(self.run(stmt, i + 1 == n).await?);
+            let r = self.run(stmt, i + 1 == n).await;
+            self.files.clear();
+            last = Some(r?);
         }
         Ok(match last {
             Some(Outcome::Stream(s)) => s,
@@ -154,8 +170,13 @@ impl SqlConnection {
             )));
         }
         let stmt = stmts.pop().ok_or_else(|| Error::sql("empty statement"))?;
-        let stmt = self.rewritten(stmt)?;
-        let plan = self.ctx.state().statement_to_plan(stmt).await?;
+        let planned = async {
+            let stmt = self.rewritten(stmt).await?;
+            Ok::<_, Error>(self.ctx.state().statement_to_plan(stmt).await?)
+        }
+        .await;
+        self.files.clear();
+        let plan = planned?;
         match &plan {
             LogicalPlan::Ddl(_) | LogicalPlan::Statement(_) => {
                 Err(Error::unsupported("only queries and INSERT / UPDATE / DELETE can be prepared"))
@@ -182,8 +203,8 @@ impl SqlConnection {
         }
     }
 
-    fn rewritten(&self, stmt: DfStatement) -> Result<DfStatement> {
-        rewrite_for(&self.binding, stmt)
+    async fn rewritten(&self, stmt: DfStatement) -> Result<DfStatement> {
+        prepare_statement(&self.binding, &self.files, &self.ctx.state(), stmt).await
     }
 
     async fn run(&self, stmt: DfStatement, stream: bool) -> Result<Outcome> {
@@ -216,7 +237,7 @@ impl SqlConnection {
                 _ => {}
             }
         }
-        let stmt = self.rewritten(stmt)?;
+        let stmt = self.rewritten(stmt).await?;
         let plan = self.ctx.state().statement_to_plan(stmt).await?;
         self.run_plan(plan, stream).await
     }
@@ -320,7 +341,7 @@ impl SqlConnection {
             return Ok(());
         }
         // Plan it now: a view that does not plan is refused at CREATE time.
-        let checked = self.rewritten(stmt)?;
+        let checked = self.rewritten(stmt).await?;
         self.ctx.state().statement_to_plan(checked).await?;
         let query = cv.query.to_string();
         let sql = if cv.columns.is_empty() {
@@ -481,23 +502,43 @@ impl SqlConnection {
     /// The Arrow field a SQL column definition describes (type, NOT NULL), planned by
     /// DataFusion with Basalt's type planner.
     async fn column_field(&self, column_def: &str) -> Result<Field> {
-        let sql = format!("CREATE TABLE basalt_column_probe ({column_def})");
-        let mut stmts = parse(&sql)?;
-        let stmt = stmts.pop().ok_or_else(|| Error::sql("bad column definition"))?;
-        let plan = self.ctx.state().statement_to_plan(stmt).await?;
-        let LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(c)) = plan else {
-            return Err(Error::sql(format!("bad column definition: {column_def}")));
-        };
-        if !c.column_defaults.is_empty() {
-            return Err(Error::unsupported("column DEFAULT values"));
-        }
-        let schema = storable_schema(c.input.schema().as_arrow());
+        let schema = crate::files::schema_from_text(&self.ctx.state(), column_def).await?;
         schema
             .fields()
             .first()
             .map(|f| f.as_ref().clone())
             .ok_or_else(|| Error::sql(format!("bad column definition: {column_def}")))
     }
+}
+
+/// Rewrites a statement ([`rewrite_for`]) and resolves its file table functions
+/// ([`Files::resolve`]).
+pub(crate) async fn prepare_statement(
+    binding: &Binding,
+    files: &Files,
+    state: &datafusion::execution::session_state::SessionState,
+    stmt: DfStatement,
+) -> Result<DfStatement> {
+    let mut stmt = rewrite_for(binding, stmt)?;
+    match &mut stmt {
+        DfStatement::Statement(s) => files.resolve(state, s).await?,
+        DfStatement::Explain(e) => {
+            if let DfStatement::Statement(s) = e.statement.as_mut() {
+                files.resolve(state, s).await?;
+            }
+        }
+        DfStatement::CopyTo(c) => {
+            if let datafusion::sql::parser::CopyToSource::Query(q) = &mut c.source {
+                let mut s = Statement::Query(q.clone());
+                files.resolve(state, &mut s).await?;
+                if let Statement::Query(nq) = s {
+                    *q = nq;
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(stmt)
 }
 
 /// Applies Basalt's rewrites ([`crate::rewrite`]) to a statement, with the catalog as
@@ -516,6 +557,16 @@ pub(crate) fn rewrite_for(binding: &Binding, stmt: DfStatement) -> Result<DfStat
             DfStatement::Explain(e)
         }
         DfStatement::CopyTo(mut c) => {
+            // `COPY t TO …` copies `SELECT * FROM t`, so `_id` stays out of it.
+            if let datafusion::sql::parser::CopyToSource::Relation(name) = &c.source
+                && rewrite::table_name_of(name).is_some_and(|t| tables.is_native(&t))
+            {
+                let q = datafusion::sql::sqlparser::parser::Parser::new(&GenericDialect {})
+                    .try_with_sql(&format!("SELECT * FROM {name}"))
+                    .and_then(|mut p| p.parse_query())
+                    .map_err(|e| Error::sql(e.to_string()))?;
+                c.source = datafusion::sql::parser::CopyToSource::Query(q);
+            }
             if let datafusion::sql::parser::CopyToSource::Query(q) = &mut c.source {
                 let mut s = Statement::Query(q.clone());
                 rewrite::rewrite(&mut s, &tables);
@@ -561,7 +612,7 @@ fn plain_table(name: &TableReference) -> Result<String> {
 }
 
 /// The schema with the types storage keeps (view / large string types as their plain form).
-fn storable_schema(s: &Schema) -> Schema {
+pub(crate) fn storable_schema(s: &Schema) -> Schema {
     let fields: Vec<Field> = s
         .fields()
         .iter()

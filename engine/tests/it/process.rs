@@ -298,3 +298,72 @@ fn killed_transactions_are_all_or_nothing() {
         db.close().unwrap();
     }
 }
+
+/// Peak resident memory of this process so far (Linux `VmHWM`), in bytes.
+fn peak_rss() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = s.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+}
+
+fn current_rss() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = s.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+}
+
+/// Writes a CSV file of `rows` rows (about 80 bytes each); returns its size.
+fn write_csv(path: &Path, rows: u64) -> u64 {
+    let mut w = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    writeln!(w, "id,name,city,amount,note").unwrap();
+    for i in 0..rows {
+        writeln!(
+            w,
+            "{i},customer-{:08},city-{},{}.{:02},note text for row number {i:010}",
+            i * 7919 % 100_000_000,
+            i % 97,
+            i % 100_000,
+            i % 100
+        )
+        .unwrap();
+    }
+    w.flush().unwrap();
+    std::fs::metadata(path).unwrap().len()
+}
+
+#[test]
+fn importing_a_file_larger_than_the_memory_limit_streams() {
+    if std::env::var(ROLE).as_deref() == Ok("import") {
+        let dir = std::path::PathBuf::from(std::env::var(DIR).unwrap());
+        let opts =
+            basalt::Options { sql_memory_limit: Some(4 << 20), ..basalt::Options::default() };
+        let db = Database::open_with(dir.join("db"), opts).unwrap();
+        let conn = db.connect();
+        conn.sql("SELECT 1").unwrap(); // runtime and session set up before measuring
+        let before = current_rss();
+        let csv = dir.join("big.csv");
+        conn.sql(&format!("CREATE TABLE big AS SELECT * FROM read_csv('{}')", csv.display()))
+            .unwrap();
+        let growth = peak_rss().saturating_sub(before);
+        let n = db.table("big").unwrap().count().unwrap();
+        println!("@@result {n} {growth}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let rows = 900_000;
+    let size = write_csv(&dir.path().join("big.csv"), rows);
+    let mut child = spawn(
+        "process::importing_a_file_larger_than_the_memory_limit_streams",
+        "import",
+        dir.path(),
+    );
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let r = wait_for(&mut lines, "@@result ");
+    assert!(child.wait().unwrap().success());
+    let mut it = r.split_whitespace().map(|x| x.parse::<u64>().unwrap());
+    let (n, growth) = (it.next().unwrap(), it.next().unwrap());
+    assert_eq!(n, rows);
+    eprintln!("imported {size} bytes of CSV; peak memory grew by {growth} bytes");
+    assert!(size > 6 * (4 << 20), "the file must be several times the memory limit");
+    assert!(growth < size / 2, "peak memory grew by {growth} bytes importing {size} bytes");
+}
