@@ -171,6 +171,14 @@ impl Database {
         let path = path.as_ref();
         let vfs: Arc<dyn Vfs> = Arc::new(OsFs);
         let store = Arc::new(Store::open(vfs, path, path, options.store())?);
+        if !options.read_only {
+            // Temporary tables of a `CREATE TABLE … AS` that a crash interrupted.
+            for name in store.snapshot().table_names() {
+                if name.starts_with(basalt_sql::TEMP_TABLE_PREFIX) {
+                    store.drop_table(&name)?;
+                }
+            }
+        }
         Ok(Database {
             inner: Arc::new(Inner {
                 store,
@@ -220,7 +228,9 @@ impl Database {
 
     /// Table names, sorted.
     pub fn list_tables(&self) -> Vec<String> {
-        self.inner.store.snapshot().table_names()
+        let mut names = self.inner.store.snapshot().table_names();
+        names.retain(|n| !n.starts_with(basalt_sql::TEMP_TABLE_PREFIX));
+        names
     }
 
     /// A handle on an existing table; every write through it commits on its own.

@@ -5,6 +5,9 @@
 //! A view is stored as the SQL text of its query and planned again at every use (through the
 //! same rewrites as a statement), so it always reads current data and follows column changes
 //! of its tables; a view whose tables are gone fails when used, naming what is missing.
+//!
+//! `CREATE EXTERNAL TABLE` registers a file-backed table (DataFusion's listing table) that
+//! this connection sees until it ends; it is not persisted and holds no Basalt data.
 
 use std::sync::{Arc, OnceLock, Weak};
 
@@ -27,12 +30,26 @@ pub struct BasaltSchema {
     state: OnceLock<Weak<RwLock<SessionState>>>,
     /// Views being expanded right now (a view that refers to itself is an error).
     expanding: Mutex<Vec<String>>,
+    /// Tables registered by `CREATE EXTERNAL TABLE`: file-backed, visible to this
+    /// connection only, not persisted.
+    external: Mutex<std::collections::BTreeMap<String, Arc<dyn TableProvider>>>,
 }
 
 impl BasaltSchema {
     /// A schema provider reading through `binding`.
     pub fn new(binding: Arc<Binding>, files: Arc<Files>) -> BasaltSchema {
-        BasaltSchema { binding, files, state: OnceLock::new(), expanding: Mutex::new(Vec::new()) }
+        BasaltSchema {
+            binding,
+            files,
+            state: OnceLock::new(),
+            expanding: Mutex::new(Vec::new()),
+            external: Mutex::new(std::collections::BTreeMap::new()),
+        }
+    }
+
+    /// Whether `name` is a connection-local external table.
+    pub fn is_external(&self, name: &str) -> bool {
+        self.external.lock().contains_key(name)
     }
 
     /// Gives the provider the session it plans views with.
@@ -55,9 +72,10 @@ impl BasaltSchema {
             e.push(name.to_string());
         }
         let r = async {
-            let stmt = crate::connection::parse_one(sql).map_err(|e| {
-                DataFusionError::Plan(format!("view '{name}' no longer parses: {e}"))
-            })?;
+            let stmt =
+                crate::connection::parse_one(state.config().options(), sql).map_err(|e| {
+                    DataFusionError::Plan(format!("view '{name}' no longer parses: {e}"))
+                })?;
             let stmt =
                 crate::connection::prepare_statement(&self.binding, &self.files, &state, stmt)
                     .await
@@ -80,10 +98,27 @@ impl SchemaProvider for BasaltSchema {
             .view()
             .map(|v| {
                 let mut names = v.table_names();
+                names.retain(|n| !n.starts_with(crate::connection::TEMP_TABLE_PREFIX));
                 names.extend(v.views().keys().cloned());
+                names.extend(self.external.lock().keys().cloned());
                 names
             })
             .unwrap_or_default()
+    }
+
+    fn register_table(
+        &self,
+        name: String,
+        table: Arc<dyn TableProvider>,
+    ) -> Result<Option<Arc<dyn TableProvider>>> {
+        if self.table_exist(&name) {
+            return Err(DataFusionError::Plan(format!("table '{name}' already exists")));
+        }
+        Ok(self.external.lock().insert(name, table))
+    }
+
+    fn deregister_table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
+        Ok(self.external.lock().remove(name))
     }
 
     async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>, DataFusionError> {
@@ -92,7 +127,7 @@ impl SchemaProvider for BasaltSchema {
             Ok(t) => Ok(Some(Arc::new(NativeTable::new(name, &t, self.binding.clone())))),
             Err(basalt_storage::Error::TableNotFound { .. }) => match view.views().get(name) {
                 Some(sql) => self.view(name, sql).await.map(Some),
-                None => Ok(None),
+                None => Ok(self.external.lock().get(name).cloned()),
             },
             Err(e) => Err(storage_err(e)),
         }
@@ -100,5 +135,6 @@ impl SchemaProvider for BasaltSchema {
 
     fn table_exist(&self, name: &str) -> bool {
         self.binding.view().is_ok_and(|v| v.table(name).is_ok() || v.views().contains_key(name))
+            || self.external.lock().contains_key(name)
     }
 }

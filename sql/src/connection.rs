@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::catalog::SchemaProvider;
 use datafusion::common::{ParamValues, ScalarValue, TableReference};
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::execution::context::SessionContext;
@@ -25,8 +26,10 @@ use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::logical_expr::{DdlStatement, LogicalPlan};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::SessionConfig;
-use datafusion::sql::parser::{DFParser, Statement as DfStatement};
-use datafusion::sql::sqlparser::ast::{AlterTableOperation, ObjectName, Statement};
+use datafusion::sql::parser::Statement as DfStatement;
+use datafusion::sql::sqlparser::ast::{
+    AlterTableOperation, ObjectName, RenameTableNameKind, Statement,
+};
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use futures::StreamExt;
 use parking_lot::Mutex;
@@ -63,6 +66,7 @@ pub struct SqlConnection {
     ctx: SessionContext,
     binding: Arc<Binding>,
     files: Arc<Files>,
+    schema: Arc<BasaltSchema>,
     /// Statements of one connection run one at a time.
     gate: tokio::sync::Mutex<()>,
 }
@@ -114,7 +118,7 @@ impl SqlConnection {
         // `SELECT … FROM 'data.parquet'`: DataFusion's URL tables, tried after the catalog.
         let ctx = ctx.enable_url_table();
         schema.set_state(ctx.state_weak_ref());
-        Ok(SqlConnection { ctx, binding, files, gate: tokio::sync::Mutex::new(()) })
+        Ok(SqlConnection { ctx, binding, files, schema, gate: tokio::sync::Mutex::new(()) })
     }
 
     /// Turns filter pushdown into scans on or off (results must not change; for tests).
@@ -128,7 +132,7 @@ impl SqlConnection {
     pub async fn execute(&self, sql: &str) -> Result<Vec<RecordBatch>> {
         let _g = self.gate.lock().await;
         let mut last = Vec::new();
-        for stmt in parse(sql)? {
+        for stmt in self.parse(sql)? {
             let r = self.run(stmt, false).await;
             self.files.clear();
             last = match r? {
@@ -143,7 +147,7 @@ impl SqlConnection {
     /// reads the state pinned when the call returns).
     pub async fn execute_stream(&self, sql: &str) -> Result<SendableRecordBatchStream> {
         let _g = self.gate.lock().await;
-        let stmts = parse(sql)?;
+        let stmts = self.parse(sql)?;
         let n = stmts.len();
         let mut last: Option<Outcome> = None;
         for (i, stmt) in stmts.into_iter().enumerate() {
@@ -162,7 +166,7 @@ impl SqlConnection {
     /// Parses and plans one statement with `$1`-style placeholders.
     pub async fn prepare(&self, sql: &str) -> Result<Prepared> {
         let _g = self.gate.lock().await;
-        let mut stmts = parse(sql)?;
+        let mut stmts = self.parse(sql)?;
         if stmts.len() != 1 {
             return Err(Error::sql(format!(
                 "prepare takes exactly one statement, got {}",
@@ -246,8 +250,8 @@ impl SqlConnection {
         match plan {
             LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(c)) => {
                 self.no_ddl_in_transaction()?;
-                if c.or_replace {
-                    return Err(Error::unsupported("CREATE OR REPLACE TABLE (drop it first)"));
+                if c.or_replace && c.if_not_exists {
+                    return Err(Error::sql("'IF NOT EXISTS' cannot coexist with 'REPLACE'"));
                 }
                 if c.temporary {
                     return Err(Error::unsupported("temporary tables"));
@@ -264,25 +268,45 @@ impl SqlConnection {
                 let name = plain_table(&c.name)?;
                 let schema = storable_schema(c.input.schema().as_arrow());
                 let store = self.binding.session().lock().store().clone();
-                match store.create_table(&name, &schema) {
-                    Ok(()) => {}
-                    Err(basalt_storage::Error::TableExists { .. }) if c.if_not_exists => {
-                        return Ok(Outcome::Batches(Vec::new()));
-                    }
-                    Err(e) => return Err(e.into()),
+                let exists = store.snapshot().table(&name).is_ok();
+                if exists && c.if_not_exists {
+                    return Ok(Outcome::Batches(Vec::new()));
                 }
                 let has_rows = !matches!(
                     c.input.as_ref(),
                     LogicalPlan::EmptyRelation(e) if !e.produce_one_row
                 );
-                if has_rows {
-                    let input = c.input.as_ref().clone();
-                    if let Err(e) = self.insert_plan(&name, input).await {
-                        // The statement failed: it leaves nothing behind.
-                        let _ = store.drop_table(&name);
-                        return Err(e);
-                    }
+                if !has_rows {
+                    store.create_table_with(&name, &schema, c.or_replace)?;
+                    return Ok(Outcome::Batches(Vec::new()));
                 }
+                if exists && !c.or_replace {
+                    return Err(basalt_storage::Error::TableExists { table: name }.into());
+                }
+                // CREATE TABLE … AS: fill a temporary table, then rename it into place in one
+                // manifest install, so the new table appears complete or not at all (and the
+                // query may read the table it replaces).
+                let tmp = temp_table_name();
+                store.create_table(&tmp, &schema)?;
+                let r = match self.insert_plan(&tmp, c.input.as_ref().clone()).await {
+                    Ok(_) => store.rename_table(&tmp, &name, c.or_replace).map_err(Error::from),
+                    Err(e) => Err(e),
+                };
+                if r.is_err() {
+                    let _ = store.drop_table(&tmp);
+                }
+                r.map(|()| Outcome::Batches(Vec::new()))
+            }
+            LogicalPlan::Ddl(DdlStatement::CreateExternalTable(_)) => {
+                // DataFusion builds the listing table and registers it in our schema, which
+                // keeps it for this connection (see `catalog`).
+                self.ctx.execute_logical_plan(plan).await?;
+                Ok(Outcome::Batches(Vec::new()))
+            }
+            LogicalPlan::Ddl(DdlStatement::DropTable(d))
+                if self.schema.is_external(d.name.table()) =>
+            {
+                self.schema.deregister_table(d.name.table())?;
                 Ok(Outcome::Batches(Vec::new()))
             }
             LogicalPlan::Ddl(DdlStatement::DropTable(d)) => {
@@ -351,6 +375,12 @@ impl SqlConnection {
             format!("SELECT * FROM ({query}) AS {}({})", cv.name, cols.join(", "))
         };
         Ok(store.create_view(&name, &sql, cv.or_replace)?)
+    }
+
+    fn parse(&self, sql: &str) -> Result<Vec<DfStatement>> {
+        let state = self.ctx.state_ref();
+        let guard = state.read();
+        parse(guard.config().options(), sql)
     }
 
     fn no_ddl_in_transaction(&self) -> Result<()> {
@@ -475,6 +505,18 @@ impl SqlConnection {
                     }
                     continue;
                 }
+                AlterTableOperation::RenameTable { table_name } => {
+                    let (RenameTableNameKind::To(to) | RenameTableNameKind::As(to)) = table_name;
+                    let to = rewrite::table_name_of(to)
+                        .ok_or_else(|| Error::sql(format!("ALTER TABLE: bad table name {to}")))?;
+                    if ops.len() > 1 {
+                        return Err(Error::unsupported(
+                            "RENAME TO together with other changes in one ALTER TABLE",
+                        ));
+                    }
+                    store.rename_table(&table, &to, false)?;
+                    return Ok(());
+                }
                 AlterTableOperation::RenameColumn { old_column_name, new_column_name } => {
                     AlterColumn::Rename {
                         from: rewrite::ident_name(old_column_name),
@@ -580,18 +622,40 @@ pub(crate) fn rewrite_for(binding: &Binding, stmt: DfStatement) -> Result<DfStat
     })
 }
 
-/// Parses exactly one statement.
-pub(crate) fn parse_one(sql: &str) -> Result<DfStatement> {
-    let mut v = parse(sql)?;
+/// Tables whose names start with this are the temporary tables of `CREATE TABLE … AS`
+/// still being filled: hidden from the catalog, and dropped when a database is opened for
+/// writing (what a crash left behind).
+pub const TEMP_TABLE_PREFIX: &str = "__basalt_tmp_";
+
+fn temp_table_name() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{TEMP_TABLE_PREFIX}{}_{n}", std::process::id())
+}
+
+/// Parses exactly one statement with the session's dialect.
+pub(crate) fn parse_one(
+    options: &datafusion::config::ConfigOptions,
+    sql: &str,
+) -> Result<DfStatement> {
+    let mut v = parse(options, sql)?;
     match (v.pop(), v.is_empty()) {
         (Some(s), true) => Ok(s),
         _ => Err(Error::sql("expected exactly one statement")),
     }
 }
 
-/// Parses SQL text into statements.
-fn parse(sql: &str) -> Result<Vec<DfStatement>> {
-    Ok(DFParser::parse_sql_with_dialect(sql, &GenericDialect {})?.into_iter().collect())
+/// Parses SQL text into statements with the session's dialect and recursion limit
+/// (`SET datafusion.sql_parser.dialect = 'duckdb'` changes it).
+fn parse(options: &datafusion::config::ConfigOptions, sql: &str) -> Result<Vec<DfStatement>> {
+    let name = options.sql_parser.dialect.to_string();
+    let dialect = datafusion::sql::sqlparser::dialect::dialect_from_str(&name)
+        .ok_or_else(|| Error::sql(format!("unknown SQL dialect '{name}'")))?;
+    let mut parser = datafusion::sql::parser::DFParserBuilder::new(sql)
+        .with_dialect(dialect.as_ref())
+        .with_recursion_limit(options.sql_parser.recursion_limit.get())
+        .build()?;
+    Ok(parser.parse_statements()?.into_iter().collect())
 }
 
 /// A one-part (or `public.`-qualified) table name.

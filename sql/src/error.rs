@@ -71,7 +71,7 @@ impl From<DataFusionError> for Error {
         }
         let message = format!("{}{}", root.strip_backtrace(), position.unwrap_or_default());
         match root {
-            DataFusionError::NotImplemented(m) => Error::Unsupported { message: m.clone() },
+            DataFusionError::NotImplemented(_) => Error::Unsupported { message },
             DataFusionError::Execution(_)
             | DataFusionError::ResourcesExhausted(_)
             | DataFusionError::ArrowError(..)

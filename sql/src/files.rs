@@ -270,7 +270,7 @@ pub(crate) async fn schema_from_text(
     columns: &str,
 ) -> Result<datafusion::arrow::datatypes::Schema> {
     let sql = format!("CREATE TABLE basalt_schema_probe ({columns})");
-    let stmt = crate::connection::parse_one(&sql)?;
+    let stmt = crate::connection::parse_one(state.config().options(), &sql)?;
     let plan = state.statement_to_plan(stmt).await?;
     let LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(c)) = plan else {
         return Err(Error::sql(format!("bad column definitions: {columns}")));

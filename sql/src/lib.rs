@@ -20,7 +20,7 @@ pub mod pushdown;
 pub mod rewrite;
 pub mod types;
 
-pub use connection::{Prepared, SqlConnection};
+pub use connection::{Prepared, SqlConnection, TEMP_TABLE_PREFIX};
 pub use error::{Error, Result};
 
 /// DataFusion and Arrow as this crate uses them (for the engine's signatures).

@@ -4,7 +4,8 @@
 //! be selected and filtered on), but `SELECT *` does not show it and a column-less
 //! `INSERT INTO t VALUES (…)` does not expect it. DataFusion has no hidden columns, so:
 //! - `t.*` over a native table becomes `t.* EXCLUDE (_id)`;
-//! - a bare `*` over exactly one native table becomes `* EXCLUDE (_id)`;
+//! - a bare `*` over exactly one native table becomes `* EXCLUDE (_id)` (merged into the
+//!   wildcard's own EXCLUDE; REPLACE and EXCEPT stay as written);
 //! - a bare `*` over several native tables joined with plain joins (inner / outer / cross,
 //!   `ON` or `USING`) becomes `a.* EXCLUDE (_id), b.* EXCLUDE (_id, <USING columns>)`, which
 //!   is what DataFusion's own expansion gives minus the ids;
@@ -13,7 +14,7 @@
 //!
 //! Not rewritten (so `_id` columns do show): a bare `*` over several native tables that
 //! are combined with `NATURAL`, semi or anti joins, or when a relation has no name to
-//! qualify it by, or when the `*` carries its own EXCLUDE / EXCEPT / REPLACE / RENAME.
+//! qualify it by, or when such a `*` carries its own EXCLUDE / EXCEPT / REPLACE / RENAME.
 //! Names in FROM that refer to a CTE are not native tables.
 
 use std::collections::HashSet;
@@ -188,20 +189,25 @@ impl Rewriter<'_> {
                         |n| matches!(q.0.last(), Some(ObjectNamePart::Identifier(i)) if same(i, n)),
                     ) =>
                 {
-                    add_exclude(&mut opts, &[]);
+                    if !mentions_id(&opts) {
+                        add_exclude(&mut opts, &[]);
+                    }
                     items.push(SelectItem::QualifiedWildcard(
                         SelectItemQualifiedWildcardKind::ObjectName(q),
                         opts,
                     ));
                 }
-                SelectItem::Wildcard(mut opts) if plain(&opts) => {
+                SelectItem::Wildcard(mut opts) => {
                     if natives.len() == 1
                         && select.from.iter().all(|t| t.joins.is_empty())
                         && select.from.len() == 1
                     {
-                        add_exclude(&mut opts, &[]);
+                        if !mentions_id(&opts) {
+                            add_exclude(&mut opts, &[]);
+                        }
                         items.push(SelectItem::Wildcard(opts));
-                    } else if let Some(rels) = self.relations(select)
+                    } else if plain(&opts)
+                        && let Some(rels) = self.relations(select)
                         && rels.iter().all(|r| r.qualifier.is_some())
                     {
                         for r in rels {
@@ -237,6 +243,24 @@ impl Rewriter<'_> {
 
 fn same(a: &Ident, b: &Ident) -> bool {
     normalise(a) == normalise(b)
+}
+
+/// Whether a wildcard's own EXCLUDE / EXCEPT already names `_id`.
+fn mentions_id(o: &WildcardAdditionalOptions) -> bool {
+    let is_id = |i: &Ident| normalise(i) == ID_COLUMN;
+    let in_names = |ns: &[ObjectName]| {
+        ns.iter().any(|n| matches!(n.0.last(), Some(ObjectNamePart::Identifier(i)) if is_id(i)))
+    };
+    let excluded = match &o.opt_exclude {
+        Some(ExcludeSelectItem::Single(n)) => in_names(std::slice::from_ref(n)),
+        Some(ExcludeSelectItem::Multiple(ns)) => in_names(ns),
+        None => false,
+    };
+    let excepted = o
+        .opt_except
+        .as_ref()
+        .is_some_and(|e| is_id(&e.first_element) || e.additional_elements.iter().any(is_id));
+    excluded || excepted
 }
 
 /// A wildcard without options of its own.
@@ -278,11 +302,25 @@ impl VisitorMut for Rewriter<'_> {
     type Break = ();
 
     fn pre_visit_query(&mut self, q: &mut Query) -> ControlFlow<()> {
-        let names = q
-            .with
-            .as_ref()
-            .map(|w| w.cte_tables.iter().map(|c| normalise(&c.alias.name)).collect())
-            .unwrap_or_default();
+        let mut names = HashSet::new();
+        if let Some(with) = q.with.as_mut() {
+            // A CTE's body sees the CTEs defined before it (and itself when recursive), not
+            // the later ones: `WITH t AS (SELECT * FROM t)` reads the table t. Rewrite each
+            // body in its own scope first; the visit that follows finds nothing more to do
+            // there (the rewrites are idempotent and a larger scope only rewrites less).
+            for cte in with.cte_tables.iter_mut() {
+                let name = normalise(&cte.alias.name);
+                let mut scope = names.clone();
+                if with.recursive {
+                    scope.insert(name.clone());
+                }
+                let mut ctes = self.ctes.clone();
+                ctes.push(scope);
+                let mut inner = Rewriter { tables: self.tables, ctes };
+                let _ = cte.query.visit(&mut inner);
+                names.insert(name);
+            }
+        }
         self.ctes.push(names);
         ControlFlow::Continue(())
     }

@@ -1347,15 +1347,23 @@ impl Store {
 
     /// Creates a table with the given user columns.
     pub fn create_table(&self, name: &str, schema: &Schema) -> Result<()> {
+        self.create_table_with(name, schema, false)
+    }
+
+    /// Creates a table; with `replace`, a table of that name is dropped in the same manifest
+    /// install (readers see the old table or the new one, never neither).
+    pub fn create_table_with(&self, name: &str, schema: &Schema, replace: bool) -> Result<()> {
         self.check_writable()?;
         check_name(name)?;
         let ts = TableSchema::from_user_schema(schema)?;
         let _w = self.writer()?;
         let mut head = self.head.lock();
         let mut next = (**head).clone();
-        if next.tables.contains_key(name) {
-            return Err(Error::TableExists { table: name.to_string() });
-        }
+        let old = match next.tables.get(name) {
+            Some(_) if !replace => return Err(Error::TableExists { table: name.to_string() }),
+            Some(t) => Some(t.id),
+            None => None,
+        };
         if next.views.contains_key(name) {
             return Err(Error::ViewExists { view: name.to_string() });
         }
@@ -1371,7 +1379,47 @@ impl Store {
             index: Arc::new(IdIndex::default()),
         };
         next.tables.insert(name.to_string(), Arc::new(t));
-        self.install(&mut head, next, false)
+        self.install(&mut head, next, false)?;
+        drop(head);
+        if let Some(old) = old {
+            self.remove_table_files(old);
+        }
+        Ok(())
+    }
+
+    /// Renames a table (its data, ids and files stay); with `replace`, a table named `to` is
+    /// dropped in the same manifest install.
+    pub fn rename_table(&self, from: &str, to: &str, replace: bool) -> Result<()> {
+        self.check_writable()?;
+        check_name(to)?;
+        let _w = self.writer()?;
+        let mut head = self.head.lock();
+        let mut next = (**head).clone();
+        if from == to {
+            next.tables.get(from).ok_or_else(|| Error::TableNotFound { table: from.into() })?;
+            return Ok(());
+        }
+        let old = match next.tables.get(to) {
+            Some(_) if !replace => return Err(Error::TableExists { table: to.to_string() }),
+            Some(t) => Some(t.id),
+            None => None,
+        };
+        if next.views.contains_key(to) {
+            return Err(Error::ViewExists { view: to.to_string() });
+        }
+        let t = next
+            .tables
+            .remove(from)
+            .ok_or_else(|| Error::TableNotFound { table: from.to_string() })?;
+        let mut t = clone_table(&t);
+        t.name = to.to_string();
+        next.tables.insert(to.to_string(), Arc::new(t));
+        self.install(&mut head, next, false)?;
+        drop(head);
+        if let Some(old) = old {
+            self.remove_table_files(old);
+        }
+        Ok(())
     }
 
     /// Creates a view: a name for the SQL text of a query (storage keeps the text; the SQL

@@ -243,6 +243,33 @@ fn drop_removes_files_and_names_can_be_reused() {
 }
 
 #[test]
+fn tables_can_be_replaced_and_renamed_atomically() {
+    let fs = Arc::new(MemFs::new());
+    let store = mem_store(&fs);
+    store.create_table("a", &schema()).unwrap();
+    store.insert("a", &[rows(0, 10)]).unwrap();
+    store.create_table("b", &schema()).unwrap();
+    store.insert("b", &[rows(0, 3)]).unwrap();
+    assert!(matches!(store.rename_table("a", "b", false), Err(Error::TableExists { .. })));
+    store.rename_table("a", "b", true).unwrap();
+    let snap = store.snapshot();
+    assert_eq!(snap.table_names(), vec!["b".to_string()]);
+    assert_eq!(snap.table("b").unwrap().count(), 10);
+    assert_eq!(snap.table("b").unwrap().name(), "b");
+    assert!(matches!(store.create_table("b", &schema()), Err(Error::TableExists { .. })));
+    store.create_table_with("b", &schema(), true).unwrap();
+    assert_eq!(store.snapshot().table("b").unwrap().count(), 0);
+    store.insert("b", &[rows(0, 2)]).unwrap();
+    store.rename_table("b", "c", false).unwrap();
+    store.close().unwrap();
+    drop(store);
+    let store = mem_store(&fs);
+    assert_eq!(store.snapshot().table_names(), vec!["c".to_string()]);
+    assert_eq!(store.snapshot().table("c").unwrap().count(), 2);
+    assert!(matches!(store.rename_table("nope", "d", false), Err(Error::TableNotFound { .. })));
+}
+
+#[test]
 fn views_persist_and_share_the_table_namespace() {
     let fs = Arc::new(MemFs::new());
     let store = mem_store(&fs);

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod api;
+mod df_corpus;
 mod process;
 mod roundtrip;
 mod slt;
