@@ -19,15 +19,21 @@ use async_trait::async_trait;
 use datafusion::arrow::array::{Array, RecordBatch, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::{Session as DfSession, TableProvider};
+use datafusion::common::config::ConfigOptions;
 use datafusion::common::stats::Precision;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{DFSchema, DataFusionError, Result, Statistics};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::dml::InsertOp;
 use datafusion::logical_expr::{Expr, ExprSchemable, TableProviderFilterPushDown, TableType};
+use datafusion::physical_expr::expressions::DynamicFilterPhysicalExpr;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType, SchedulingType};
 use datafusion::physical_plan::filter::FilterExec;
+use datafusion::physical_plan::filter_pushdown::{
+    ChildPushdownResult, FilterPushdownPhase, FilterPushdownPropagation, PushedDown,
+};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
 use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
@@ -389,7 +395,7 @@ fn project_columns(
 }
 
 /// Scans a native table snapshot: one partition per contiguous group of scan units.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ScanExec {
     table: String,
     snapshot: Arc<TableSnapshot>,
@@ -400,6 +406,10 @@ pub struct ScanExec {
     total_units: usize,
     schema: SchemaRef,
     props: Arc<PlanProperties>,
+    /// Filters of parent operators (TopK's and joins' dynamic filters among them), used to
+    /// skip units by zone maps as the scan goes; never trusted to filter rows exactly.
+    hints: Vec<Arc<dyn PhysicalExpr>>,
+    metrics: ExecutionPlanMetricsSet,
 }
 
 impl ScanExec {
@@ -438,6 +448,8 @@ impl ScanExec {
             total_units,
             schema,
             props: Arc::new(props),
+            hints: Vec::new(),
+            metrics: ExecutionPlanMetricsSet::new(),
         })
     }
 
@@ -483,6 +495,10 @@ impl DisplayAs for ScanExec {
                 }
                 if let Some(l) = self.limit {
                     write!(f, ", limit={l}")?;
+                }
+                if !self.hints.is_empty() {
+                    let h: Vec<String> = self.hints.iter().map(|e| e.to_string()).collect();
+                    write!(f, ", pruning_hints=[{}]", h.join(", "))?;
                 }
                 write!(f, ", units={}/{}", self.kept_units(), self.total_units)
             }
@@ -535,11 +551,34 @@ impl ExecutionPlan for ScanExec {
                 )));
             }
         };
-        let scan = self
-            .snapshot
-            .scan_units_filtered(&self.projection, self.predicate.clone(), units)
-            .map_err(storage_err)?;
-        let stream = futures::stream::iter(scan).map(|r| r.map_err(storage_err));
+        let pruned = MetricBuilder::new(&self.metrics).counter("units_pruned_by_hints", partition);
+        let read = MetricBuilder::new(&self.metrics).counter("units_read", partition);
+        let (snapshot, projection, predicate, hints, schema) = (
+            self.snapshot.clone(),
+            self.projection.clone(),
+            self.predicate.clone(),
+            self.hints.clone(),
+            self.schema.clone(),
+        );
+        // Units are read one at a time; before each, the hints (whose dynamic parts tighten
+        // as TopK fills or a join builds) may rule it out by its zone maps.
+        let batches = units.into_iter().flat_map(move |unit| {
+            let skip = !hints.is_empty()
+                && hints.iter().any(|h| {
+                    pushdown::from_physical(h, &schema)
+                        .is_some_and(|p| !snapshot.unit_may_match(unit, &p))
+                });
+            if skip {
+                pruned.add(1);
+                return UnitBatches::Empty;
+            }
+            read.add(1);
+            match snapshot.scan_units_filtered(&projection, predicate.clone(), vec![unit]) {
+                Ok(scan) => UnitBatches::Scan(scan),
+                Err(e) => UnitBatches::Error(Some(e)),
+            }
+        });
+        let stream = futures::stream::iter(batches).map(|r| r.map_err(storage_err));
         let stream = LimitStop { inner: stream, left: self.limit };
         let adapter = RecordBatchStreamAdapter::new(self.schema.clone(), stream);
         Ok(datafusion::physical_plan::coop::make_cooperative(Box::pin(adapter)))
@@ -564,6 +603,67 @@ impl ExecutionPlan for ScanExec {
 
     fn supports_limit_pushdown(&self) -> bool {
         true
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+
+    fn handle_child_pushdown_result(
+        &self,
+        _phase: FilterPushdownPhase,
+        child_pushdown_result: ChildPushdownResult,
+        _config: &ConfigOptions,
+    ) -> Result<FilterPushdownPropagation<Arc<dyn ExecutionPlan>>> {
+        let filters: Vec<Arc<dyn PhysicalExpr>> =
+            child_pushdown_result.parent_filters.into_iter().map(|f| f.filter).collect();
+        // Every filter stays with the parent (PushedDown::No): here it only prunes.
+        let answer = vec![PushedDown::No; filters.len()];
+        let useful: Vec<_> = filters
+            .into_iter()
+            .filter(|f| {
+                // Keep what converts now, and dynamic filters (which may convert later).
+                pushdown::from_physical(f, &self.schema).is_some() || is_dynamic(f)
+            })
+            .collect();
+        if useful.is_empty() {
+            return Ok(FilterPushdownPropagation { filters: answer, updated_node: None });
+        }
+        let mut next = self.clone();
+        next.hints.extend(useful);
+        next.metrics = ExecutionPlanMetricsSet::new();
+        Ok(FilterPushdownPropagation { filters: answer, updated_node: Some(Arc::new(next)) })
+    }
+}
+
+/// Whether an expression contains a dynamic filter (its value changes while the plan runs).
+fn is_dynamic(e: &Arc<dyn PhysicalExpr>) -> bool {
+    let mut dynamic = false;
+    let _ = e.apply(|x| {
+        if x.downcast_ref::<DynamicFilterPhysicalExpr>().is_some() {
+            dynamic = true;
+            return Ok(TreeNodeRecursion::Stop);
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    dynamic
+}
+
+/// The batches of one scan unit.
+enum UnitBatches {
+    Empty,
+    Scan(basalt_storage::Scan),
+    Error(Option<basalt_storage::Error>),
+}
+
+impl Iterator for UnitBatches {
+    type Item = basalt_storage::Result<RecordBatch>;
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            UnitBatches::Empty => None,
+            UnitBatches::Scan(s) => s.next(),
+            UnitBatches::Error(e) => e.take().map(Err),
+        }
     }
 }
 

@@ -16,8 +16,12 @@
 //! `Inexact` with a relaxed predicate that keeps every row the filter could keep (storage
 //! prunes with it, DataFusion filters again); see [`relaxed`].
 
+use std::sync::Arc;
+
 use datafusion::arrow::datatypes::{DataType, Schema};
 use datafusion::logical_expr::{Between, BinaryExpr, Expr, Like, Operator};
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr_common::physical_expr::snapshot_physical_expr;
 use datafusion::scalar::ScalarValue;
 
 use basalt_storage::{CmpOp, Predicate, Scalar};
@@ -176,6 +180,11 @@ fn column(e: &Expr, schema: &Schema) -> Option<(String, DataType)> {
 /// A literal of exactly the column's type (text literals of any string type for text).
 fn literal(e: &Expr, column_type: &DataType) -> Option<Scalar> {
     let Expr::Literal(v, _) = e else { return None };
+    scalar_of(v, column_type)
+}
+
+/// A constant of exactly the column's type as a storage scalar.
+fn scalar_of(v: &ScalarValue, column_type: &DataType) -> Option<Scalar> {
     if v.is_null() {
         return Some(Scalar::Null);
     }
@@ -216,6 +225,79 @@ fn literal(e: &Expr, column_type: &DataType) -> Option<Scalar> {
         | ScalarValue::TimestampNanosecond(Some(t), _) => Scalar::Int(*t),
         _ => return None,
     })
+}
+
+/// A predicate true for at least every row where the physical expression `e` is true, for
+/// pruning scan units with zone maps (dynamic filters of TopK and joins arrive this way).
+/// Dynamic expressions are read at their current state. `None` if nothing converts.
+pub fn from_physical(e: &Arc<dyn PhysicalExpr>, schema: &Schema) -> Option<Predicate> {
+    let e = snapshot_physical_expr(Arc::clone(e)).ok()?;
+    physical(&e, schema)
+}
+
+fn physical(e: &Arc<dyn PhysicalExpr>, schema: &Schema) -> Option<Predicate> {
+    use datafusion::physical_expr::expressions::{
+        BinaryExpr as PBinary, InListExpr, IsNotNullExpr, IsNullExpr, Literal,
+    };
+    if let Some(b) = e.downcast_ref::<PBinary>() {
+        return match b.op() {
+            Operator::And => match (physical(b.left(), schema), physical(b.right(), schema)) {
+                (Some(l), Some(r)) => Some(Predicate::And(vec![l, r])),
+                (Some(p), None) | (None, Some(p)) => Some(p),
+                (None, None) => None,
+            },
+            Operator::Or => {
+                Some(Predicate::Or(vec![physical(b.left(), schema)?, physical(b.right(), schema)?]))
+            }
+            op => {
+                let op = cmp_op(*op)?;
+                if let Some((name, dt)) = physical_column(b.left(), schema) {
+                    let v = b.right().downcast_ref::<Literal>()?.value();
+                    return Some(Predicate::cmp(&name, op, scalar_of(v, &dt)?));
+                }
+                let (name, dt) = physical_column(b.right(), schema)?;
+                let v = b.left().downcast_ref::<Literal>()?.value();
+                Some(Predicate::cmp(&name, flip(op), scalar_of(v, &dt)?))
+            }
+        };
+    }
+    if let Some(l) = e.downcast_ref::<InListExpr>() {
+        if l.negated() {
+            return None;
+        }
+        let (name, dt) = physical_column(l.expr(), schema)?;
+        let values = l
+            .list()
+            .iter()
+            .map(|v| scalar_of(v.downcast_ref::<Literal>()?.value(), &dt))
+            .collect::<Option<Vec<_>>>()?;
+        return Some(Predicate::InList { column: name, values, negated: false });
+    }
+    if let Some(n) = e.downcast_ref::<IsNullExpr>() {
+        return Some(Predicate::IsNull {
+            column: physical_column(n.arg(), schema)?.0,
+            negated: false,
+        });
+    }
+    if let Some(n) = e.downcast_ref::<IsNotNullExpr>() {
+        return Some(Predicate::IsNull {
+            column: physical_column(n.arg(), schema)?.0,
+            negated: true,
+        });
+    }
+    if let Some(l) = e.downcast_ref::<Literal>() {
+        return match l.value() {
+            ScalarValue::Boolean(Some(true)) => Some(Predicate::True),
+            ScalarValue::Boolean(Some(false)) => Some(Predicate::False),
+            _ => None,
+        };
+    }
+    None
+}
+
+fn physical_column(e: &Arc<dyn PhysicalExpr>, schema: &Schema) -> Option<(String, DataType)> {
+    let c = e.downcast_ref::<datafusion::physical_expr::expressions::Column>()?;
+    column(&Expr::Column(datafusion::common::Column::new_unqualified(c.name())), schema)
 }
 
 #[cfg(test)]
