@@ -153,25 +153,40 @@ impl NativeTable {
         DFSchema::try_from(schema.as_ref().clone())
     }
 
-    /// A scan of `columns` (full-schema positions) where `filters` hold: what storage can
-    /// evaluate is pushed into the scan, the rest runs in a `FilterExec` above it.
+    /// A scan of `columns` (full-schema positions, in that order) where all `filters` hold.
+    /// What storage evaluates exactly is pushed into the scan; every other filter runs in a
+    /// `FilterExec` above it (pruning with its relaxed form where one exists), with a
+    /// projection back to `columns` if the filters needed more. `limit` is honoured only
+    /// when no filter is left for the `FilterExec`.
     fn filtered_scan(
         &self,
         state: &dyn DfSession,
         columns: Vec<usize>,
         filters: &[Expr],
+        limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let snapshot = self.bind()?;
-        let mut exact = Vec::new();
+        let mut pushed = Vec::new();
         let mut rest = Vec::new();
         for f in filters {
             let f = unqualify(f.clone())?;
-            match pushdown::exact(&f, &self.schema).filter(|_| self.binding.pushdown()) {
-                Some(p) => exact.push(p),
-                None => rest.push(f),
+            if !self.binding.pushdown() {
+                rest.push(f);
+                continue;
+            }
+            match pushdown::exact(&f, &self.schema) {
+                Some(p) => pushed.push(p),
+                None => {
+                    // DataFusion may have simplified a filter we accepted as exact into a
+                    // form that no longer converts: it must still be applied.
+                    if let Some(p) = pushdown::relaxed(&f, &self.schema) {
+                        pushed.push(p);
+                    }
+                    rest.push(f);
+                }
             }
         }
-        // Columns the remaining filters read.
+        let wanted = columns.len();
         let mut columns = columns;
         for f in &rest {
             for c in f.column_refs() {
@@ -181,20 +196,34 @@ impl NativeTable {
                 }
             }
         }
-        let predicate = and_all(exact);
+        let extra = columns.len() > wanted;
+        let limit = if rest.is_empty() { limit } else { None };
         let scan = ScanExec::try_new(
             &self.name,
             snapshot,
             columns,
-            predicate,
-            None,
+            and_all(pushed),
+            limit,
             target_partitions(state),
         )?;
         let scan: Arc<dyn ExecutionPlan> = Arc::new(scan);
         let Some(filter) = rest.into_iter().reduce(Expr::and) else { return Ok(scan) };
         let schema = self.df_schema(&scan.schema())?;
         let pred = state.create_physical_expr(filter, &schema)?;
-        Ok(Arc::new(FilterExec::try_new(pred, scan)?))
+        let filtered: Arc<dyn ExecutionPlan> = Arc::new(FilterExec::try_new(pred, scan)?);
+        if !extra {
+            return Ok(filtered);
+        }
+        let out = filtered.schema();
+        let exprs = (0..wanted)
+            .map(|i| {
+                let name = out.field(i).name().clone();
+                let c: Arc<dyn PhysicalExpr> =
+                    Arc::new(datafusion::physical_expr::expressions::Column::new(&name, i));
+                (c, name)
+            })
+            .collect::<Vec<_>>();
+        Ok(Arc::new(ProjectionExec::try_new(exprs, filtered)?))
     }
 }
 
@@ -258,35 +287,13 @@ impl TableProvider for NativeTable {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let snapshot = self.bind()?;
         let columns = match projection {
             Some(p) => p.clone(),
             None => (0..self.schema.fields().len()).collect(),
         };
-        let predicate = if self.binding.pushdown() {
-            // Filters handed here are the ones reported Exact or Inexact; both kinds prune,
-            // and Exact ones are not re-checked by DataFusion.
-            and_all(
-                filters
-                    .iter()
-                    .filter_map(|f| {
-                        pushdown::exact(f, &self.schema)
-                            .or_else(|| pushdown::relaxed(f, &self.schema))
-                    })
-                    .collect(),
-            )
-        } else {
-            None
-        };
-        let exec = ScanExec::try_new(
-            &self.name,
-            snapshot,
-            columns,
-            predicate,
-            limit,
-            target_partitions(state),
-        )?;
-        Ok(Arc::new(exec))
+        // Filters handed here are the ones reported Exact or Inexact (perhaps rewritten by
+        // the optimizer since): the exact ones run in storage, the others above the scan.
+        self.filtered_scan(state, columns, filters, limit)
     }
 
     async fn insert_into(
@@ -310,7 +317,7 @@ impl TableProvider for NativeTable {
         state: &dyn DfSession,
         filters: Vec<Expr>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let input = self.filtered_scan(state, vec![0], &filters)?;
+        let input = self.filtered_scan(state, vec![0], &filters, None)?;
         let input = project_columns(input, &[ID_COLUMN])?;
         Ok(Arc::new(DmlExec::new(&self.name, DmlKind::Delete, input, self.binding.clone())))
     }
@@ -351,7 +358,7 @@ impl TableProvider for NativeTable {
                 }
             }
         }
-        let input = self.filtered_scan(state, columns, &filters)?;
+        let input = self.filtered_scan(state, columns, &filters, None)?;
         let schema = self.df_schema(&input.schema())?;
         let id = state.create_physical_expr(Expr::Column(ID_COLUMN.into()), &schema)?;
         let mut exprs: Vec<(Arc<dyn PhysicalExpr>, String)> = vec![(id, ID_COLUMN.to_string())];
@@ -592,17 +599,16 @@ impl ExecutionPlan for ScanExec {
         let mut s = Statistics::new_unknown(&self.schema);
         if args.partition().is_none() {
             let count = usize::try_from(self.snapshot.count()).unwrap_or(usize::MAX);
+            // The limit applies per partition (a limit node above makes it global), so only
+            // a single-partition scan without filters knows its output size exactly.
             s.num_rows = match (&self.predicate, self.limit) {
                 (None, None) => Precision::Exact(count),
-                (None, Some(l)) => Precision::Exact(count.min(l)),
-                (Some(_), l) => Precision::Inexact(l.map_or(count, |l| count.min(l))),
+                (None, Some(l)) if self.groups.len() <= 1 => Precision::Exact(count.min(l)),
+                (_, Some(l)) => Precision::Inexact(count.min(l.saturating_mul(self.groups.len()))),
+                (Some(_), None) => Precision::Inexact(count),
             };
         }
         Ok(Arc::new(s))
-    }
-
-    fn supports_limit_pushdown(&self) -> bool {
-        true
     }
 
     fn metrics(&self) -> Option<MetricsSet> {

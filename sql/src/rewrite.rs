@@ -92,6 +92,13 @@ struct Rewriter<'a> {
     ctes: Vec<HashSet<String>>,
 }
 
+/// Which sides of a join its output has.
+enum Keep {
+    Both,
+    Left,
+    Right,
+}
+
 /// A relation of a FROM clause, for wildcard expansion.
 struct Rel {
     /// The name `*` columns are qualified by (alias or table name).
@@ -136,7 +143,7 @@ impl Rewriter<'_> {
         for twj in &select.from {
             out.push(self.rel(&twj.relation));
             for j in &twj.joins {
-                let constraint = match &j.join_operator {
+                let (constraint, keep) = match &j.join_operator {
                     JoinOperator::Join(c)
                     | JoinOperator::Inner(c)
                     | JoinOperator::Left(c)
@@ -144,7 +151,13 @@ impl Rewriter<'_> {
                     | JoinOperator::Right(c)
                     | JoinOperator::RightOuter(c)
                     | JoinOperator::FullOuter(c)
-                    | JoinOperator::CrossJoin(c) => c,
+                    | JoinOperator::CrossJoin(c) => (c, Keep::Both),
+                    // Semi and anti joins output one side only.
+                    JoinOperator::Semi(c)
+                    | JoinOperator::LeftSemi(c)
+                    | JoinOperator::Anti(c)
+                    | JoinOperator::LeftAnti(c) => (c, Keep::Left),
+                    JoinOperator::RightSemi(c) | JoinOperator::RightAnti(c) => (c, Keep::Right),
                     _ => return None,
                 };
                 let mut r = self.rel(&j.relation);
@@ -160,13 +173,74 @@ impl Rewriter<'_> {
                     }
                     JoinConstraint::On(_) | JoinConstraint::None => {}
                 }
-                out.push(r);
+                match keep {
+                    Keep::Both => out.push(r),
+                    Keep::Left => {}
+                    Keep::Right => {
+                        r.using.clear();
+                        out = vec![r];
+                    }
+                }
             }
         }
         Some(out)
     }
 
+    /// `a NATURAL JOIN b` joins on every common column — `_id` too, which every native table
+    /// has. When all relations involved are native tables, the join becomes `USING (common
+    /// user columns)` (or a cross join if there are none).
+    fn rewrite_natural_joins(&self, select: &mut Select) {
+        for twj in &mut select.from {
+            let mut left: Option<Vec<String>> = self.native_columns(&twj.relation);
+            for j in &mut twj.joins {
+                let right = self.native_columns(&j.relation);
+                let constraint = match &mut j.join_operator {
+                    JoinOperator::Join(c)
+                    | JoinOperator::Inner(c)
+                    | JoinOperator::Left(c)
+                    | JoinOperator::LeftOuter(c)
+                    | JoinOperator::Right(c)
+                    | JoinOperator::RightOuter(c)
+                    | JoinOperator::FullOuter(c) => Some(c),
+                    _ => None,
+                };
+                if let (Some(c), Some(l), Some(r)) = (constraint, &left, &right)
+                    && matches!(c, JoinConstraint::Natural)
+                {
+                    let common: Vec<ObjectName> = l
+                        .iter()
+                        .filter(|n| r.contains(n))
+                        .map(|n| ObjectName::from(vec![Ident::with_quote('"', n.clone())]))
+                        .collect();
+                    *c = if common.is_empty() {
+                        JoinConstraint::None
+                    } else {
+                        JoinConstraint::Using(common)
+                    };
+                }
+                left = match (left, right) {
+                    (Some(mut l), Some(r)) => {
+                        l.extend(r.into_iter().filter(|c| !l.contains(c)).collect::<Vec<_>>());
+                        Some(l)
+                    }
+                    _ => None,
+                };
+            }
+        }
+    }
+
+    /// The user columns of a FROM item that is a native table.
+    fn native_columns(&self, f: &TableFactor) -> Option<Vec<String>> {
+        match f {
+            TableFactor::Table { name, args: None, .. } if self.is_native(name) => {
+                self.tables.user_columns(&table_name(name)?)
+            }
+            _ => None,
+        }
+    }
+
     fn rewrite_select(&self, select: &mut Select) {
+        self.rewrite_natural_joins(select);
         let natives: Vec<Ident> = select
             .from
             .iter()
@@ -184,7 +258,7 @@ impl Rewriter<'_> {
                 SelectItem::QualifiedWildcard(
                     SelectItemQualifiedWildcardKind::ObjectName(q),
                     mut opts,
-                ) if q.0.len() == 1
+                ) if table_name(&q).is_some()
                     && natives.iter().any(
                         |n| matches!(q.0.last(), Some(ObjectNamePart::Identifier(i)) if same(i, n)),
                     ) =>

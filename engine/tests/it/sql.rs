@@ -373,3 +373,23 @@ fn topk_dynamic_filters_skip_row_groups() {
         assert_eq!(rows(&conn.sql(q).unwrap()), rows(&off.sql(q).unwrap()), "{q}");
     }
 }
+
+#[test]
+fn limit_offset_over_pushed_filters_counts_right() {
+    let db = Database::open_in_memory().unwrap();
+    let conn = db.connect();
+    conn.sql("CREATE TABLE t1 (a INT)").unwrap();
+    conn.sql("INSERT INTO t1 SELECT CAST(value AS INT) FROM generate_series(1, 20)").unwrap();
+    let plan = rows(
+        &conn
+            .sql("EXPLAIN SELECT COUNT(*) FROM (SELECT a FROM t1 WHERE a > 3 LIMIT 3 OFFSET 6)")
+            .unwrap(),
+    )
+    .join("\n");
+    // The offset stays above the scan (the scan's own limit is per partition).
+    assert!(plan.contains("GlobalLimitExec: skip=6, fetch=3"), "{plan}");
+    let q = "SELECT COUNT(*) FROM (SELECT a FROM t1 WHERE a > 3 LIMIT 3 OFFSET 6)";
+    assert_eq!(one_u64(&conn.sql(q).unwrap()), 3);
+    let q = "SELECT a FROM t1 WHERE a > 3 ORDER BY a LIMIT 3 OFFSET 6";
+    assert_eq!(rows(&conn.sql(q).unwrap()), vec!["10", "11", "12"]);
+}
