@@ -415,15 +415,84 @@ impl SqlConnection {
     async fn write_statement(&self, plan: LogicalPlan) -> Result<Vec<RecordBatch>> {
         let stmt = self.binding.session().lock().begin_write_statement()?;
         let r = async {
-            let physical = self.physical(plan).await?;
+            let physical = self.physical(plan.clone()).await?;
             let s = datafusion::physical_plan::execute_stream(physical, self.ctx.task_ctx())?;
             collect(s).await
         }
         .await;
         let end = self.binding.session().lock().end_write_statement(stmt, r.is_ok());
-        let batches = r?;
+        let batches = match r {
+            Ok(b) => b,
+            Err(e) => return Err(self.name_failing_column(&plan, e).await),
+        };
         end?;
         Ok(batches)
+    }
+
+    /// A value that does not fit its column fails somewhere inside DataFusion without naming
+    /// the column. When an INSERT or UPDATE fails that way, each written column's expression
+    /// is evaluated on its own to find the first that fails, and the error names it.
+    async fn name_failing_column(&self, plan: &LogicalPlan, e: Error) -> Error {
+        let text = e.to_string().to_lowercase();
+        if !(text.contains("cast") || text.contains("overflow") || text.contains("out of range")) {
+            return e;
+        }
+        let LogicalPlan::Dml(dml) = plan else { return e };
+        let LogicalPlan::Projection(p) = dml.input.as_ref() else { return e };
+        let name = |field: &str| {
+            let message = format!("table '{}', column '{field}': {e}", dml.table_name);
+            match &e {
+                Error::Sql { .. } => Error::Sql { message },
+                _ => Error::Execution { message },
+            }
+        };
+        let column_of = |input_column: &str| {
+            p.expr.iter().zip(p.schema.fields()).find_map(|(x, f)| {
+                x.column_refs().iter().any(|c| c.name == input_column).then(|| f.name().clone())
+            })
+        };
+        if !self.runs(p.input.as_ref().clone()).await {
+            // The input itself fails: INSERT … VALUES casts inside its VALUES list.
+            let LogicalPlan::Values(v) = p.input.as_ref() else { return e };
+            for (i, f) in v.schema.fields().iter().enumerate() {
+                let rows: Vec<Vec<datafusion::logical_expr::Expr>> =
+                    v.values.iter().filter_map(|r| r.get(i).cloned().map(|x| vec![x])).collect();
+                let probe = datafusion::logical_expr::LogicalPlanBuilder::values(rows)
+                    .and_then(|b| b.build());
+                if let Ok(probe) = probe
+                    && !self.runs(probe).await
+                    && let Some(target) = column_of(f.name())
+                {
+                    return name(&target);
+                }
+            }
+            return e;
+        }
+        for (expr, field) in p.expr.iter().zip(p.schema.fields()) {
+            let probe =
+                datafusion::logical_expr::LogicalPlanBuilder::from(p.input.as_ref().clone())
+                    .project(vec![expr.clone()])
+                    .and_then(|b| b.build());
+            if let Ok(probe) = probe
+                && !self.runs(probe).await
+            {
+                return name(field.name());
+            }
+        }
+        e
+    }
+
+    /// Whether a plan plans and runs without error (for error diagnosis only).
+    async fn runs(&self, plan: LogicalPlan) -> bool {
+        match self.physical(plan).await {
+            Err(_) => false,
+            Ok(physical) => {
+                match datafusion::physical_plan::execute_stream(physical, self.ctx.task_ctx()) {
+                    Ok(s) => collect(s).await.is_ok(),
+                    Err(_) => false,
+                }
+            }
+        }
     }
 
     /// Inserts the rows of `input` into native table `name` as one write statement.
