@@ -12,9 +12,15 @@
 //! - `INSERT INTO t VALUES …` / `INSERT INTO t SELECT …` without a column list gets the
 //!   table's user columns as its list.
 //!
-//! Not rewritten (so `_id` columns do show): a bare `*` over several native tables that
-//! are combined with `NATURAL`, semi or anti joins, or when a relation has no name to
-//! qualify it by, or when such a `*` carries its own EXCLUDE / EXCEPT / REPLACE / RENAME.
+//! - `NATURAL JOIN` between native tables becomes `USING (common user columns)`, so it never
+//!   joins on `_id`;
+//! - unnamed derived tables next to native tables get a generated alias so the `*` can be
+//!   expanded per relation (semi / anti joins keep only the side they output).
+//!
+//! Not rewritten (so `_id` columns do show): a bare `*` over several relations that include
+//! a native table and a `NATURAL` join with a non-table, or an aliased parenthesised join
+//! (`(a CROSS JOIN b) AS t`), or when such a `*` carries its own EXCLUDE / EXCEPT /
+//! REPLACE / RENAME.
 //! Names in FROM that refer to a CTE are not native tables.
 
 use std::collections::HashSet;
@@ -22,8 +28,8 @@ use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
     ExcludeSelectItem, Ident, JoinConstraint, JoinOperator, ObjectName, ObjectNamePart, Query,
-    Select, SelectItem, SelectItemQualifiedWildcardKind, Statement, TableFactor, TableObject,
-    VisitMut, VisitorMut, WildcardAdditionalOptions,
+    Select, SelectItem, SelectItemQualifiedWildcardKind, Statement, TableAlias, TableFactor,
+    TableObject, VisitMut, VisitorMut, WildcardAdditionalOptions,
 };
 
 use basalt_storage::ID_COLUMN;
@@ -252,6 +258,10 @@ impl Rewriter<'_> {
         if natives.is_empty() {
             return;
         }
+        let several = select.from.len() > 1 || select.from.iter().any(|t| !t.joins.is_empty());
+        if several && select.projection.iter().any(|i| matches!(i, SelectItem::Wildcard(_))) {
+            name_derived_tables(select);
+        }
         let mut items = Vec::with_capacity(select.projection.len());
         for item in std::mem::take(&mut select.projection) {
             match item {
@@ -312,6 +322,27 @@ impl Rewriter<'_> {
             }
         }
         select.projection = items;
+    }
+}
+
+/// Gives unnamed derived tables (`, LATERAL (SELECT …)`, `JOIN (SELECT …) ON …`) a name, so
+/// a `*` over several relations can be expanded per relation. Their columns keep their names
+/// and unqualified references still resolve.
+fn name_derived_tables(select: &mut Select) {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let factors = select.from.iter_mut().flat_map(|t| {
+        std::iter::once(&mut t.relation).chain(t.joins.iter_mut().map(|j| &mut j.relation))
+    });
+    for f in factors {
+        if let TableFactor::Derived { alias: alias @ None, .. } = f {
+            let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            *alias = Some(TableAlias {
+                explicit: true,
+                name: Ident::new(format!("__basalt_subquery_{n}")),
+                columns: Vec::new(),
+                at: None,
+            });
+        }
     }
 }
 
