@@ -310,28 +310,10 @@ impl SqlConnection {
                 Ok(Outcome::Batches(Vec::new()))
             }
             LogicalPlan::Ddl(DdlStatement::DropTable(d)) => {
-                self.no_ddl_in_transaction()?;
-                let name = plain_table(&d.name)?;
-                let store = self.binding.session().lock().store().clone();
-                match store.drop_table(&name) {
-                    Ok(()) => Ok(Outcome::Batches(Vec::new())),
-                    Err(basalt_storage::Error::TableNotFound { .. }) if d.if_exists => {
-                        Ok(Outcome::Batches(Vec::new()))
-                    }
-                    Err(e) => Err(e.into()),
-                }
+                self.drop_object(&d.name, d.if_exists, |s, n| s.drop_table(n))
             }
             LogicalPlan::Ddl(DdlStatement::DropView(d)) => {
-                self.no_ddl_in_transaction()?;
-                let name = plain_table(&d.name)?;
-                let store = self.binding.session().lock().store().clone();
-                match store.drop_view(&name) {
-                    Ok(()) => Ok(Outcome::Batches(Vec::new())),
-                    Err(basalt_storage::Error::ViewNotFound { .. }) if d.if_exists => {
-                        Ok(Outcome::Batches(Vec::new()))
-                    }
-                    Err(e) => Err(e.into()),
-                }
+                self.drop_object(&d.name, d.if_exists, |s, n| s.drop_view(n))
             }
             LogicalPlan::Ddl(d) => {
                 Err(Error::unsupported(format!("{} (not yet available in Basalt)", d.name())))
@@ -381,6 +363,26 @@ impl SqlConnection {
         let state = self.ctx.state_ref();
         let guard = state.read();
         parse(guard.config().options(), sql)
+    }
+
+    /// `DROP TABLE` / `DROP VIEW`: `IF EXISTS` turns "not found" into nothing done.
+    fn drop_object(
+        &self,
+        name: &TableReference,
+        if_exists: bool,
+        drop: impl FnOnce(&basalt_storage::Store, &str) -> basalt_storage::Result<()>,
+    ) -> Result<Outcome> {
+        self.no_ddl_in_transaction()?;
+        let name = plain_table(name)?;
+        let store = self.binding.session().lock().store().clone();
+        match drop(&store, &name) {
+            Ok(()) => Ok(Outcome::Batches(Vec::new())),
+            Err(
+                basalt_storage::Error::TableNotFound { .. }
+                | basalt_storage::Error::ViewNotFound { .. },
+            ) if if_exists => Ok(Outcome::Batches(Vec::new())),
+            Err(e) => Err(e.into()),
+        }
     }
 
     fn no_ddl_in_transaction(&self) -> Result<()> {

@@ -1357,16 +1357,9 @@ impl Store {
         check_name(name)?;
         let ts = TableSchema::from_user_schema(schema)?;
         let _w = self.writer()?;
-        let mut head = self.head.lock();
+        let head = self.head.lock();
         let mut next = (**head).clone();
-        let old = match next.tables.get(name) {
-            Some(_) if !replace => return Err(Error::TableExists { table: name.to_string() }),
-            Some(t) => Some(t.id),
-            None => None,
-        };
-        if next.views.contains_key(name) {
-            return Err(Error::ViewExists { view: name.to_string() });
-        }
+        let old = replaced_table(&next, name, replace)?;
         let id = next.next_table_id;
         next.next_table_id += 1;
         let t = TableSnapshot {
@@ -1379,9 +1372,19 @@ impl Store {
             index: Arc::new(IdIndex::default()),
         };
         next.tables.insert(name.to_string(), Arc::new(t));
+        self.install_replacing(head, next, old)
+    }
+
+    /// Installs `next`, then deletes the files of the table it replaced (if any).
+    fn install_replacing(
+        &self,
+        mut head: parking_lot::MutexGuard<'_, Arc<DbSnapshot>>,
+        next: DbSnapshot,
+        replaced: Option<u64>,
+    ) -> Result<()> {
         self.install(&mut head, next, false)?;
         drop(head);
-        if let Some(old) = old {
+        if let Some(old) = replaced {
             self.remove_table_files(old);
         }
         Ok(())
@@ -1393,20 +1396,13 @@ impl Store {
         self.check_writable()?;
         check_name(to)?;
         let _w = self.writer()?;
-        let mut head = self.head.lock();
+        let head = self.head.lock();
         let mut next = (**head).clone();
         if from == to {
             next.tables.get(from).ok_or_else(|| Error::TableNotFound { table: from.into() })?;
             return Ok(());
         }
-        let old = match next.tables.get(to) {
-            Some(_) if !replace => return Err(Error::TableExists { table: to.to_string() }),
-            Some(t) => Some(t.id),
-            None => None,
-        };
-        if next.views.contains_key(to) {
-            return Err(Error::ViewExists { view: to.to_string() });
-        }
+        let old = replaced_table(&next, to, replace)?;
         let t = next
             .tables
             .remove(from)
@@ -1414,12 +1410,7 @@ impl Store {
         let mut t = clone_table(&t);
         t.name = to.to_string();
         next.tables.insert(to.to_string(), Arc::new(t));
-        self.install(&mut head, next, false)?;
-        drop(head);
-        if let Some(old) = old {
-            self.remove_table_files(old);
-        }
-        Ok(())
+        self.install_replacing(head, next, old)
     }
 
     /// Creates a view: a name for the SQL text of a query (storage keeps the text; the SQL
@@ -2193,6 +2184,19 @@ fn state_from_manifest(vfs: &dyn Vfs, root: &Path, manifest: Manifest) -> Result
         tables,
         views: manifest.views.into_iter().collect(),
     })
+}
+
+/// The id of the table a new table named `name` replaces (`None` if there is none); an
+/// error if it exists and may not be replaced, or if a view has the name.
+fn replaced_table(state: &DbSnapshot, name: &str, replace: bool) -> Result<Option<u64>> {
+    if state.views.contains_key(name) {
+        return Err(Error::ViewExists { view: name.to_string() });
+    }
+    match state.tables.get(name) {
+        Some(_) if !replace => Err(Error::TableExists { table: name.to_string() }),
+        Some(t) => Ok(Some(t.id)),
+        None => Ok(None),
+    }
 }
 
 /// Files a manifest refers to.
