@@ -393,3 +393,29 @@ fn limit_offset_over_pushed_filters_counts_right() {
     let q = "SELECT a FROM t1 WHERE a > 3 ORDER BY a LIMIT 3 OFFSET 6";
     assert_eq!(rows(&conn.sql(q).unwrap()), vec!["10", "11", "12"]);
 }
+
+#[test]
+fn concurrent_sql_increments_lose_no_update() {
+    let db = Database::open_in_memory().unwrap();
+    db.sql("CREATE TABLE c (n BIGINT); INSERT INTO c VALUES (0)").unwrap();
+    let threads: Vec<_> = (0..3)
+        .map(|_| {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                let conn = db.connect();
+                for _ in 0..30 {
+                    conn.sql("UPDATE c SET n = n + 1").unwrap();
+                }
+                // The same inside explicit transactions (the read happens after the writer
+                // lock is taken, even though BEGIN did not take it).
+                for _ in 0..10 {
+                    conn.sql("BEGIN; UPDATE c SET n = n + 1; COMMIT").unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(one_u64(&db.sql("SELECT n FROM c").unwrap()), 120);
+}
