@@ -394,13 +394,14 @@ impl Connection {
 
     /// The async form of [`Connection::sql`].
     pub async fn sql_async(&self, sql: &str) -> Result<Vec<RecordBatch>> {
-        Ok(self.sql_conn()?.execute(sql).await?)
+        let conn = self.sql_conn()?;
+        sql::guarded(async { Ok(conn.execute(sql).await?) }).await
     }
 
     /// Like [`Connection::sql`], with the last statement's rows streamed batch by batch
     /// (the query reads the data as of this call).
     pub fn sql_stream(&self, sql: &str) -> Result<SqlRows> {
-        let stream = self.db.inner.runtime.block_on(self.sql_conn()?.execute_stream(sql))??;
+        let stream = self.db.inner.runtime.block_on(self.sql_stream_async(sql))??;
         Ok(SqlRows { stream, db: self.db.clone() })
     }
 
@@ -409,7 +410,8 @@ impl Connection {
         &self,
         sql: &str,
     ) -> Result<basalt_sql::datafusion::execution::SendableRecordBatchStream> {
-        Ok(self.sql_conn()?.execute_stream(sql).await?)
+        let conn = self.sql_conn()?;
+        sql::guarded(async { Ok(conn.execute_stream(sql).await?) }).await
     }
 
     /// Parses and plans one statement with `$1`, `$2`, … placeholders, to run many times
@@ -420,7 +422,8 @@ impl Connection {
 
     /// The async form of [`Connection::prepare`].
     pub async fn prepare_async(&self, sql: &str) -> Result<Statement> {
-        let prepared = self.sql_conn()?.prepare(sql).await?;
+        let conn = self.sql_conn()?;
+        let prepared = sql::guarded(async { Ok(conn.prepare(sql).await?) }).await?;
         Ok(Statement { conn: self.clone(), prepared })
     }
 

@@ -92,6 +92,25 @@ impl SqlEnv {
     }
 }
 
+/// Runs an SQL future, turning a panic inside it into an error (the statement guard in
+/// `basalt-sql` undoes a write statement that a panic interrupts).
+pub(crate) async fn guarded<T>(f: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+    use futures::FutureExt;
+    match std::panic::AssertUnwindSafe(f).catch_unwind().await {
+        Ok(r) => r,
+        Err(p) => {
+            let what = p
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown".into());
+            Err(Error::Sql(basalt_sql::Error::Execution {
+                message: format!("internal error while running SQL (a panic: {what})"),
+            }))
+        }
+    }
+}
+
 /// A connection's SQL front end, created on first use.
 #[derive(Debug, Default)]
 pub(crate) struct SqlSlot {
@@ -163,7 +182,7 @@ impl Statement {
     pub async fn execute_async(&self, params: &[Value]) -> Result<Vec<RecordBatch>> {
         let sql = self.conn.sql_conn()?;
         let params = params.iter().map(to_scalar).collect::<Result<Vec<_>>>()?;
-        Ok(sql.execute_prepared(&self.prepared, params).await?)
+        guarded(async { Ok(sql.execute_prepared(&self.prepared, params).await?) }).await
     }
 
     /// The types inferred for `$1`, `$2`, … (`None` where the statement does not say).

@@ -404,25 +404,21 @@ impl SqlConnection {
     /// Builds the physical plan with the statement's view pinned.
     async fn physical(&self, plan: LogicalPlan) -> Result<Arc<dyn ExecutionPlan>> {
         self.binding.pin()?;
-        let r = async {
-            let df = self.ctx.execute_logical_plan(plan).await?;
-            df.create_physical_plan().await
-        }
-        .await;
-        self.binding.unpin();
-        Ok(r?)
+        let _unpin = Unpin(&self.binding);
+        let df = self.ctx.execute_logical_plan(plan).await?;
+        Ok(df.create_physical_plan().await?)
     }
 
     /// Runs a DML plan as one write statement: all of it or (on error) none of it.
     async fn write_statement(&self, plan: LogicalPlan) -> Result<Vec<RecordBatch>> {
-        let stmt = self.binding.session().lock().begin_write_statement()?;
+        let stmt = StatementGuard::begin(&self.binding)?;
         let r = async {
             let physical = self.physical(plan.clone()).await?;
             let s = datafusion::physical_plan::execute_stream(physical, self.ctx.task_ctx())?;
             collect(s).await
         }
         .await;
-        let end = self.binding.session().lock().end_write_statement(stmt, r.is_ok());
+        let end = stmt.finish(r.is_ok());
         let batches = match r {
             Ok(b) => b,
             Err(e) => return Err(self.name_failing_column(&plan, e).await),
@@ -499,7 +495,7 @@ impl SqlConnection {
 
     /// Inserts the rows of `input` into native table `name` as one write statement.
     async fn insert_plan(&self, name: &str, input: LogicalPlan) -> Result<u64> {
-        let stmt = self.binding.session().lock().begin_write_statement()?;
+        let stmt = StatementGuard::begin(&self.binding)?;
         let r = async {
             let physical = self.physical(input).await?;
             let t = self.binding.view()?.table(name)?;
@@ -524,7 +520,7 @@ impl SqlConnection {
             Ok::<u64, Error>(count_of(&b))
         }
         .await;
-        let end = self.binding.session().lock().end_write_statement(stmt, r.is_ok());
+        let end = stmt.finish(r.is_ok());
         let n = r?;
         end?;
         Ok(n)
@@ -691,6 +687,46 @@ pub(crate) fn rewrite_for(binding: &Binding, stmt: DfStatement) -> Result<DfStat
         }
         other => other,
     })
+}
+
+/// A write statement in progress. Dropping it unfinished — an error, a panic, or the caller
+/// dropping the future of an async call — undoes everything the statement did and releases
+/// the writer lock, so the connection is never left inside a half-done statement.
+struct StatementGuard<'a> {
+    binding: &'a Binding,
+    stmt: Option<basalt_storage::WriteStatement>,
+}
+
+impl<'a> StatementGuard<'a> {
+    fn begin(binding: &'a Binding) -> Result<StatementGuard<'a>> {
+        let stmt = binding.session().lock().begin_write_statement()?;
+        Ok(StatementGuard { binding, stmt: Some(stmt) })
+    }
+
+    /// Ends the statement: commit (or keep, inside a transaction) on success, undo otherwise.
+    fn finish(mut self, success: bool) -> Result<()> {
+        match self.stmt.take() {
+            Some(s) => Ok(self.binding.session().lock().end_write_statement(s, success)?),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for StatementGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(s) = self.stmt.take() {
+            let _ = self.binding.session().lock().end_write_statement(s, false);
+        }
+    }
+}
+
+/// Releases the statement's pinned view when dropped.
+struct Unpin<'a>(&'a Binding);
+
+impl Drop for Unpin<'_> {
+    fn drop(&mut self) {
+        self.0.unpin();
+    }
 }
 
 /// Tables whose names start with this are the temporary tables of `CREATE TABLE … AS`

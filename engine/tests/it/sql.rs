@@ -419,3 +419,35 @@ fn concurrent_sql_increments_lose_no_update() {
     }
     assert_eq!(one_u64(&db.sql("SELECT n FROM c").unwrap()), 120);
 }
+
+#[test]
+fn a_dropped_async_write_leaves_nothing_and_holds_no_lock() {
+    let db = Database::open_in_memory_with(Options {
+        lock_timeout: std::time::Duration::from_millis(500),
+        ..Options::default()
+    })
+    .unwrap();
+    let conn = db.connect();
+    conn.sql("CREATE TABLE t (v BIGINT)").unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    rt.block_on(async {
+        let mut fut =
+            Box::pin(conn.sql_async("INSERT INTO t SELECT value FROM generate_series(1, 3000000)"));
+        // Poll until the statement is under way (its transaction is open).
+        let mut polls = 0;
+        while !conn.in_transaction() {
+            assert!(futures::poll!(fut.as_mut()).is_pending(), "the insert finished first");
+            polls += 1;
+            assert!(polls < 100_000, "the insert never started");
+        }
+        for _ in 0..10 {
+            assert!(futures::poll!(fut.as_mut()).is_pending(), "the insert finished first");
+        }
+        // The caller gives up (a timeout, a cancelled request): the future is dropped.
+    });
+    assert!(!conn.in_transaction());
+    assert_eq!(one_u64(&conn.sql("SELECT count(*) FROM t").unwrap()), 0);
+    // No writer lock is left behind: another connection writes at once.
+    db.connect().sql("INSERT INTO t VALUES (1)").unwrap();
+    assert_eq!(one_u64(&conn.sql("SELECT count(*) FROM t").unwrap()), 1);
+}
