@@ -174,11 +174,7 @@ impl SqlConnection {
             )));
         }
         let stmt = stmts.pop().ok_or_else(|| Error::sql("empty statement"))?;
-        let planned = async {
-            let stmt = self.rewritten(stmt).await?;
-            Ok::<_, Error>(self.ctx.state().statement_to_plan(stmt).await?)
-        }
-        .await;
+        let planned = self.plan(stmt).await;
         self.files.clear();
         let plan = planned?;
         match &plan {
@@ -207,8 +203,11 @@ impl SqlConnection {
         }
     }
 
-    async fn rewritten(&self, stmt: DfStatement) -> Result<DfStatement> {
-        prepare_statement(&self.binding, &self.files, &self.ctx.state(), stmt).await
+    /// Rewrites a statement and plans it with one copy of the session state.
+    async fn plan(&self, stmt: DfStatement) -> Result<LogicalPlan> {
+        let state = self.ctx.state();
+        let stmt = prepare_statement(&self.binding, &self.files, &state, stmt).await?;
+        Ok(state.statement_to_plan(stmt).await?)
     }
 
     async fn run(&self, stmt: DfStatement, stream: bool) -> Result<Outcome> {
@@ -241,8 +240,7 @@ impl SqlConnection {
                 _ => {}
             }
         }
-        let stmt = self.rewritten(stmt).await?;
-        let plan = self.ctx.state().statement_to_plan(stmt).await?;
+        let plan = self.plan(stmt).await?;
         self.run_plan(plan, stream).await
     }
 
@@ -347,8 +345,7 @@ impl SqlConnection {
             return Ok(());
         }
         // Plan it now: a view that does not plan is refused at CREATE time.
-        let checked = self.rewritten(stmt).await?;
-        self.ctx.state().statement_to_plan(checked).await?;
+        self.plan(stmt).await?;
         let query = cv.query.to_string();
         let sql = if cv.columns.is_empty() {
             query

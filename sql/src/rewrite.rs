@@ -17,10 +17,12 @@
 //! - unnamed derived tables next to native tables get a generated alias so the `*` can be
 //!   expanded per relation (semi / anti joins keep only the side they output).
 //!
+//! - an aliased parenthesised join over native tables, `(a CROSS JOIN b) AS t`, becomes
+//!   `(SELECT * FROM a CROSS JOIN b) AS t`.
+//!
 //! Not rewritten (so `_id` columns do show): a bare `*` over several relations that include
-//! a native table and a `NATURAL` join with a non-table, or an aliased parenthesised join
-//! (`(a CROSS JOIN b) AS t`), or when such a `*` carries its own EXCLUDE / EXCEPT /
-//! REPLACE / RENAME.
+//! a native table and a `NATURAL` join with a non-table, or when such a `*` carries its own
+//! EXCLUDE / EXCEPT / REPLACE / RENAME.
 //! Names in FROM that refer to a CTE are not native tables.
 
 use std::collections::HashSet;
@@ -235,6 +237,40 @@ impl Rewriter<'_> {
         }
     }
 
+    /// `(a CROSS JOIN b) AS t` exposes every column of `a` and `b` as `t.…`, `_id`s included.
+    /// Over native tables it becomes `(SELECT * FROM a CROSS JOIN b) AS t`, whose `*` the
+    /// rules above expand without the ids (the visit reaches the new subquery next).
+    fn alias_nested_joins(&self, select: &mut Select) {
+        let factors = select.from.iter_mut().flat_map(|t| {
+            std::iter::once(&mut t.relation).chain(t.joins.iter_mut().map(|j| &mut j.relation))
+        });
+        for f in factors {
+            let TableFactor::NestedJoin { table_with_joins, alias: Some(alias) } = f else {
+                continue;
+            };
+            let has_native = std::iter::once(&table_with_joins.relation)
+                .chain(table_with_joins.joins.iter().map(|j| &j.relation))
+                .any(|r| self.rel(r).native);
+            if !has_native {
+                continue;
+            }
+            let sql = format!("SELECT * FROM {table_with_joins}");
+            let parsed = datafusion::sql::sqlparser::parser::Parser::new(
+                &datafusion::sql::sqlparser::dialect::GenericDialect {},
+            )
+            .try_with_sql(&sql)
+            .and_then(|mut p| p.parse_query());
+            if let Ok(subquery) = parsed {
+                *f = TableFactor::Derived {
+                    lateral: false,
+                    subquery,
+                    alias: Some(alias.clone()),
+                    sample: None,
+                };
+            }
+        }
+    }
+
     /// The user columns of a FROM item that is a native table.
     fn native_columns(&self, f: &TableFactor) -> Option<Vec<String>> {
         match f {
@@ -247,6 +283,7 @@ impl Rewriter<'_> {
 
     fn rewrite_select(&self, select: &mut Select) {
         self.rewrite_natural_joins(select);
+        self.alias_nested_joins(select);
         let natives: Vec<Ident> = select
             .from
             .iter()
