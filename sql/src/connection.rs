@@ -337,7 +337,7 @@ impl SqlConnection {
         if cv.materialized || cv.temporary {
             return Err(Error::unsupported("materialized and temporary views"));
         }
-        let name = rewrite::table_name_of(&cv.name)
+        let name = rewrite::table_name_of(&cv.name, self.fold_case())
             .ok_or_else(|| Error::sql(format!("CREATE VIEW: bad view name {}", cv.name)))?;
         let store = self.binding.session().lock().store().clone();
         let snap = store.snapshot();
@@ -354,6 +354,11 @@ impl SqlConnection {
             format!("SELECT * FROM ({query}) AS {}({})", cv.name, cols.join(", "))
         };
         Ok(store.create_view(&name, &sql, cv.or_replace)?)
+    }
+
+    /// Whether unquoted identifiers fold to lower case in this session.
+    fn fold_case(&self) -> bool {
+        self.ctx.state_ref().read().config().options().sql_parser.enable_ident_normalization
     }
 
     fn parse(&self, sql: &str) -> Result<Vec<DfStatement>> {
@@ -530,7 +535,7 @@ impl SqlConnection {
         if_exists: bool,
     ) -> Result<()> {
         self.no_ddl_in_transaction()?;
-        let table = rewrite::table_name_of(name)
+        let table = rewrite::table_name_of(name, self.fold_case())
             .ok_or_else(|| Error::sql(format!("ALTER TABLE: bad table name {name}")))?;
         let store = self.binding.session().lock().store().clone();
         if store.snapshot().table(&table).is_err() {
@@ -556,7 +561,7 @@ impl SqlConnection {
                 }
                 AlterTableOperation::DropColumn { column_names, if_exists, .. } => {
                     for c in column_names {
-                        let c = rewrite::ident_name(c);
+                        let c = rewrite::ident_name(c, self.fold_case());
                         let snap = store.snapshot();
                         let exists = snap
                             .table(&table)
@@ -571,7 +576,7 @@ impl SqlConnection {
                 }
                 AlterTableOperation::RenameTable { table_name } => {
                     let (RenameTableNameKind::To(to) | RenameTableNameKind::As(to)) = table_name;
-                    let to = rewrite::table_name_of(to)
+                    let to = rewrite::table_name_of(to, self.fold_case())
                         .ok_or_else(|| Error::sql(format!("ALTER TABLE: bad table name {to}")))?;
                     if ops.len() > 1 {
                         return Err(Error::unsupported(
@@ -583,8 +588,8 @@ impl SqlConnection {
                 }
                 AlterTableOperation::RenameColumn { old_column_name, new_column_name } => {
                     AlterColumn::Rename {
-                        from: rewrite::ident_name(old_column_name),
-                        to: rewrite::ident_name(new_column_name),
+                        from: rewrite::ident_name(old_column_name, self.fold_case()),
+                        to: rewrite::ident_name(new_column_name, self.fold_case()),
                     }
                 }
                 other => {
@@ -625,7 +630,8 @@ pub(crate) async fn prepare_statement(
     state: &datafusion::execution::session_state::SessionState,
     stmt: DfStatement,
 ) -> Result<DfStatement> {
-    let mut stmt = rewrite_for(binding, stmt)?;
+    let fold = state.config().options().sql_parser.enable_ident_normalization;
+    let mut stmt = rewrite_for(binding, stmt, fold)?;
     match &mut stmt {
         DfStatement::Statement(s) => files.resolve(state, s).await?,
         DfStatement::Explain(e) => {
@@ -649,8 +655,8 @@ pub(crate) async fn prepare_statement(
 
 /// Applies Basalt's rewrites ([`crate::rewrite`]) to a statement, with the catalog as
 /// `binding` sees it.
-pub(crate) fn rewrite_for(binding: &Binding, stmt: DfStatement) -> Result<DfStatement> {
-    let tables = CatalogNames::new(binding)?;
+pub(crate) fn rewrite_for(binding: &Binding, stmt: DfStatement, fold: bool) -> Result<DfStatement> {
+    let tables = CatalogNames::new(binding, fold)?;
     Ok(match stmt {
         DfStatement::Statement(mut s) => {
             rewrite::rewrite(&mut s, &tables);
@@ -665,7 +671,7 @@ pub(crate) fn rewrite_for(binding: &Binding, stmt: DfStatement) -> Result<DfStat
         DfStatement::CopyTo(mut c) => {
             // `COPY t TO …` copies `SELECT * FROM t`, so `_id` stays out of it.
             if let datafusion::sql::parser::CopyToSource::Relation(name) = &c.source
-                && rewrite::table_name_of(name).is_some_and(|t| tables.is_native(&t))
+                && rewrite::table_name_of(name, fold).is_some_and(|t| tables.is_native(&t))
             {
                 let q = datafusion::sql::sqlparser::parser::Parser::new(&GenericDialect {})
                     .try_with_sql(&format!("SELECT * FROM {name}"))
@@ -857,11 +863,12 @@ fn batches_stream(b: Vec<RecordBatch>) -> SendableRecordBatchStream {
 /// The native tables the rewriter may expand, read once per statement.
 struct CatalogNames {
     view: basalt_storage::ReadView,
+    fold: bool,
 }
 
 impl CatalogNames {
-    fn new(binding: &Binding) -> Result<CatalogNames> {
-        Ok(CatalogNames { view: binding.view()? })
+    fn new(binding: &Binding, fold: bool) -> Result<CatalogNames> {
+        Ok(CatalogNames { view: binding.view()?, fold })
     }
 }
 
@@ -872,5 +879,8 @@ impl NativeTables for CatalogNames {
     fn user_columns(&self, name: &str) -> Option<Vec<String>> {
         let t = self.view.table(name).ok()?;
         Some(t.schema().user_schema().fields().iter().map(|f| f.name().clone()).collect())
+    }
+    fn fold_case(&self) -> bool {
+        self.fold
     }
 }

@@ -31,7 +31,7 @@ use std::ops::ControlFlow;
 use datafusion::sql::sqlparser::ast::{
     ExcludeSelectItem, Ident, JoinConstraint, JoinOperator, ObjectName, ObjectNamePart, Query,
     Select, SelectItem, SelectItemQualifiedWildcardKind, Statement, TableAlias, TableFactor,
-    TableObject, VisitMut, VisitorMut, WildcardAdditionalOptions,
+    TableObject, TableWithJoins, VisitMut, VisitorMut, WildcardAdditionalOptions,
 };
 
 use basalt_storage::ID_COLUMN;
@@ -42,6 +42,9 @@ pub trait NativeTables {
     fn is_native(&self, name: &str) -> bool;
     /// The user columns of a native table, in order.
     fn user_columns(&self, name: &str) -> Option<Vec<String>>;
+    /// Whether unquoted identifiers are folded to lower case (DataFusion's
+    /// `enable_ident_normalization`).
+    fn fold_case(&self) -> bool;
 }
 
 /// Rewrites one statement in place.
@@ -50,7 +53,7 @@ pub fn rewrite(stmt: &mut Statement, tables: &dyn NativeTables) {
         && ins.columns.is_empty()
         && ins.source.is_some()
         && let TableObject::TableName(name) = &ins.table
-        && let Some(t) = table_name(name)
+        && let Some(t) = table_name(name, tables.fold_case())
         && let Some(cols) = tables.user_columns(&t)
     {
         ins.columns =
@@ -61,7 +64,7 @@ pub fn rewrite(stmt: &mut Statement, tables: &dyn NativeTables) {
 }
 
 /// The normalised name of a one-part (or `public.`/`datafusion.public.`) table name.
-fn table_name(name: &ObjectName) -> Option<String> {
+fn table_name(name: &ObjectName, fold: bool) -> Option<String> {
     let parts: Vec<&Ident> = name
         .0
         .iter()
@@ -73,25 +76,25 @@ fn table_name(name: &ObjectName) -> Option<String> {
     let last = parts.last()?;
     let prefix_ok = match parts.len() {
         1 => true,
-        2 => normalise(parts[0]) == "public",
-        3 => normalise(parts[0]) == "datafusion" && normalise(parts[1]) == "public",
+        2 => normalise(parts[0], fold) == "public",
+        3 => normalise(parts[0], fold) == "datafusion" && normalise(parts[1], fold) == "public",
         _ => false,
     };
-    prefix_ok.then(|| normalise(last))
+    prefix_ok.then(|| normalise(last, fold))
 }
 
 /// The normalised table name an `ALTER TABLE` (or other statement) names.
-pub fn table_name_of(name: &ObjectName) -> Option<String> {
-    table_name(name)
+pub fn table_name_of(name: &ObjectName, fold: bool) -> Option<String> {
+    table_name(name, fold)
 }
 
 /// An identifier as DataFusion resolves it (unquoted: lower case).
-pub fn ident_name(i: &Ident) -> String {
-    normalise(i)
+pub fn ident_name(i: &Ident, fold: bool) -> String {
+    normalise(i, fold)
 }
 
-fn normalise(i: &Ident) -> String {
-    if i.quote_style.is_some() { i.value.clone() } else { i.value.to_lowercase() }
+fn normalise(i: &Ident, fold: bool) -> String {
+    if i.quote_style.is_some() || !fold { i.value.clone() } else { i.value.to_lowercase() }
 }
 
 struct Rewriter<'a> {
@@ -118,7 +121,7 @@ struct Rel {
 
 impl Rewriter<'_> {
     fn is_native(&self, name: &ObjectName) -> bool {
-        let Some(t) = table_name(name) else { return false };
+        let Some(t) = table_name(name, self.tables.fold_case()) else { return false };
         if name.0.len() == 1 && self.ctes.iter().any(|s| s.contains(&t)) {
             return false;
         }
@@ -149,7 +152,17 @@ impl Rewriter<'_> {
     fn relations(&self, select: &Select) -> Option<Vec<Rel>> {
         let mut out = Vec::new();
         for twj in &select.from {
-            out.push(self.rel(&twj.relation));
+            out.extend(self.join_relations(twj)?);
+        }
+        Some(out)
+    }
+
+    /// The relations of one FROM item with its joins (an unaliased parenthesised join
+    /// contributes its own relations).
+    fn join_relations(&self, twj: &TableWithJoins) -> Option<Vec<Rel>> {
+        let mut out = Vec::new();
+        {
+            out.extend(self.factor_relations(&twj.relation)?);
             for j in &twj.joins {
                 let (constraint, keep) = match &j.join_operator {
                     JoinOperator::Join(c)
@@ -168,7 +181,13 @@ impl Rewriter<'_> {
                     JoinOperator::RightSemi(c) | JoinOperator::RightAnti(c) => (c, Keep::Right),
                     _ => return None,
                 };
-                let mut r = self.rel(&j.relation);
+                let mut rs = self.factor_relations(&j.relation)?;
+                if rs.len() != 1
+                    && !matches!(constraint, JoinConstraint::On(_) | JoinConstraint::None)
+                {
+                    return None;
+                }
+                let mut r = rs.pop()?;
                 match constraint {
                     JoinConstraint::Natural => return None,
                     JoinConstraint::Using(cols) => {
@@ -181,17 +200,49 @@ impl Rewriter<'_> {
                     }
                     JoinConstraint::On(_) | JoinConstraint::None => {}
                 }
+                rs.push(r);
                 match keep {
-                    Keep::Both => out.push(r),
+                    Keep::Both => out.extend(rs),
                     Keep::Left => {}
                     Keep::Right => {
-                        r.using.clear();
-                        out = vec![r];
+                        for r in &mut rs {
+                            r.using.clear();
+                        }
+                        out = rs;
                     }
                 }
             }
         }
         Some(out)
+    }
+
+    /// The qualifiers of the native tables in a FROM item (unaliased parenthesised joins
+    /// included).
+    fn collect_natives(&self, twj: &TableWithJoins, out: &mut Vec<Ident>) {
+        for f in std::iter::once(&twj.relation).chain(twj.joins.iter().map(|j| &j.relation)) {
+            match f {
+                TableFactor::NestedJoin { table_with_joins, alias: None } => {
+                    self.collect_natives(table_with_joins, out)
+                }
+                f => {
+                    let r = self.rel(f);
+                    if r.native
+                        && let Some(q) = r.qualifier
+                    {
+                        out.push(q);
+                    }
+                }
+            }
+        }
+    }
+
+    fn factor_relations(&self, f: &TableFactor) -> Option<Vec<Rel>> {
+        match f {
+            TableFactor::NestedJoin { table_with_joins, alias: None } => {
+                self.join_relations(table_with_joins)
+            }
+            f => Some(vec![self.rel(f)]),
+        }
     }
 
     /// `a NATURAL JOIN b` joins on every common column — `_id` too, which every native table
@@ -275,7 +326,7 @@ impl Rewriter<'_> {
     fn native_columns(&self, f: &TableFactor) -> Option<Vec<String>> {
         match f {
             TableFactor::Table { name, args: None, .. } if self.is_native(name) => {
-                self.tables.user_columns(&table_name(name)?)
+                self.tables.user_columns(&table_name(name, self.tables.fold_case())?)
             }
             _ => None,
         }
@@ -284,14 +335,10 @@ impl Rewriter<'_> {
     fn rewrite_select(&self, select: &mut Select) {
         self.rewrite_natural_joins(select);
         self.alias_nested_joins(select);
-        let natives: Vec<Ident> = select
-            .from
-            .iter()
-            .flat_map(|t| std::iter::once(&t.relation).chain(t.joins.iter().map(|j| &j.relation)))
-            .map(|f| self.rel(f))
-            .filter(|r| r.native)
-            .filter_map(|r| r.qualifier)
-            .collect();
+        let mut natives: Vec<Ident> = Vec::new();
+        for t in &select.from {
+            self.collect_natives(t, &mut natives);
+        }
         if natives.is_empty() {
             return;
         }
@@ -305,9 +352,9 @@ impl Rewriter<'_> {
                 SelectItem::QualifiedWildcard(
                     SelectItemQualifiedWildcardKind::ObjectName(q),
                     mut opts,
-                ) if table_name(&q).is_some()
+                ) if table_name(&q, self.tables.fold_case()).is_some()
                     && natives.iter().any(
-                        |n| matches!(q.0.last(), Some(ObjectNamePart::Identifier(i)) if same(i, n)),
+                        |n| matches!(q.0.last(), Some(ObjectNamePart::Identifier(i)) if same(i, n, self.tables.fold_case())),
                     ) =>
                 {
                     if !mentions_id(&opts) {
@@ -383,13 +430,13 @@ fn name_derived_tables(select: &mut Select) {
     }
 }
 
-fn same(a: &Ident, b: &Ident) -> bool {
-    normalise(a) == normalise(b)
+fn same(a: &Ident, b: &Ident, fold: bool) -> bool {
+    normalise(a, fold) == normalise(b, fold)
 }
 
 /// Whether a wildcard's own EXCLUDE / EXCEPT already names `_id`.
 fn mentions_id(o: &WildcardAdditionalOptions) -> bool {
-    let is_id = |i: &Ident| normalise(i) == ID_COLUMN;
+    let is_id = |i: &Ident| normalise(i, true) == ID_COLUMN;
     let in_names = |ns: &[ObjectName]| {
         ns.iter().any(|n| matches!(n.0.last(), Some(ObjectNamePart::Identifier(i)) if is_id(i)))
     };
@@ -423,7 +470,7 @@ fn add_exclude(o: &mut WildcardAdditionalOptions, more: &[Ident]) {
         Some(ExcludeSelectItem::Multiple(ns)) => ns,
     };
     let has_id = names.iter().any(
-        |n| matches!(n.0.last(), Some(ObjectNamePart::Identifier(i)) if normalise(i) == ID_COLUMN),
+        |n| matches!(n.0.last(), Some(ObjectNamePart::Identifier(i)) if normalise(i, true) == ID_COLUMN),
     );
     if !has_id {
         names.push(ObjectName::from(vec![Ident::new(ID_COLUMN)]));
@@ -451,7 +498,7 @@ impl VisitorMut for Rewriter<'_> {
             // body in its own scope first; the visit that follows finds nothing more to do
             // there (the rewrites are idempotent and a larger scope only rewrites less).
             for cte in with.cte_tables.iter_mut() {
-                let name = normalise(&cte.alias.name);
+                let name = normalise(&cte.alias.name, self.tables.fold_case());
                 let mut scope = names.clone();
                 if with.recursive {
                     scope.insert(name.clone());
