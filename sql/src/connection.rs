@@ -34,7 +34,7 @@ use datafusion::sql::sqlparser::dialect::GenericDialect;
 use futures::StreamExt;
 use parking_lot::Mutex;
 
-use basalt_storage::{AlterColumn, ID_COLUMN, Session};
+use basalt_storage::{AlterColumn, Session};
 
 use crate::catalog::BasaltSchema;
 use crate::dml::{DmlExec, DmlKind};
@@ -501,15 +501,7 @@ impl SqlConnection {
         let r = async {
             let physical = self.physical(input).await?;
             let t = self.binding.view()?.table(name)?;
-            let user = Arc::new(Schema::new(
-                t.schema()
-                    .full_schema()
-                    .fields()
-                    .iter()
-                    .filter(|f| f.name() != ID_COLUMN)
-                    .cloned()
-                    .collect::<Vec<_>>(),
-            ));
+            let user = t.schema().user_schema();
             let physical = rename_to(physical, &user)?;
             let exec: Arc<dyn ExecutionPlan> = Arc::new(DmlExec::new(
                 name,
@@ -622,27 +614,48 @@ impl SqlConnection {
     }
 }
 
-/// Rewrites a statement ([`rewrite_for`]) and resolves its file table functions
-/// ([`Files::resolve`]).
+/// Prepares a statement for DataFusion: Basalt's rewrites ([`crate::rewrite`]) with the
+/// catalog as `binding` sees it, then its file table functions resolved
+/// ([`Files::resolve`]). `COPY t TO …` of a native table becomes `COPY (SELECT * FROM t)`
+/// first, so `_id` stays out of the file.
 pub(crate) async fn prepare_statement(
     binding: &Binding,
     files: &Files,
     state: &datafusion::execution::session_state::SessionState,
-    stmt: DfStatement,
+    mut stmt: DfStatement,
 ) -> Result<DfStatement> {
     let fold = state.config().options().sql_parser.enable_ident_normalization;
-    let mut stmt = rewrite_for(binding, stmt, fold)?;
+    let tables = CatalogNames::new(binding, fold)?;
+    if let DfStatement::CopyTo(c) = &mut stmt
+        && let datafusion::sql::parser::CopyToSource::Relation(name) = &c.source
+        && rewrite::table_name_of(name, fold).is_some_and(|t| tables.is_native(&t))
+    {
+        let q = datafusion::sql::sqlparser::parser::Parser::new(&GenericDialect {})
+            .try_with_sql(&format!("SELECT * FROM {name}"))
+            .and_then(|mut p| p.parse_query())
+            .map_err(|e| Error::sql(e.to_string()))?;
+        c.source = datafusion::sql::parser::CopyToSource::Query(q);
+    }
+    async fn prepare(
+        s: &mut Statement,
+        tables: &CatalogNames,
+        files: &Files,
+        state: &datafusion::execution::session_state::SessionState,
+    ) -> Result<()> {
+        rewrite::rewrite(s, tables);
+        files.resolve(state, s).await
+    }
     match &mut stmt {
-        DfStatement::Statement(s) => files.resolve(state, s).await?,
+        DfStatement::Statement(s) => prepare(s, &tables, files, state).await?,
         DfStatement::Explain(e) => {
             if let DfStatement::Statement(s) = e.statement.as_mut() {
-                files.resolve(state, s).await?;
+                prepare(s, &tables, files, state).await?;
             }
         }
         DfStatement::CopyTo(c) => {
             if let datafusion::sql::parser::CopyToSource::Query(q) = &mut c.source {
                 let mut s = Statement::Query(q.clone());
-                files.resolve(state, &mut s).await?;
+                prepare(&mut s, &tables, files, state).await?;
                 if let Statement::Query(nq) = s {
                     *q = nq;
                 }
@@ -651,45 +664,6 @@ pub(crate) async fn prepare_statement(
         _ => {}
     }
     Ok(stmt)
-}
-
-/// Applies Basalt's rewrites ([`crate::rewrite`]) to a statement, with the catalog as
-/// `binding` sees it.
-pub(crate) fn rewrite_for(binding: &Binding, stmt: DfStatement, fold: bool) -> Result<DfStatement> {
-    let tables = CatalogNames::new(binding, fold)?;
-    Ok(match stmt {
-        DfStatement::Statement(mut s) => {
-            rewrite::rewrite(&mut s, &tables);
-            DfStatement::Statement(s)
-        }
-        DfStatement::Explain(mut e) => {
-            if let DfStatement::Statement(s) = e.statement.as_mut() {
-                rewrite::rewrite(s, &tables);
-            }
-            DfStatement::Explain(e)
-        }
-        DfStatement::CopyTo(mut c) => {
-            // `COPY t TO …` copies `SELECT * FROM t`, so `_id` stays out of it.
-            if let datafusion::sql::parser::CopyToSource::Relation(name) = &c.source
-                && rewrite::table_name_of(name, fold).is_some_and(|t| tables.is_native(&t))
-            {
-                let q = datafusion::sql::sqlparser::parser::Parser::new(&GenericDialect {})
-                    .try_with_sql(&format!("SELECT * FROM {name}"))
-                    .and_then(|mut p| p.parse_query())
-                    .map_err(|e| Error::sql(e.to_string()))?;
-                c.source = datafusion::sql::parser::CopyToSource::Query(q);
-            }
-            if let datafusion::sql::parser::CopyToSource::Query(q) = &mut c.source {
-                let mut s = Statement::Query(q.clone());
-                rewrite::rewrite(&mut s, &tables);
-                if let Statement::Query(nq) = s {
-                    *q = nq;
-                }
-            }
-            DfStatement::CopyTo(c)
-        }
-        other => other,
-    })
 }
 
 /// A write statement in progress. Dropping it unfinished — an error, a panic, or the caller

@@ -122,6 +122,8 @@ impl Binding {
 pub struct NativeTable {
     name: String,
     schema: SchemaRef,
+    /// The columns an INSERT stores (`schema` without `_id`).
+    user: SchemaRef,
     binding: Arc<Binding>,
 }
 
@@ -131,6 +133,7 @@ impl NativeTable {
         NativeTable {
             name: name.to_string(),
             schema: snapshot.schema().full_schema().clone(),
+            user: snapshot.schema().user_schema(),
             binding,
         }
     }
@@ -308,7 +311,7 @@ impl TableProvider for NativeTable {
                 self.name
             )));
         }
-        let kind = DmlKind::Insert { user_schema: Arc::new(user_schema(&self.schema)) };
+        let kind = DmlKind::Insert { user_schema: self.user.clone() };
         Ok(Arc::new(DmlExec::new(&self.name, kind, input, self.binding.clone())))
     }
 
@@ -377,11 +380,6 @@ impl TableProvider for NativeTable {
     async fn truncate(&self, state: &dyn DfSession) -> Result<Arc<dyn ExecutionPlan>> {
         self.delete_from(state, vec![]).await
     }
-}
-
-/// The table's columns without `_id`.
-fn user_schema(full: &Schema) -> Schema {
-    Schema::new(full.fields().iter().filter(|f| f.name() != ID_COLUMN).cloned().collect::<Vec<_>>())
 }
 
 fn project_columns(
@@ -458,11 +456,6 @@ impl ScanExec {
             hints: Vec::new(),
             metrics: ExecutionPlanMetricsSet::new(),
         })
-    }
-
-    /// The pushed predicate.
-    pub fn predicate(&self) -> Option<&Predicate> {
-        self.predicate.as_ref()
     }
 
     fn kept_units(&self) -> usize {

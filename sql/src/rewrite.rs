@@ -103,6 +103,48 @@ struct Rewriter<'a> {
     ctes: Vec<HashSet<String>>,
 }
 
+/// The constraint of the join operators the rewrites understand (not APPLY, ASOF, …);
+/// written once for the shared and the mutable accessor.
+macro_rules! join_constraint {
+    ($op:expr) => {
+        match $op {
+            JoinOperator::Join(c)
+            | JoinOperator::Inner(c)
+            | JoinOperator::Left(c)
+            | JoinOperator::LeftOuter(c)
+            | JoinOperator::Right(c)
+            | JoinOperator::RightOuter(c)
+            | JoinOperator::FullOuter(c)
+            | JoinOperator::CrossJoin(c)
+            | JoinOperator::Semi(c)
+            | JoinOperator::LeftSemi(c)
+            | JoinOperator::Anti(c)
+            | JoinOperator::LeftAnti(c)
+            | JoinOperator::RightSemi(c)
+            | JoinOperator::RightAnti(c) => Some(c),
+            _ => None,
+        }
+    };
+}
+
+fn constraint_mut(op: &mut JoinOperator) -> Option<&mut JoinConstraint> {
+    join_constraint!(op)
+}
+
+/// A join's constraint and which sides its output has.
+fn join_parts(op: &JoinOperator) -> Option<(&JoinConstraint, Keep)> {
+    let keep = match op {
+        // Semi and anti joins output one side only.
+        JoinOperator::Semi(_)
+        | JoinOperator::LeftSemi(_)
+        | JoinOperator::Anti(_)
+        | JoinOperator::LeftAnti(_) => Keep::Left,
+        JoinOperator::RightSemi(_) | JoinOperator::RightAnti(_) => Keep::Right,
+        _ => Keep::Both,
+    };
+    Some((join_constraint!(op)?, keep))
+}
+
 /// Which sides of a join its output has.
 enum Keep {
     Both,
@@ -164,23 +206,7 @@ impl Rewriter<'_> {
         {
             out.extend(self.factor_relations(&twj.relation)?);
             for j in &twj.joins {
-                let (constraint, keep) = match &j.join_operator {
-                    JoinOperator::Join(c)
-                    | JoinOperator::Inner(c)
-                    | JoinOperator::Left(c)
-                    | JoinOperator::LeftOuter(c)
-                    | JoinOperator::Right(c)
-                    | JoinOperator::RightOuter(c)
-                    | JoinOperator::FullOuter(c)
-                    | JoinOperator::CrossJoin(c) => (c, Keep::Both),
-                    // Semi and anti joins output one side only.
-                    JoinOperator::Semi(c)
-                    | JoinOperator::LeftSemi(c)
-                    | JoinOperator::Anti(c)
-                    | JoinOperator::LeftAnti(c) => (c, Keep::Left),
-                    JoinOperator::RightSemi(c) | JoinOperator::RightAnti(c) => (c, Keep::Right),
-                    _ => return None,
-                };
+                let (constraint, keep) = join_parts(&j.join_operator)?;
                 let mut rs = self.factor_relations(&j.relation)?;
                 if rs.len() != 1
                     && !matches!(constraint, JoinConstraint::On(_) | JoinConstraint::None)
@@ -253,16 +279,8 @@ impl Rewriter<'_> {
             let mut left: Option<Vec<String>> = self.native_columns(&twj.relation);
             for j in &mut twj.joins {
                 let right = self.native_columns(&j.relation);
-                let constraint = match &mut j.join_operator {
-                    JoinOperator::Join(c)
-                    | JoinOperator::Inner(c)
-                    | JoinOperator::Left(c)
-                    | JoinOperator::LeftOuter(c)
-                    | JoinOperator::Right(c)
-                    | JoinOperator::RightOuter(c)
-                    | JoinOperator::FullOuter(c) => Some(c),
-                    _ => None,
-                };
+                let both = matches!(join_parts(&j.join_operator), Some((_, Keep::Both)));
+                let constraint = constraint_mut(&mut j.join_operator).filter(|_| both);
                 if let (Some(c), Some(l), Some(r)) = (constraint, &left, &right)
                     && matches!(c, JoinConstraint::Natural)
                 {
