@@ -108,6 +108,9 @@ impl SqlConnection {
             .with_type_planner(Arc::new(VectorTypes))
             .build();
         let ctx = SessionContext::new_with_state(state);
+        for f in crate::functions::all() {
+            ctx.register_udf(f);
+        }
         let catalog = ctx.catalog("datafusion").ok_or_else(|| {
             Error::sql("the default catalog 'datafusion' is missing from the session")
         })?;

@@ -5,7 +5,8 @@
 //! filter and limit pushdown ([`provider`], [`pushdown`]), DML execs onto the connection's
 //! transaction ([`dml`]), the statement dispatcher that sends each statement to DataFusion
 //! or to storage ([`connection`]), the rewrites that hide `_id` from `SELECT *`
-//! ([`rewrite`]), SQL over files ([`files`]), and the `VECTOR(D)` type ([`types`]).
+//! ([`rewrite`]), SQL over files ([`files`]), the `VECTOR(D)` type ([`types`]) and the
+//! scalar functions Basalt adds ([`functions`]).
 //!
 //! What this crate must not do: touch files of its own (storage does), or be used by
 //! anything but `basalt` (the engine crate), which wraps it in the public API.
@@ -15,6 +16,7 @@ pub mod connection;
 pub mod dml;
 pub mod error;
 pub mod files;
+pub mod functions;
 pub mod provider;
 pub mod pushdown;
 pub mod rewrite;
