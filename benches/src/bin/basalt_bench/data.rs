@@ -1,0 +1,127 @@
+//! The data every engine gets: the WORKLOAD.md §1 table (generated once, by
+//! `basalt_benches::dataset`), the `meta` table, and the files for the file-scan metrics.
+
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow::array::{Array, Float64Array, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::SchemaRef;
+
+use crate::engines::{BenchRow, Res};
+
+pub use basalt_benches::bench_schema;
+use basalt_benches::{CATEGORIES, CITIES};
+
+/// The `meta(city, pop)` table of §1.
+pub const META: [(&str, i64); 10] = [
+    ("Beijing", 21_540_000),
+    ("Shanghai", 24_870_000),
+    ("Guangzhou", 18_680_000),
+    ("Shenzhen", 17_680_000),
+    ("Hangzhou", 10_360_000),
+    ("Nanjing", 9_490_000),
+    ("Chengdu", 20_940_000),
+    ("Wuhan", 13_690_000),
+    ("Xian", 13_150_000),
+    ("Qingdao", 9_480_000),
+];
+
+/// The seed of the dataset.
+pub const SEED: u64 = 42;
+
+/// The dataset, once as Arrow batches and once as rows (the same values).
+pub struct Dataset {
+    /// Batches of 65,536 rows.
+    pub batches: Vec<RecordBatch>,
+    /// The same rows.
+    pub rows: Vec<BenchRow>,
+}
+
+fn intern(v: &str, from: &[&'static str]) -> &'static str {
+    from.iter().copied().find(|c| *c == v).unwrap_or("?")
+}
+
+/// Generates `n` rows.
+pub fn generate(n: usize) -> Dataset {
+    let batches = basalt_benches::dataset(n, 65_536, SEED);
+    let mut rows = Vec::with_capacity(n);
+    for b in &batches {
+        let name = b.column(0).as_any().downcast_ref::<StringArray>().expect("name");
+        let age = b.column(1).as_any().downcast_ref::<Int64Array>().expect("age");
+        let score = b.column(2).as_any().downcast_ref::<Float64Array>().expect("score");
+        let city = b.column(3).as_any().downcast_ref::<StringArray>().expect("city");
+        let cat = b.column(4).as_any().downcast_ref::<StringArray>().expect("category");
+        for i in 0..b.num_rows() {
+            rows.push(BenchRow {
+                name: name.value(i).to_string(),
+                age: age.value(i),
+                score: score.value(i),
+                city: intern(city.value(i), &CITIES),
+                category: intern(cat.value(i), &CATEGORIES),
+            });
+        }
+    }
+    Dataset { batches, rows }
+}
+
+/// Rows as one Arrow batch of the benchmark schema.
+pub fn batch_of(rows: &[BenchRow]) -> RecordBatch {
+    let schema: SchemaRef = bench_schema();
+    RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.name.as_str()))),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.age))),
+            Arc::new(Float64Array::from_iter_values(rows.iter().map(|r| r.score))),
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.city))),
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.category))),
+        ],
+    )
+    .expect("rows match the schema")
+}
+
+/// Writes the dataset as CSV (header row), JSON lines and Parquet under `dir`.
+pub fn write_files(d: &Dataset, dir: &Path) -> Res<()> {
+    let e = |e: std::io::Error| e.to_string();
+    let mut csv = BufWriter::new(std::fs::File::create(dir.join("bench.csv")).map_err(e)?);
+    writeln!(csv, "name,age,score,city,category").map_err(e)?;
+    let mut json = BufWriter::new(std::fs::File::create(dir.join("bench.jsonl")).map_err(e)?);
+    for r in &d.rows {
+        writeln!(csv, "{},{},{},{},{}", r.name, r.age, r.score, r.city, r.category).map_err(e)?;
+        writeln!(
+            json,
+            r#"{{"name":"{}","age":{},"score":{},"city":"{}","category":"{}"}}"#,
+            r.name,
+            r.age,
+            json_float(r.score),
+            r.city,
+            r.category
+        )
+        .map_err(e)?;
+    }
+    csv.flush().map_err(e)?;
+    json.flush().map_err(e)?;
+    write_parquet(&d.batches, &dir.join("bench.parquet"))
+}
+
+/// A float as JSON writes it so every reader infers a float column (`50` → `50.0`).
+pub fn json_float(f: f64) -> String {
+    if f.fract() == 0.0 { format!("{f:.1}") } else { f.to_string() }
+}
+
+/// Writes batches to a Parquet file (zstd; this build of parquet has no snappy).
+pub fn write_parquet(batches: &[RecordBatch], path: &Path) -> Res<()> {
+    let Some(first) = batches.first() else { return Err("no batches".into()) };
+    let file = std::fs::File::create(path).map_err(|e| e.to_string())?;
+    let props = parquet::file::properties::WriterProperties::builder()
+        .set_compression(parquet::basic::Compression::ZSTD(Default::default()))
+        .set_max_row_group_row_count(Some(65_536))
+        .build();
+    let mut w = parquet::arrow::ArrowWriter::try_new(file, first.schema(), Some(props))
+        .map_err(|e| e.to_string())?;
+    for b in batches {
+        w.write(b).map_err(|e| e.to_string())?;
+    }
+    w.close().map(|_| ()).map_err(|e| e.to_string())
+}

@@ -1,0 +1,42 @@
+//! Runs the cross-engine harness the way CI can: `basalt-bench --quick` with the engines this
+//! build has (Basalt and SQLite; DuckDB needs the `duckdb` feature). The harness exits
+//! non-zero when an engine fails or two engines disagree on a result, so this test keeps the
+//! catalogue honest on every change. It checks agreement only, never timing.
+
+use std::process::Command;
+
+#[test]
+fn quick_run_covers_every_tabular_metric_and_engines_agree() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = Command::new(env!("CARGO_BIN_EXE_basalt-bench"))
+        .args(["--quick", "--output"])
+        .arg(dir.path())
+        .output()
+        .expect("run basalt-bench");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "basalt-bench --quick failed:\n{stderr}");
+
+    let mut json = None;
+    let mut md = None;
+    for e in std::fs::read_dir(dir.path()).expect("output dir") {
+        let p = e.expect("entry").path();
+        match p.extension().and_then(|x| x.to_str()) {
+            Some("json") => json = Some(std::fs::read_to_string(&p).expect("json")),
+            Some("md") => md = Some(std::fs::read_to_string(&p).expect("md")),
+            _ => {}
+        }
+    }
+    let json = json.expect("a JSON report");
+    let md = md.expect("a Markdown report");
+    // All 71 OLAP and 32 OLTP metrics of WORKLOAD.md §2 are in the report, each once.
+    for (prefix, n) in [("OLAP", 71), ("OLTP", 32)] {
+        for i in 1..=n {
+            let id = format!("\"id\": \"{prefix}-{i}\"");
+            assert_eq!(json.matches(&id).count(), 1, "{id} in the JSON report");
+        }
+    }
+    assert!(json.contains("\"scoreboard\""));
+    assert!(json.contains("\"out_of_core\""));
+    assert!(md.contains("## Scoreboard") && md.contains("## Out-of-core file import"));
+    assert!(!md.contains("RESULT MISMATCH") && !md.contains("## FAILURES"));
+}
