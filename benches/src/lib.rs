@@ -108,6 +108,47 @@ pub fn dataset(rows: usize, batch_rows: usize, seed: u64) -> Vec<RecordBatch> {
     out
 }
 
+/// One row of the benchmark table, owned (for engines that take rows, not Arrow batches).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BenchRow {
+    /// `user_{i}`.
+    pub name: String,
+    /// 18..=80.
+    pub age: i64,
+    /// 0..=100, two decimals.
+    pub score: f64,
+    /// One of [`CITIES`].
+    pub city: &'static str,
+    /// One of [`CATEGORIES`].
+    pub category: &'static str,
+}
+
+fn intern(v: &str, from: &[&'static str]) -> &'static str {
+    from.iter().copied().find(|c| *c == v).unwrap_or("?")
+}
+
+/// The rows of batches of [`bench_schema`] (as [`dataset`] makes them), in order.
+pub fn rows_of(batches: &[RecordBatch]) -> Vec<BenchRow> {
+    let mut rows = Vec::with_capacity(batches.iter().map(|b| b.num_rows()).sum());
+    for b in batches {
+        let text = |i: usize| b.column(i).as_any().downcast_ref::<StringArray>();
+        let name = text(0).expect("name is Utf8");
+        let age = b.column(1).as_any().downcast_ref::<Int64Array>().expect("age is Int64");
+        let score = b.column(2).as_any().downcast_ref::<Float64Array>().expect("score is Float64");
+        let (city, cat) = (text(3).expect("city is Utf8"), text(4).expect("category is Utf8"));
+        for i in 0..b.num_rows() {
+            rows.push(BenchRow {
+                name: name.value(i).to_string(),
+                age: age.value(i),
+                score: score.value(i),
+                city: intern(city.value(i), &CITIES),
+                category: intern(cat.value(i), &CATEGORIES),
+            });
+        }
+    }
+    rows
+}
+
 /// Times `f`, returning its result and the elapsed time.
 pub fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
     let t = Instant::now();
@@ -156,5 +197,10 @@ mod tests {
         );
         // Same seed, same data.
         assert_eq!(dataset(100, 100, 5), dataset(100, 100, 5));
+        let rows = rows_of(&b);
+        assert_eq!(rows.len(), 20_000);
+        assert_eq!(rows[19_999].name, "user_19999");
+        assert_eq!(rows[7].age, age.value(7));
+        assert!(rows.iter().all(|r| r.city != "?" && r.category != "?"));
     }
 }

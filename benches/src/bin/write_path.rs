@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use basalt::{Database, Durability, Options, Row};
-use basalt_benches::{Rng, dataset};
+use basalt_benches::{Rng, dataset, rows_of};
 use rusqlite::{Connection, params};
 
 const BASE_ROWS: usize = 100_000;
@@ -69,23 +69,8 @@ fn sqlite_setup(path: &Path) {
         let mut st = tx
             .prepare("INSERT INTO bench(name, age, score, city, category) VALUES (?,?,?,?,?)")
             .expect("prep");
-        for b in dataset(BASE_ROWS, 65_536, 42) {
-            use arrow::array::{Float64Array, Int64Array, StringArray};
-            let name = b.column(0).as_any().downcast_ref::<StringArray>().expect("name");
-            let age = b.column(1).as_any().downcast_ref::<Int64Array>().expect("age");
-            let score = b.column(2).as_any().downcast_ref::<Float64Array>().expect("score");
-            let city = b.column(3).as_any().downcast_ref::<StringArray>().expect("city");
-            let cat = b.column(4).as_any().downcast_ref::<StringArray>().expect("category");
-            for i in 0..b.num_rows() {
-                st.execute(params![
-                    name.value(i),
-                    age.value(i),
-                    score.value(i),
-                    city.value(i),
-                    cat.value(i)
-                ])
-                .expect("ins");
-            }
+        for r in rows_of(&dataset(BASE_ROWS, 65_536, 42)) {
+            st.execute(params![r.name, r.age, r.score, r.city, r.category]).expect("ins");
         }
     }
     tx.commit().expect("commit");

@@ -5,13 +5,12 @@ use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::sync::Arc;
 
-use arrow::array::{Array, Float64Array, Int64Array, RecordBatch, StringArray};
+use arrow::array::{Float64Array, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::SchemaRef;
 
 use crate::engines::{BenchRow, Res};
 
 pub use basalt_benches::bench_schema;
-use basalt_benches::{CATEGORIES, CITIES};
 
 /// The `meta(city, pop)` table of §1.
 pub const META: [(&str, i64); 10] = [
@@ -38,30 +37,10 @@ pub struct Dataset {
     pub rows: Vec<BenchRow>,
 }
 
-fn intern(v: &str, from: &[&'static str]) -> &'static str {
-    from.iter().copied().find(|c| *c == v).unwrap_or("?")
-}
-
 /// Generates `n` rows.
 pub fn generate(n: usize) -> Dataset {
     let batches = basalt_benches::dataset(n, 65_536, SEED);
-    let mut rows = Vec::with_capacity(n);
-    for b in &batches {
-        let name = b.column(0).as_any().downcast_ref::<StringArray>().expect("name");
-        let age = b.column(1).as_any().downcast_ref::<Int64Array>().expect("age");
-        let score = b.column(2).as_any().downcast_ref::<Float64Array>().expect("score");
-        let city = b.column(3).as_any().downcast_ref::<StringArray>().expect("city");
-        let cat = b.column(4).as_any().downcast_ref::<StringArray>().expect("category");
-        for i in 0..b.num_rows() {
-            rows.push(BenchRow {
-                name: name.value(i).to_string(),
-                age: age.value(i),
-                score: score.value(i),
-                city: intern(city.value(i), &CITIES),
-                category: intern(cat.value(i), &CATEGORIES),
-            });
-        }
-    }
+    let rows = basalt_benches::rows_of(&batches);
     Dataset { batches, rows }
 }
 

@@ -11,7 +11,7 @@ use duckdb::arrow::array::{Float64Array, Int64Array, StringArray};
 use duckdb::arrow::datatypes::{DataType, Field, Schema};
 use duckdb::arrow::record_batch::RecordBatch;
 
-use crate::engines::{BenchRow, Engine, INSERT_SQL, Kind, Out, P, Res};
+use crate::engines::{BenchRow, Engine, INSERT_SQL, Kind, Out, P, Params, Res};
 
 basalt_benches::arrow_digest_mod!(arrow58, duckdb::arrow);
 

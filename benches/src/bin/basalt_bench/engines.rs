@@ -49,19 +49,16 @@ pub enum P {
     S(String),
 }
 
-/// One generated row of the benchmark table.
-#[derive(Debug, Clone)]
-pub struct BenchRow {
-    pub name: String,
-    pub age: i64,
-    pub score: f64,
-    pub city: &'static str,
-    pub category: &'static str,
+pub use basalt_benches::BenchRow;
+
+/// A benchmark row as statement parameters.
+pub trait Params {
+    /// The row's values in column order.
+    fn params(&self) -> Vec<P>;
 }
 
-impl BenchRow {
-    /// The row as statement parameters, in column order.
-    pub fn params(&self) -> Vec<P> {
+impl Params for BenchRow {
+    fn params(&self) -> Vec<P> {
         vec![
             P::S(self.name.clone()),
             P::I(self.age),

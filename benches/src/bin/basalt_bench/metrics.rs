@@ -14,7 +14,7 @@ use basalt_benches::check::Check;
 use basalt_benches::{CATEGORIES, CITIES};
 
 use crate::data::Dataset;
-use crate::engines::{BenchRow, Engine, Kind, Out, P, Res};
+use crate::engines::{BenchRow, Engine, Kind, Out, P, Params, Res};
 
 /// How a metric is timed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
