@@ -142,6 +142,10 @@ impl Engine for DuckEngine {
         self.conn = Some(c);
         Ok(())
     }
+    fn fork(&self) -> Res<Box<dyn Engine + Send>> {
+        let conn = self.c().try_clone().map_err(err)?;
+        Ok(Box::new(DuckEngine { path: self.path.clone(), conn: Some(conn) }))
+    }
     fn set_power_safe(&mut self, _on: bool) -> Res<()> {
         // DuckDB syncs its WAL on every commit; there is no weaker level to choose.
         Ok(())

@@ -159,6 +159,10 @@ pub trait Engine {
     fn reopen(&mut self) -> Res<()>;
     /// Sets the durability of the following commits: `true` survives power loss.
     fn set_power_safe(&mut self, on: bool) -> Res<()>;
+    /// Another handle on the same database for another thread (Basalt: a new connection
+    /// on the shared `Database`; SQLite: a new connection to the file; DuckDB: a cloned
+    /// connection on the same instance).
+    fn fork(&self) -> Res<Box<dyn Engine + Send>>;
     /// The Basalt engine, for direct-API metrics.
     fn basalt(&mut self) -> Option<&mut BasaltEngine> {
         None
@@ -320,6 +324,17 @@ impl Engine for BasaltEngine {
         self.conn().set_durability(on.then_some(Durability::PowerSafe));
         Ok(())
     }
+    fn fork(&self) -> Res<Box<dyn Engine + Send>> {
+        let db = self.db().clone();
+        let conn = db.connect();
+        Ok(Box::new(BasaltEngine {
+            dir: self.dir.clone(),
+            db: Some(db),
+            conn: Some(conn),
+            prepared: HashMap::new(),
+            power_safe: self.power_safe,
+        }))
+    }
     fn basalt(&mut self) -> Option<&mut BasaltEngine> {
         Some(self)
     }
@@ -422,6 +437,12 @@ impl Engine for SqliteEngine {
         self.c()
             .execute_batch(if on { "PRAGMA synchronous=FULL" } else { "PRAGMA synchronous=OFF" })
             .map_err(err)
+    }
+    fn fork(&self) -> Res<Box<dyn Engine + Send>> {
+        let mut e =
+            SqliteEngine { path: self.path.clone(), conn: None, power_safe: self.power_safe };
+        e.reopen()?;
+        Ok(Box::new(e))
     }
 }
 

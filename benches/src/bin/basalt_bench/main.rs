@@ -19,6 +19,7 @@ mod duck;
 mod engines;
 mod metrics;
 mod ooc;
+mod qps;
 mod report;
 mod run;
 mod vector;
@@ -328,6 +329,10 @@ fn run_all(args: &Args, work: &Path, stamp: &str) -> Res<bool> {
     let mut lines =
         run_metrics(&metrics::tabular(&ctx), &mut engines, args, &["OLTP-1"], &mut failures);
     if args.diagnostics {
+        if args.filter.as_ref().is_none_or(|r| r.is_match("DIAG-QPS")) {
+            let span = Duration::from_millis(if args.quick { 200 } else { 2_000 });
+            lines.extend(qps::lines(&engines, span, &mut failures));
+        }
         lines.extend(run_metrics(
             &metrics::diagnostics(&ctx),
             &mut engines,
