@@ -220,9 +220,8 @@ pub fn vector_figures(
                 run()?;
                 t.push(s.elapsed().as_secs_f64());
             }
-            t.sort_by(f64::total_cmp);
             let id = format!("VEC-{name}{}", if batch { "-batch10" } else { "" });
-            out.insert(id, t[t.len() / 2]);
+            out.insert(id, crate::run::median(t));
         }
     }
     Ok(out)

@@ -181,6 +181,13 @@ fn matches(filter: &Option<Regex>, m: &Metric) -> bool {
     filter.as_ref().is_none_or(|r| r.is_match(&m.id) || r.is_match(&m.name))
 }
 
+impl Args {
+    /// Whether `--filter` selects a section whose ids start with `prefix`.
+    fn wants(&self, prefix: &str) -> bool {
+        self.filter.as_ref().is_none_or(|r| r.is_match(prefix))
+    }
+}
+
 /// Runs a list of metrics metric by metric over every engine, cross-checking as it goes.
 fn run_metrics(
     list: &[Metric],
@@ -329,7 +336,7 @@ fn run_all(args: &Args, work: &Path, stamp: &str) -> Res<bool> {
     let mut lines =
         run_metrics(&metrics::tabular(&ctx), &mut engines, args, &["OLTP-1"], &mut failures);
     if args.diagnostics {
-        if args.filter.as_ref().is_none_or(|r| r.is_match("DIAG-QPS")) {
+        if args.wants("DIAG-QPS") {
             let span = Duration::from_millis(if args.quick { 200 } else { 2_000 });
             lines.extend(qps::lines(&engines, span, &mut failures));
         }
@@ -345,7 +352,7 @@ fn run_all(args: &Args, work: &Path, stamp: &str) -> Res<bool> {
 
     let mut extra = Vec::new();
     let mut sections = String::new();
-    if args.vector && args.filter.as_ref().is_none_or(|r| r.is_match("VEC")) {
+    if args.vector && args.wants("VEC") {
         let (vlines, md) = vector::run(
             args.vector_rows,
             &args.engines,
@@ -357,7 +364,7 @@ fn run_all(args: &Args, work: &Path, stamp: &str) -> Res<bool> {
         lines.extend(vlines);
         sections.push_str(&md);
     }
-    if args.ooc && args.filter.as_ref().is_none_or(|r| r.is_match("OOC")) {
+    if args.ooc && args.wants("OOC") {
         let (md, js) = run_ooc(args, work, &mut failures)?;
         sections.push_str(&md);
         extra.push(("out_of_core".to_string(), js));

@@ -100,11 +100,6 @@ fn proc_status_kb(key: &str) -> u64 {
         .unwrap_or(0)
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
-}
-
 const QUERY: &str = "SELECT category, COUNT(*) AS n, AVG(score) AS avg_score FROM imported \
                      WHERE score >= 50 GROUP BY category ORDER BY category";
 
@@ -143,7 +138,7 @@ pub fn worker(job: &Job<'_>) -> Res<OocFigures> {
             last = run()?;
             t.push(s.elapsed().as_secs_f64());
         }
-        Ok((median(t), last))
+        Ok((crate::run::median(t), last))
     };
     let e = |e: basalt::Error| e.to_string();
     match engine {

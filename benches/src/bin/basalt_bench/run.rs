@@ -32,7 +32,8 @@ pub struct Figure {
     pub digest: Digest,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+/// The median (mean of the middle two for even counts; NaN for none).
+pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     match v.len() {
         0 => f64::NAN,
