@@ -433,6 +433,16 @@ impl Connection {
         self.sql_conn()?.set_pushdown(on);
         Ok(())
     }
+
+    /// Turns this connection's SQL fast paths on or off (on by default): the direct path
+    /// that runs simple single-table statements — point lookups and `_id IN` lists,
+    /// filtered and limited column reads, `INSERT … VALUES`, `UPDATE` / `DELETE` with such
+    /// filters — on storage without DataFusion planning. Results never change; off, every
+    /// statement is planned by DataFusion (to compare results and plans).
+    pub fn set_fast_paths(&self, on: bool) -> Result<()> {
+        self.sql_conn()?.set_fast_paths(on);
+        Ok(())
+    }
 }
 
 /// A handle on one table. Reads see the table as of each call (or the connection's open

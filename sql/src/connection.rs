@@ -15,10 +15,12 @@
 //! connection run one at a time.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use datafusion::arrow::array::RecordBatch;
-use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::arrow::array::{RecordBatch, UInt64Array};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::SchemaProvider;
+use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{ParamValues, ScalarValue, TableReference};
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::execution::context::SessionContext;
@@ -37,17 +39,22 @@ use parking_lot::Mutex;
 use basalt_storage::{AlterColumn, Session};
 
 use crate::catalog::BasaltSchema;
-use crate::dml::{DmlExec, DmlKind};
+use crate::direct::{self, Direct};
+use crate::dml::{DmlExec, DmlKind, count_schema};
 use crate::error::{Error, Result};
 use crate::files::{FILES_SCHEMA, Files};
 use crate::provider::Binding;
 use crate::rewrite::{self, NativeTables};
 use crate::types::VectorTypes;
 
-/// A prepared statement: its logical plan, with `$n` placeholders still in it.
+/// A prepared statement: its logical plan, with `$n` placeholders still in it, and the
+/// parsed statement for the direct path (which classifies it again with each run's values).
 #[derive(Debug, Clone)]
 pub struct Prepared {
     plan: LogicalPlan,
+    stmt: Option<Arc<Statement>>,
+    /// The tables the plan scans, with the columns they had when it was made.
+    scans: Arc<Vec<(String, SchemaRef)>>,
 }
 
 impl Prepared {
@@ -69,6 +76,9 @@ pub struct SqlConnection {
     schema: Arc<BasaltSchema>,
     /// Statements of one connection run one at a time.
     gate: tokio::sync::Mutex<()>,
+    /// Whether simple statements take the direct path (a session switch for comparing
+    /// results; see [`crate::direct`]).
+    fast_paths: AtomicBool,
 }
 
 impl std::fmt::Debug for SqlConnection {
@@ -121,7 +131,71 @@ impl SqlConnection {
         // `SELECT … FROM 'data.parquet'`: DataFusion's URL tables, tried after the catalog.
         let ctx = ctx.enable_url_table();
         schema.set_state(ctx.state_weak_ref());
-        Ok(SqlConnection { ctx, binding, files, schema, gate: tokio::sync::Mutex::new(()) })
+        Ok(SqlConnection {
+            ctx,
+            binding,
+            files,
+            schema,
+            gate: tokio::sync::Mutex::new(()),
+            fast_paths: AtomicBool::new(true),
+        })
+    }
+
+    /// Turns the fast paths (the direct path to storage for simple statements) on or off;
+    /// results must not change (for tests and for comparing plans).
+    pub fn set_fast_paths(&self, on: bool) {
+        self.fast_paths.store(on, Ordering::Relaxed);
+    }
+
+    /// Runs `stmt` on the direct path if it is one of its shapes ([`crate::direct`]);
+    /// `None`: it is not, and DataFusion must run it. `planned`: the tables a prepared
+    /// statement's plan scans, with their columns then (a table whose columns changed since
+    /// gets the same error as on the planned path).
+    fn try_direct(
+        &self,
+        stmt: &Statement,
+        params: &[ScalarValue],
+        planned: Option<&[(String, SchemaRef)]>,
+    ) -> Result<Option<Vec<RecordBatch>>> {
+        if !self.fast_paths.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        if !matches!(
+            stmt,
+            Statement::Query(_)
+                | Statement::Insert(_)
+                | Statement::Update(_)
+                | Statement::Delete(_)
+        ) {
+            return Ok(None);
+        }
+        let session = self.binding.session().clone();
+        let view = session.lock().read_view()?;
+        let table = |name: &str| {
+            if self.schema.is_external(name) { None } else { view.table(name).ok() }
+        };
+        let env = direct::Env { fold: self.fold_case(), params, table: &table };
+        let Some(d) = direct::classify(stmt, &env) else { return Ok(None) };
+        if let Some(planned) = planned {
+            let name = d.table();
+            let Some((_, then)) = planned.iter().find(|(n, _)| n == name) else {
+                return Ok(None);
+            };
+            let now = view.table(name)?;
+            if now.schema().full_schema().fields() != then.fields() {
+                return Err(Error::sql(format!(
+                    "table '{name}' changed since this statement was planned; prepare it again"
+                )));
+            }
+        }
+        if let Direct::Select(s) = &d {
+            return Ok(Some(s.run()?));
+        }
+        let n = session.lock().write(|txn, store| d.write(txn, store))?;
+        let count =
+            RecordBatch::try_new(count_schema(), vec![Arc::new(UInt64Array::from(vec![n]))])
+                .map_err(|e| Error::sql(format!("DML result: {e}")))?;
+        Ok(Some(vec![count]))
     }
 
     /// Turns filter pushdown into scans on or off (results must not change; for tests).
@@ -177,6 +251,10 @@ impl SqlConnection {
             )));
         }
         let stmt = stmts.pop().ok_or_else(|| Error::sql("empty statement"))?;
+        let raw = match &stmt {
+            DfStatement::Statement(s) => Some(Arc::new(s.as_ref().clone())),
+            _ => None,
+        };
         let planned = self.plan(stmt).await;
         self.files.clear();
         let plan = planned?;
@@ -184,7 +262,22 @@ impl SqlConnection {
             LogicalPlan::Ddl(_) | LogicalPlan::Statement(_) => {
                 Err(Error::unsupported("only queries and INSERT / UPDATE / DELETE can be prepared"))
             }
-            _ => Ok(Prepared { plan }),
+            _ => {
+                let mut scans = Vec::new();
+                plan.apply_with_subqueries(|node| {
+                    match node {
+                        LogicalPlan::TableScan(t) => {
+                            scans.push((t.table_name.table().to_string(), t.source.schema()));
+                        }
+                        LogicalPlan::Dml(d) => {
+                            scans.push((d.table_name.table().to_string(), d.target.schema()));
+                        }
+                        _ => {}
+                    }
+                    Ok(TreeNodeRecursion::Continue)
+                })?;
+                Ok(Prepared { plan, stmt: raw, scans: Arc::new(scans) })
+            }
         }
     }
 
@@ -196,6 +289,11 @@ impl SqlConnection {
         params: Vec<ScalarValue>,
     ) -> Result<Vec<RecordBatch>> {
         let _g = self.gate.lock().await;
+        if let Some(stmt) = &prepared.stmt
+            && let Some(b) = self.try_direct(stmt, &params, Some(&prepared.scans))?
+        {
+            return Ok(b);
+        }
         let plan = prepared
             .plan
             .clone()
@@ -240,7 +338,11 @@ impl SqlConnection {
                     self.create_view(&cv, stmt).await?;
                     return Ok(Outcome::Batches(Vec::new()));
                 }
-                _ => {}
+                s => {
+                    if let Some(b) = self.try_direct(s, &[], None)? {
+                        return Ok(Outcome::Batches(b));
+                    }
+                }
             }
         }
         let plan = self.plan(stmt).await?;

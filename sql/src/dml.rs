@@ -56,7 +56,7 @@ pub struct DmlExec {
 }
 
 /// The output schema of DML statements, as DataFusion defines it.
-fn count_schema() -> SchemaRef {
+pub(crate) fn count_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![Field::new("count", DataType::UInt64, false)]))
 }
 

@@ -4,7 +4,8 @@
 //! ([`catalog`]), the `TableProvider` and scan exec over storage snapshots with projection,
 //! filter and limit pushdown ([`provider`], [`pushdown`]), DML execs onto the connection's
 //! transaction ([`dml`]), the statement dispatcher that sends each statement to DataFusion
-//! or to storage ([`connection`]), the rewrites that hide `_id` from `SELECT *`
+//! or to storage ([`connection`]), the direct path that runs simple single-table
+//! statements on storage without planning (`direct`), the rewrites that hide `_id` from `SELECT *`
 //! ([`rewrite`]), SQL over files ([`files`]), the `VECTOR(D)` type ([`types`]) and the
 //! scalar functions Basalt adds ([`functions`]).
 //!
@@ -13,6 +14,7 @@
 
 pub mod catalog;
 pub mod connection;
+mod direct;
 pub mod dml;
 pub mod error;
 pub mod files;

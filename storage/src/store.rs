@@ -337,6 +337,20 @@ impl TableSnapshot {
         projection: &[usize],
         mode: DecodeMode,
     ) -> Result<Vec<ArrayRef>> {
+        self.read_row_group_window(segment, rg, projection, 0, None, mode)
+    }
+
+    /// Reads rows `start .. start + len` (`None`: to the end) of the projected columns of
+    /// one row group, decoding no more of each chunk than its encoding needs for them.
+    pub fn read_row_group_window(
+        &self,
+        segment: usize,
+        rg: usize,
+        projection: &[usize],
+        start: usize,
+        len: Option<usize>,
+        mode: DecodeMode,
+    ) -> Result<Vec<ArrayRef>> {
         self.check_projection(projection)?;
         let seg = &self
             .segments
@@ -352,18 +366,141 @@ impl TableSnapshot {
                 reason: format!("segment {segment} has no row group {rg}"),
             }
         })?;
+        let len = len.unwrap_or(rows.saturating_sub(start));
+        if start.checked_add(len).is_none_or(|end| end > rows) {
+            return Err(Error::InvalidInput {
+                table: self.name.clone(),
+                reason: format!("rows {start}+{len} outside row group of {rows}"),
+            });
+        }
         projection
             .iter()
             .map(|&p| {
                 let cid = self.schema.column_id_at(p);
                 match seg.meta().position_of(cid) {
-                    Some(pos) => seg.read_column(rg, pos, mode),
-                    None => {
-                        Ok(new_null_array(self.schema.full_schema().field(p).data_type(), rows))
-                    }
+                    Some(pos) => seg.read_column_window(rg, pos, start, len, mode),
+                    None => Ok(new_null_array(self.schema.full_schema().field(p).data_type(), len)),
                 }
             })
             .collect()
+    }
+
+    /// Rows `offset .. offset + limit` (in scan order) of the rows where `predicate` is
+    /// true (every row for `None`), projected. Reads only what that needs: a row group
+    /// whose live rows all fall before `offset` is counted from its metadata and delete
+    /// vector (or, with a predicate, from the predicate's columns alone); of the row groups
+    /// the result comes from, only the window of rows holding the result is decoded; the
+    /// scan stops once `limit` rows are found.
+    pub fn scan_range(
+        self: &Arc<Self>,
+        projection: &[usize],
+        predicate: Option<&Predicate>,
+        mut offset: usize,
+        limit: Option<usize>,
+    ) -> Result<Vec<RecordBatch>> {
+        self.check_projection(projection)?;
+        if let Some(p) = predicate {
+            self.resolve(&p.columns())?;
+        }
+        let schema = self.projected_schema(projection)?;
+        let mut remaining = limit.unwrap_or(usize::MAX);
+        let mut out = Vec::new();
+        for unit in self.scan_units() {
+            if remaining == 0 {
+                break;
+            }
+            let ScanUnit::RowGroup { segment, rg } = unit else {
+                let scan = self.scan_units_filtered(
+                    projection,
+                    predicate.cloned(),
+                    vec![ScanUnit::Memtable],
+                )?;
+                for b in scan {
+                    let b = b?;
+                    let n = b.num_rows();
+                    if n <= offset {
+                        offset -= n;
+                        continue;
+                    }
+                    let take = (n - offset).min(remaining);
+                    out.push(b.slice(offset, take));
+                    offset = 0;
+                    remaining -= take;
+                    if remaining == 0 {
+                        break;
+                    }
+                }
+                continue;
+            };
+            let ls = &self.segments[segment];
+            let rows = ls.segment.meta().row_groups[rg].rows as usize;
+            if predicate.is_some_and(|p| !self.zone_maps_allow(segment, rg, p)) {
+                continue;
+            }
+            let deleted = ls.keep_mask(rg).map(|m| m.values().clone());
+            // With a filter and a limit, the filter is evaluated on growing windows of the
+            // row group, so a limit met early reads little of it.
+            let mut step = if predicate.is_some() && limit.is_some() { 4096 } else { rows };
+            let mut ws = 0;
+            while ws < rows && remaining > 0 {
+                let we = ws.saturating_add(step).min(rows);
+                step = step.saturating_mul(4);
+                let len = we - ws;
+                let mut keep = deleted.as_ref().map(|d| d.slice(ws, len));
+                if let Some(p) = predicate {
+                    let mut cols =
+                        RowGroupColumns { table: self, segment, rg, start: ws, rows: len };
+                    let sel = predicate::evaluate(p, &mut cols)?;
+                    keep = Some(keep.map_or(sel.clone(), |k| &k & &sel));
+                }
+                let live = keep.as_ref().map_or(len, BooleanBuffer::count_set_bits);
+                if live <= offset {
+                    offset -= live;
+                    ws = we;
+                    continue;
+                }
+                let take = (live - offset).min(remaining);
+                // The window from the first to the last wanted row; the rows kept inside it
+                // are exactly the wanted ones (kept rows are taken in order).
+                let (first, end) = match &keep {
+                    None => (offset, offset + take),
+                    Some(k) => {
+                        let mut wanted = k.set_indices().skip(offset);
+                        let first = wanted.next().unwrap_or(0);
+                        let last =
+                            if take > 1 { wanted.nth(take - 2).unwrap_or(first) } else { first };
+                        (first, last + 1)
+                    }
+                };
+                let cols = self.read_row_group_window(
+                    segment,
+                    rg,
+                    projection,
+                    ws + first,
+                    Some(end - first),
+                    DecodeMode::Values,
+                )?;
+                let b = RecordBatch::try_new_with_options(
+                    schema.clone(),
+                    cols,
+                    &arrow_array::RecordBatchOptions::new().with_row_count(Some(end - first)),
+                )
+                .map_err(|e| Error::arrow("scan", e))?;
+                let b = match &keep {
+                    Some(k) if end - first > take => {
+                        let m = arrow_array::BooleanArray::new(k.slice(first, end - first), None);
+                        arrow_select::filter::filter_record_batch(&b, &m)
+                            .map_err(|e| Error::arrow("scan", e))?
+                    }
+                    _ => b,
+                };
+                out.push(b);
+                offset = 0;
+                remaining -= take;
+                ws = we;
+            }
+        }
+        Ok(out)
     }
 
     /// Scans the projected columns (full-schema positions) as record batches: one per row
@@ -493,7 +630,7 @@ impl TableSnapshot {
             return Ok(None);
         }
         let rows = self.segments[segment].segment.meta().row_groups[rg].rows as usize;
-        let mut cols = RowGroupColumns { table: self, segment, rg, rows };
+        let mut cols = RowGroupColumns { table: self, segment, rg, start: 0, rows };
         let sel = predicate::evaluate(predicate, &mut cols)?;
         Ok((sel.count_set_bits() > 0).then_some(sel))
     }
@@ -586,33 +723,72 @@ impl TableSnapshot {
             )
             .map_err(|e| Error::arrow("gather rows", e));
         }
-        // Distinct sources, each decoded once.
+        // Many rows: group them by source. A memtable batch is used as it is; of a row
+        // group, the window from its first to its last wanted row is decoded once — unless
+        // the wanted rows are sparse in it (a few ids spread over a large table), then each
+        // row is decoded on its own.
+        let key_of = |loc: RowLocation| match loc {
+            RowLocation::Memtable { batch, row } => ((0, batch), row),
+            RowLocation::Segment { segment, rg, row } => ((1 + segment, rg), row),
+        };
+        let mut span: BTreeMap<(usize, usize), (usize, usize, usize)> = BTreeMap::new();
+        for &loc in locs {
+            let (key, row) = key_of(loc);
+            let e = span.entry(key).or_insert((row, row, 0));
+            e.0 = e.0.min(row);
+            e.1 = e.1.max(row);
+            e.2 += 1;
+        }
+        let sparse = |&(lo, hi, n): &(usize, usize, usize)| n * 256 < hi - lo + 1;
         let mut sources: Vec<Vec<ArrayRef>> = Vec::new();
-        let mut source_of: BTreeMap<(usize, usize), usize> = BTreeMap::new();
+        // Windowed sources: key → (source, first row); single rows: (key, row) → source.
+        let mut windows: BTreeMap<(usize, usize), (usize, usize)> = BTreeMap::new();
+        let mut singles: std::collections::HashMap<((usize, usize), usize), usize> =
+            std::collections::HashMap::new();
         let mut picks: Vec<(usize, usize)> = Vec::with_capacity(locs.len());
         for &loc in locs {
-            let (key, row) = match loc {
-                RowLocation::Memtable { batch, row } => ((0, batch), row),
-                RowLocation::Segment { segment, rg, row } => ((1 + segment, rg), row),
-            };
-            let src = match source_of.get(&key) {
-                Some(&s) => s,
+            let (key, row) = key_of(loc);
+            let sp = span.get(&key).copied().unwrap_or((row, row, 1));
+            if let RowLocation::Segment { segment, rg, row } = loc
+                && sparse(&sp)
+            {
+                let src = match singles.get(&(key, row)) {
+                    Some(&s) => s,
+                    None => {
+                        sources.push(self.read_row(segment, rg, row, projection)?);
+                        singles.insert((key, row), sources.len() - 1);
+                        sources.len() - 1
+                    }
+                };
+                picks.push((src, 0));
+                continue;
+            }
+            let (src, base) = match windows.get(&key) {
+                Some(&w) => w,
                 None => {
-                    let cols = match loc {
+                    let (cols, base) = match loc {
                         RowLocation::Memtable { batch, .. } => {
                             let b = self.memtable_batch(batch)?;
-                            projection.iter().map(|&p| b.column(p).clone()).collect()
+                            (projection.iter().map(|&p| b.column(p).clone()).collect(), 0)
                         }
-                        RowLocation::Segment { segment, rg, .. } => {
-                            self.read_row_group(segment, rg, projection, DecodeMode::Values)?
-                        }
+                        RowLocation::Segment { segment, rg, .. } => (
+                            self.read_row_group_window(
+                                segment,
+                                rg,
+                                projection,
+                                sp.0,
+                                Some(sp.1 - sp.0 + 1),
+                                DecodeMode::Values,
+                            )?,
+                            sp.0,
+                        ),
                     };
                     sources.push(cols);
-                    source_of.insert(key, sources.len() - 1);
-                    sources.len() - 1
+                    windows.insert(key, (sources.len() - 1, base));
+                    (sources.len() - 1, base)
                 }
             };
-            picks.push((src, row));
+            picks.push((src, row - base));
         }
         let mut columns = Vec::with_capacity(projection.len());
         for c in 0..projection.len() {
@@ -795,6 +971,8 @@ struct RowGroupColumns<'a> {
     table: &'a TableSnapshot,
     segment: usize,
     rg: usize,
+    /// First row of the window the predicate is evaluated on.
+    start: usize,
     rows: usize,
 }
 
@@ -807,7 +985,14 @@ impl predicate::Columns for RowGroupColumns<'_> {
             table: self.table.name.clone(),
             column: name.to_string(),
         })?;
-        let mut cols = self.table.read_row_group(self.segment, self.rg, &[i], DecodeMode::Codes)?;
+        let mut cols = self.table.read_row_group_window(
+            self.segment,
+            self.rg,
+            &[i],
+            self.start,
+            Some(self.rows),
+            DecodeMode::Codes,
+        )?;
         cols.pop().ok_or_else(|| Error::ColumnNotFound {
             table: self.table.name.clone(),
             column: name.to_string(),

@@ -829,6 +829,87 @@ fn filtered_scans_and_predicate_deletes_updates() {
 }
 
 #[test]
+fn range_scans_and_many_row_lookups_equal_the_full_scan() {
+    use crate::predicate::{CmpOp, Predicate};
+    let fs = MemFs::new();
+    let s = open_with(&fs, Durability::ProcessSafe);
+    s.create_table("t", &schema()).unwrap();
+    s.insert("t", &[rows(0, 140_000)]).unwrap(); // three row groups
+    s.insert("t", &[rows(140_000, 300)]).unwrap(); // memtable
+    // Deletes in every row group and in the memtable; an update moves rows to the memtable.
+    let gone: Vec<u64> =
+        (1..140_300).filter(|i| i % 97 == 0 || (65_000..66_000).contains(i)).collect();
+    s.delete("t", &gone).unwrap();
+    for id in [10, 70_000] {
+        s.update("t", &[id], &set_name("moved")).unwrap();
+    }
+    let t = s.snapshot().table("t").unwrap().clone();
+    let proj = [0usize, 1, 3];
+    let preds = [
+        None,
+        Some(Predicate::cmp("age", CmpOp::Gt, 70)),
+        Some(Predicate::eq("name", "moved")),
+        Some(Predicate::Or(vec![
+            Predicate::cmp("_id", CmpOp::Lt, 5u64),
+            Predicate::cmp("_id", CmpOp::Gt, 139_990u64),
+        ])),
+        Some(Predicate::eq("age", 1_000)),
+    ];
+    for p in &preds {
+        let full: Vec<RecordBatch> =
+            t.scan_filtered(&proj, p.clone()).unwrap().collect::<Result<_>>().unwrap();
+        let full = arrow_select::concat::concat_batches(&t.projected_schema(&proj).unwrap(), &full)
+            .unwrap();
+        let n = full.num_rows();
+        for (offset, limit) in [
+            (0, Some(1)),
+            (0, Some(100)),
+            (3, Some(7)),
+            (65_530, Some(20)),
+            (n.saturating_sub(5), Some(100)),
+            (n, Some(3)),
+            (n + 10, None),
+            (1_000, None),
+            (0, Some(0)),
+        ] {
+            let got = t.scan_range(&proj, p.as_ref(), offset, limit).unwrap();
+            let got = arrow_select::concat::concat_batches(&full.schema(), &got).unwrap();
+            let start = offset.min(n);
+            let len = limit.unwrap_or(usize::MAX).min(n - start);
+            assert_eq!(got, full.slice(start, len), "{p:?} offset {offset} limit {limit:?}");
+        }
+    }
+    assert!(matches!(
+        t.scan_range(&proj, Some(&Predicate::eq("nope", 1)), 0, None),
+        Err(Error::ColumnNotFound { .. })
+    ));
+    // Point lookups of many ids (dense windows, sparse rows, the memtable, deleted and
+    // missing ids, repeats) equal picking the rows out of the full scan.
+    let full = concat(&t.scan(&proj).unwrap().collect::<Result<Vec<_>>>().unwrap());
+    let ids = full.column(0).as_any().downcast_ref::<UInt64Array>().unwrap();
+    let at: std::collections::HashMap<u64, usize> =
+        (0..full.num_rows()).map(|i| (ids.value(i), i)).collect();
+    let lists: [Vec<u64>; 4] = [
+        (1_000..1_200).collect(),
+        (1..140_300).step_by(1_009).collect(),
+        (139_900..140_300).rev().chain([10, 70_000, 97, 5_000_000, 11, 11]).collect(),
+        (1..140_300).step_by(331).chain(60_000..60_100).collect(),
+    ];
+    for list in &lists {
+        let got = t.get_many(list, &proj).unwrap();
+        let rows: Vec<u32> = list.iter().filter_map(|id| at.get(id)).map(|&r| r as u32).collect();
+        assert!(
+            rows.len() > 64 && rows.len() < list.len(),
+            "the list exercises the many-rows path"
+        );
+        let want =
+            arrow_select::take::take_record_batch(&full, &arrow_array::UInt32Array::from(rows))
+                .unwrap();
+        assert_eq!(got, want);
+    }
+}
+
+#[test]
 fn transactions_are_atomic_across_tables_and_see_their_own_writes() {
     let fs = MemFs::new();
     let s = open_with(&fs, Durability::ProcessSafe);

@@ -256,6 +256,7 @@ fn pushdown_on_and_off_agree_on_random_data() {
     let on = db.connect();
     let off = db.connect();
     off.set_filter_pushdown(false).unwrap();
+    off.set_fast_paths(false).unwrap();
     for f in FILTERS {
         let q = format!("SELECT _id, a, s, f, b FROM r WHERE {f}");
         let x = rows(&on.sql(&q).unwrap());
@@ -275,6 +276,7 @@ fn pushdown_agrees_on_generated_filters() {
     let on = db.connect();
     let off = db.connect();
     off.set_filter_pushdown(false).unwrap();
+    off.set_fast_paths(false).unwrap();
     let leaf = prop_oneof![
         (-300i64..1200, 0..6usize)
             .prop_map(|(v, o)| { format!("a {} {v}", ["=", "<>", "<", "<=", ">", ">="][o]) }),
@@ -301,6 +303,174 @@ fn pushdown_agrees_on_generated_filters() {
             Ok(())
         })
         .unwrap();
+}
+
+/// Column names and types of a result.
+fn shape(batches: &[RecordBatch]) -> Vec<(String, DataType)> {
+    batches
+        .first()
+        .map(|b| {
+            b.schema().fields().iter().map(|f| (f.name().clone(), f.data_type().clone())).collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Runs `q` on both connections: both fail, or both give the same rows (sorted) and columns.
+fn same(on: &basalt::Connection, off: &basalt::Connection, q: &str) -> Vec<String> {
+    match (on.sql(q), off.sql(q)) {
+        (Ok(x), Ok(y)) => {
+            let (rx, ry) = (rows(&x), rows(&y));
+            assert_eq!(rx, ry, "rows differ for {q}");
+            if !ry.is_empty() {
+                assert_eq!(shape(&x), shape(&y), "columns differ for {q}");
+            }
+            rx
+        }
+        (Err(_), Err(_)) => Vec::new(),
+        (x, y) => panic!("{q}: fast paths {:?}, DataFusion {:?}", x.map(|_| ()), y.map(|_| ())),
+    }
+}
+
+#[test]
+fn fast_paths_on_and_off_agree_on_reads() {
+    let db = random_table(0xd1ec7);
+    let on = db.connect();
+    let off = db.connect();
+    off.set_fast_paths(false).unwrap();
+    let mut filters: Vec<String> = FILTERS.iter().map(|f| f.to_string()).collect();
+    filters.extend(
+        [
+            "_id = 1",
+            "_id = 65537",
+            "_id = 100450",
+            "_id = 999999999",
+            "_id IN (1, 2, 3, 70000, 100400, 100401, 3, 5000000)",
+            "_id IN (7, 108, 209) AND s = 'updated'",
+            "_id = 17 AND a > 100000",
+            "r._id = 12 OR _id = 13",
+            "a = 2.5",
+            "a > '5'",
+            "s = 5",
+            "f = 12",
+            "s LIKE 'apple'",
+            "s LIKE 'a_p%'",
+            "s LIKE '%e'",
+            "nope = 1",
+            "a IN (NULL, 1)",
+            "a = NULL",
+        ]
+        .map(String::from),
+    );
+    for f in &filters {
+        let all = same(&on, &off, &format!("SELECT _id, a, s, f, b FROM r WHERE {f}"));
+        same(&on, &off, &format!("SELECT * FROM r WHERE {f}"));
+        same(&on, &off, &format!("SELECT s AS name, q.a FROM r AS q WHERE {f}"));
+        // Without ORDER BY, which rows a LIMIT keeps is up to the engine: the fast path
+        // must keep as many, each one a row of the whole answer.
+        for (limit, offset) in [(1, 0), (100, 0), (7, 3), (50, 65_530), (10, 1_000_000)] {
+            let q =
+                format!("SELECT _id, a, s, f, b FROM r WHERE {f} LIMIT {limit} OFFSET {offset}");
+            let Ok(x) = on.sql(&q) else {
+                assert!(off.sql(&q).is_err(), "{q}");
+                continue;
+            };
+            let x = rows(&x);
+            assert_eq!(x.len(), all.len().saturating_sub(offset).min(limit), "{q}");
+            assert!(x.iter().all(|r| all.binary_search(r).is_ok()), "{q}: a row not in the answer");
+        }
+    }
+    for q in [
+        "SELECT * FROM r LIMIT 100",
+        "SELECT a, a FROM r LIMIT 3",
+        "SELECT a AS x, s AS x FROM r",
+        "SELECT nope FROM r",
+        "SELECT * FROM missing",
+        "SELECT _id FROM r LIMIT 0",
+        "SELECT \"a\" FROM \"r\" WHERE \"s\" = 'date' LIMIT 20",
+    ] {
+        let x = on.sql(q);
+        let y = off.sql(q);
+        assert_eq!(x.is_ok(), y.is_ok(), "{q}");
+        if let (Ok(x), Ok(y)) = (x, y) {
+            assert_eq!(rows(&x).len(), rows(&y).len(), "{q}");
+            // An empty answer may come as no batch at all (DataFusion) or as one empty
+            // batch that still carries the columns (the fast path).
+            if !y.is_empty() {
+                assert_eq!(shape(&x), shape(&y), "{q}");
+            }
+        }
+    }
+    // Prepared statements bind their parameters on the fast path too.
+    let p_on = on.prepare("SELECT a, s FROM r WHERE _id = $1").unwrap();
+    let p_off = off.prepare("SELECT a, s FROM r WHERE _id = $1").unwrap();
+    for id in [1i64, 2, 17, 70_000, 100_450, -1, 10_000_000] {
+        let x = p_on.execute(&[Value::Int(id)]).map(|b| rows(&b));
+        let y = p_off.execute(&[Value::Int(id)]).map(|b| rows(&b));
+        assert_eq!(x.is_ok(), y.is_ok(), "id {id}");
+        if let (Ok(x), Ok(y)) = (x, y) {
+            assert_eq!(x, y, "id {id}");
+        }
+    }
+    let p_on = on.prepare("SELECT _id FROM r WHERE s = $1 AND a > $2 LIMIT $3").unwrap();
+    let p_off = off.prepare("SELECT _id FROM r WHERE s = $1 AND a > $2 LIMIT $3").unwrap();
+    let args = [Value::Str("date".into()), Value::Int(500), Value::Int(1_000_000)];
+    assert_eq!(rows(&p_on.execute(&args).unwrap()), rows(&p_off.execute(&args).unwrap()));
+}
+
+#[test]
+fn fast_paths_on_and_off_agree_on_writes() {
+    let (db_on, db_off) = (random_table(0xbeef), random_table(0xbeef));
+    let (on, off) = (db_on.connect(), db_off.connect());
+    off.set_fast_paths(false).unwrap();
+    let all = "SELECT _id, a, s, f, b FROM r";
+    let steps = [
+        "UPDATE r SET s = 'big', f = 1 WHERE a > 900",
+        "UPDATE r SET b = NULL WHERE _id IN (3, 5, 70001, 999999)",
+        "UPDATE r SET a = -1 WHERE _id = 4 AND s = 'nothing'",
+        "UPDATE r SET a = 2.5 WHERE _id = 6",
+        "UPDATE r SET _id = 2 WHERE _id = 6",
+        "UPDATE r SET nope = 1 WHERE _id = 6",
+        "DELETE FROM r WHERE s LIKE 'ch%' AND f < 20",
+        "DELETE FROM r WHERE _id = 10",
+        "DELETE FROM r WHERE _id = 10",
+        "DELETE FROM r WHERE _id IN (11, 12, 13) OR a = 77",
+        "INSERT INTO r VALUES (1, 'n', 2.5, true), (NULL, NULL, NULL, NULL)",
+        "INSERT INTO r (s, a) VALUES ('only', 7)",
+        "INSERT INTO r (s, a) VALUES ('only')",
+        "INSERT INTO r VALUES (1, 'n', 2.5)",
+        "INSERT INTO r VALUES ('x', 'n', 2.5, true)",
+        "INSERT INTO r VALUES (9223372036854775807, 'max', -0.5, false)",
+        "BEGIN",
+        "UPDATE r SET s = 'in txn' WHERE _id = 20",
+        "SELECT _id, s FROM r WHERE _id = 20",
+        "DELETE FROM r WHERE _id = 21",
+        "ROLLBACK",
+        "BEGIN",
+        "INSERT INTO r VALUES (5, 'kept', 0.0, NULL)",
+        "UPDATE r SET f = 0.25 WHERE s = 'kept'",
+        "COMMIT",
+        "DELETE FROM r WHERE a < 0",
+        "UPDATE r SET s = 'every'",
+    ];
+    for q in steps {
+        let (x, y) = (on.sql(q), off.sql(q));
+        assert_eq!(x.is_ok(), y.is_ok(), "{q}: {:?} vs {:?}", x.err(), y.err());
+        if let (Ok(x), Ok(y)) = (x, y) {
+            assert_eq!(rows(&x), rows(&y), "{q}");
+        }
+        assert_eq!(rows(&on.sql(all).unwrap()), rows(&off.sql(all).unwrap()), "after {q}");
+    }
+    let u_on = on.prepare("UPDATE r SET a = $1 WHERE _id = $2").unwrap();
+    let u_off = off.prepare("UPDATE r SET a = $1 WHERE _id = $2").unwrap();
+    for (a, id) in [(1i64, 30i64), (2, 31), (3, 10_000_000)] {
+        let args = [Value::Int(a), Value::Int(id)];
+        assert_eq!(rows(&u_on.execute(&args).unwrap()), rows(&u_off.execute(&args).unwrap()));
+    }
+    let i_on = on.prepare("INSERT INTO r (a, s) VALUES ($1, $2)").unwrap();
+    let i_off = off.prepare("INSERT INTO r (a, s) VALUES ($1, $2)").unwrap();
+    let args = [Value::Int(42), Value::Str("prepared".into())];
+    assert_eq!(rows(&i_on.execute(&args).unwrap()), rows(&i_off.execute(&args).unwrap()));
+    assert_eq!(rows(&on.sql(all).unwrap()), rows(&off.sql(all).unwrap()));
 }
 
 #[test]
@@ -365,6 +535,7 @@ fn topk_dynamic_filters_skip_row_groups() {
     conn.sql("SET datafusion.execution.target_partitions = 2").unwrap();
     let off = db.connect();
     off.set_filter_pushdown(false).unwrap();
+    off.set_fast_paths(false).unwrap();
     for q in [
         "SELECT v FROM s ORDER BY v DESC LIMIT 4",
         "SELECT v FROM s WHERE v % 7 = 0 ORDER BY v LIMIT 5",

@@ -1,0 +1,954 @@
+//! The direct path: simple single-table statements, recognised from the *parsed* statement
+//! (never from the SQL text) and run straight against storage, without DataFusion's
+//! planning, optimisation and physical planning (which cost milliseconds per statement,
+//! and DataFusion re-plans a prepared statement at every run).
+//!
+//! Shapes taken (everything else goes to DataFusion, which gives the same answer slower):
+//! - `SELECT *|col [AS x], … FROM t [AS a] [WHERE p] [LIMIT n] [OFFSET m]`: `_id = v` and
+//!   `_id IN (…)` (alone or ANDed with more) are point lookups through the id index; other
+//!   filters are storage scans that evaluate `p` on encoded data, skip row groups by zone
+//!   map, stop at the limit and decode only the window of rows the result comes from;
+//! - `UPDATE t SET col = v, … [WHERE p]`, `DELETE FROM t [WHERE p]`: one write statement of
+//!   the connection's session (auto-commit or inside its transaction), rows found as above;
+//! - `INSERT INTO t [(cols)] VALUES (v, …), …`.
+//!
+//! `p` is a predicate that converts *exactly* to a storage [`Predicate`] (comparisons of a
+//! column with a constant, `IN`, `BETWEEN`, `IS [NOT] NULL`, `LIKE 'prefix%'`, AND / OR /
+//! NOT); `v` is a literal or a `$n` parameter whose value has the column's type without a
+//! lossy conversion (an integer for an integer or float column, text for text, …). Where
+//! DataFusion would coerce differently (an integer column against `2.5`, text against a
+//! number, dates written as text, …) the statement is not taken. `t` must be a native
+//! table of the statement's view (not a view, an external table or a file).
+//!
+//! What this module must not do: decide anything from SQL text, run a statement whose
+//! result could differ from DataFusion's (the equivalence tests in `engine/tests/it/sql.rs`
+//! run every shape both ways), or write outside the session's write statement.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{
+    ArrayRef, BooleanArray, Float32Array, Float64Array, Int8Array, Int16Array, Int32Array,
+    Int64Array, RecordBatch, RecordBatchOptions, StringArray, UInt8Array, UInt16Array, UInt32Array,
+    UInt64Array, new_null_array,
+};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::ScalarValue;
+use datafusion::sql::sqlparser::ast::{
+    AssignmentTarget, BinaryOperator, Delete, Expr, FromTable, GroupByExpr, Ident, Insert,
+    LimitClause, ObjectName, Query, Select, SelectItem, SetExpr, Statement, TableFactor,
+    TableObject, TableWithJoins, UnaryOperator, Update, Value,
+};
+
+use basalt_storage::{CmpOp, ID_COLUMN, Predicate, Scalar, TableSnapshot};
+
+use crate::rewrite::ident_name;
+
+/// A statement the direct path runs.
+#[derive(Debug)]
+pub(crate) enum Direct {
+    /// A projected, filtered, limited read.
+    Select(DirectSelect),
+    /// `UPDATE … SET … [WHERE]`.
+    Update {
+        /// Table.
+        table: String,
+        /// Rows to change.
+        filter: Option<Predicate>,
+        /// One row: the new values of the assigned columns.
+        values: RecordBatch,
+    },
+    /// `DELETE FROM … [WHERE]`.
+    Delete {
+        /// Table.
+        table: String,
+        /// Rows to delete.
+        filter: Option<Predicate>,
+    },
+    /// `INSERT INTO … VALUES`.
+    Insert {
+        /// Table.
+        table: String,
+        /// The rows, in the table's user schema.
+        rows: RecordBatch,
+    },
+}
+
+/// A read the direct path runs.
+#[derive(Debug)]
+pub(crate) struct DirectSelect {
+    name: String,
+    table: Arc<TableSnapshot>,
+    /// Full-schema positions of the output columns.
+    projection: Vec<usize>,
+    /// The output schema (the table's fields under their output names).
+    schema: SchemaRef,
+    filter: Option<Predicate>,
+    offset: usize,
+    limit: Option<usize>,
+}
+
+/// What the classifier needs to know about the connection.
+pub(crate) struct Env<'a> {
+    /// Whether unquoted identifiers fold to lower case.
+    pub fold: bool,
+    /// Values of `$1`, `$2`, … (empty outside prepared statements).
+    pub params: &'a [ScalarValue],
+    /// The native table of this name in the statement's view (`None`: not a native table).
+    pub table: &'a dyn Fn(&str) -> Option<Arc<TableSnapshot>>,
+}
+
+/// The direct plan of `stmt`, or `None` when it is not one of the direct shapes.
+pub(crate) fn classify(stmt: &Statement, env: &Env<'_>) -> Option<Direct> {
+    match stmt {
+        Statement::Query(q) => select(q, env).map(Direct::Select),
+        Statement::Update(u) => update(u, env),
+        Statement::Delete(d) => delete(d, env),
+        Statement::Insert(i) => insert(i, env),
+        _ => None,
+    }
+}
+
+/// A constant as written (or bound), before it meets a column type.
+#[derive(Debug, Clone, PartialEq)]
+enum Lit {
+    Null,
+    Int(i64),
+    Float(f64),
+    Str(String),
+    Bool(bool),
+}
+
+fn literal(e: &Expr, env: &Env<'_>) -> Option<Lit> {
+    match e {
+        Expr::Nested(e) => literal(e, env),
+        Expr::UnaryOp { op: UnaryOperator::Minus, expr } => match literal(expr, env)? {
+            Lit::Int(i) => i.checked_neg().map(Lit::Int),
+            Lit::Float(f) => Some(Lit::Float(-f)),
+            _ => None,
+        },
+        Expr::Value(v) => match &v.value {
+            Value::Number(n, false) => number(&n.to_string()),
+            Value::SingleQuotedString(s) => Some(Lit::Str(s.clone())),
+            Value::Boolean(b) => Some(Lit::Bool(*b)),
+            Value::Null => Some(Lit::Null),
+            Value::Placeholder(p) => param(p, env),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// A numeric literal as DataFusion reads it: an integer if it fits `i64`, else a float.
+fn number(n: &str) -> Option<Lit> {
+    if let Ok(i) = n.parse::<i64>() {
+        return Some(Lit::Int(i));
+    }
+    if n.bytes().all(|b| b.is_ascii_digit()) {
+        // Beyond i64 DataFusion reads UInt64 or a decimal; not taken.
+        return None;
+    }
+    n.parse::<f64>().ok().filter(|f| f.is_finite()).map(Lit::Float)
+}
+
+fn param(p: &str, env: &Env<'_>) -> Option<Lit> {
+    let i = p.strip_prefix('$')?.parse::<usize>().ok()?.checked_sub(1)?;
+    Some(match env.params.get(i)? {
+        ScalarValue::Int8(Some(v)) => Lit::Int((*v).into()),
+        ScalarValue::Int16(Some(v)) => Lit::Int((*v).into()),
+        ScalarValue::Int32(Some(v)) => Lit::Int((*v).into()),
+        ScalarValue::Int64(Some(v)) => Lit::Int(*v),
+        ScalarValue::UInt8(Some(v)) => Lit::Int((*v).into()),
+        ScalarValue::UInt16(Some(v)) => Lit::Int((*v).into()),
+        ScalarValue::UInt32(Some(v)) => Lit::Int((*v).into()),
+        ScalarValue::UInt64(Some(v)) => Lit::Int(i64::try_from(*v).ok()?),
+        ScalarValue::Float64(Some(v)) if v.is_finite() => Lit::Float(*v),
+        ScalarValue::Utf8(Some(s))
+        | ScalarValue::LargeUtf8(Some(s))
+        | ScalarValue::Utf8View(Some(s)) => Lit::Str(s.clone()),
+        ScalarValue::Boolean(Some(b)) => Lit::Bool(*b),
+        _ => return None,
+    })
+}
+
+/// `lit` as a predicate constant for a column of type `t`, when comparing them needs no
+/// coercion that could change the answer. NULL is not taken (DataFusion folds those).
+fn scalar_for(t: &DataType, lit: &Lit) -> Option<Scalar> {
+    const EXACT_F64: i64 = 1 << 53;
+    match (t, lit) {
+        (DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64, Lit::Int(i)) => {
+            fits(t, *i).then_some(Scalar::Int(*i))
+        }
+        (DataType::UInt8 | DataType::UInt16 | DataType::UInt32 | DataType::UInt64, Lit::Int(i)) => {
+            fits(t, *i).then_some(Scalar::UInt(*i as u64))
+        }
+        (DataType::Float64, Lit::Int(i)) if i.abs() <= EXACT_F64 => Some(Scalar::Float(*i as f64)),
+        (DataType::Float64, Lit::Float(f)) => Some(Scalar::Float(*f)),
+        (DataType::Utf8, Lit::Str(s)) => Some(Scalar::Str(s.clone())),
+        (DataType::Boolean, Lit::Bool(b)) => Some(Scalar::Bool(*b)),
+        _ => None,
+    }
+}
+
+/// Whether integer `i` is a value of integer type `t`.
+fn fits(t: &DataType, i: i64) -> bool {
+    match t {
+        DataType::Int8 => i8::try_from(i).is_ok(),
+        DataType::Int16 => i16::try_from(i).is_ok(),
+        DataType::Int32 => i32::try_from(i).is_ok(),
+        DataType::Int64 => true,
+        DataType::UInt8 => u8::try_from(i).is_ok(),
+        DataType::UInt16 => u16::try_from(i).is_ok(),
+        DataType::UInt32 => u32::try_from(i).is_ok(),
+        DataType::UInt64 => i >= 0,
+        _ => false,
+    }
+}
+
+/// `lit` as a one-row array of column type `t` (for INSERT and SET), when DataFusion's
+/// cast would give the same value.
+fn value_for(t: &DataType, lit: &Lit) -> Option<ArrayRef> {
+    const EXACT_F64: i64 = 1 << 53;
+    const EXACT_F32: i64 = 1 << 24;
+    Some(match (t, lit) {
+        (_, Lit::Null) => new_null_array(t, 1),
+        (DataType::Int8, Lit::Int(i)) => Arc::new(Int8Array::from(vec![i8::try_from(*i).ok()?])),
+        (DataType::Int16, Lit::Int(i)) => Arc::new(Int16Array::from(vec![i16::try_from(*i).ok()?])),
+        (DataType::Int32, Lit::Int(i)) => Arc::new(Int32Array::from(vec![i32::try_from(*i).ok()?])),
+        (DataType::Int64, Lit::Int(i)) => Arc::new(Int64Array::from(vec![*i])),
+        (DataType::UInt8, Lit::Int(i)) => Arc::new(UInt8Array::from(vec![u8::try_from(*i).ok()?])),
+        (DataType::UInt16, Lit::Int(i)) => {
+            Arc::new(UInt16Array::from(vec![u16::try_from(*i).ok()?]))
+        }
+        (DataType::UInt32, Lit::Int(i)) => {
+            Arc::new(UInt32Array::from(vec![u32::try_from(*i).ok()?]))
+        }
+        (DataType::UInt64, Lit::Int(i)) => {
+            Arc::new(UInt64Array::from(vec![u64::try_from(*i).ok()?]))
+        }
+        (DataType::Float64, Lit::Int(i)) if i.abs() <= EXACT_F64 => {
+            Arc::new(Float64Array::from(vec![*i as f64]))
+        }
+        (DataType::Float64, Lit::Float(f)) => Arc::new(Float64Array::from(vec![*f])),
+        (DataType::Float32, Lit::Int(i)) if i.abs() <= EXACT_F32 => {
+            Arc::new(Float32Array::from(vec![*i as f32]))
+        }
+        (DataType::Utf8, Lit::Str(s)) => Arc::new(StringArray::from(vec![s.as_str()])),
+        (DataType::Boolean, Lit::Bool(b)) => Arc::new(BooleanArray::from(vec![*b])),
+        _ => return None,
+    })
+}
+
+/// The table a single plain relation names, with the names its columns may be qualified by.
+struct Relation {
+    name: String,
+    snapshot: Arc<TableSnapshot>,
+    /// The alias if there is one, else the table name: what `x.col` may say.
+    qualifier: String,
+}
+
+fn relation(from: &[TableWithJoins], env: &Env<'_>) -> Option<Relation> {
+    let [TableWithJoins { relation, joins }] = from else { return None };
+    if !joins.is_empty() {
+        return None;
+    }
+    let TableFactor::Table {
+        name,
+        alias,
+        args,
+        with_hints,
+        version,
+        with_ordinality,
+        partitions,
+        json_path,
+        sample,
+        index_hints,
+    } = relation
+    else {
+        return None;
+    };
+    if args.is_some()
+        || !with_hints.is_empty()
+        || version.is_some()
+        || *with_ordinality
+        || !partitions.is_empty()
+        || json_path.is_some()
+        || sample.is_some()
+        || !index_hints.is_empty()
+    {
+        return None;
+    }
+    let name = table_name(name, env)?;
+    let qualifier = match alias {
+        None => name.clone(),
+        Some(a) if a.columns.is_empty() => ident_name(&a.name, env.fold),
+        Some(_) => return None,
+    };
+    let snapshot = (env.table)(&name)?;
+    Some(Relation { name, snapshot, qualifier })
+}
+
+/// A one-part, unquoted-or-double-quoted table name.
+fn table_name(name: &ObjectName, env: &Env<'_>) -> Option<String> {
+    let [part] = name.0.as_slice() else { return None };
+    let ident = part.as_ident()?;
+    if !matches!(ident.quote_style, None | Some('"')) {
+        return None;
+    }
+    Some(ident_name(ident, env.fold))
+}
+
+impl Relation {
+    /// The full-schema position of the column `e` names.
+    fn column(&self, e: &Expr, env: &Env<'_>) -> Option<usize> {
+        let ident: &Ident = match e {
+            Expr::Identifier(i) => i,
+            Expr::CompoundIdentifier(parts) => match parts.as_slice() {
+                [q, c] if ident_name(q, env.fold) == self.qualifier => c,
+                _ => return None,
+            },
+            Expr::Nested(e) => return self.column(e, env),
+            _ => return None,
+        };
+        let name = ident_name(ident, env.fold);
+        self.snapshot.schema().full_schema().index_of(&name).ok()
+    }
+
+    fn field(&self, i: usize) -> &Field {
+        self.snapshot.schema().full_schema().field(i)
+    }
+
+    /// `e` as an exact storage predicate.
+    fn predicate(&self, x: &Expr, env: &Env<'_>) -> Option<Predicate> {
+        match x {
+            Expr::Nested(e) => self.predicate(e, env),
+            Expr::BinaryOp { left, op: BinaryOperator::And, right } => {
+                Some(Predicate::And(vec![self.predicate(left, env)?, self.predicate(right, env)?]))
+            }
+            Expr::BinaryOp { left, op: BinaryOperator::Or, right } => {
+                Some(Predicate::Or(vec![self.predicate(left, env)?, self.predicate(right, env)?]))
+            }
+            Expr::UnaryOp { op: UnaryOperator::Not, expr } => {
+                Some(Predicate::Not(Box::new(self.predicate(expr, env)?)))
+            }
+            Expr::BinaryOp { left, op, right } => {
+                let op = cmp_op(op)?;
+                let (col, lit, op) = match (self.column(left, env), self.column(right, env)) {
+                    (Some(c), None) => (c, literal(right, env)?, op),
+                    (None, Some(c)) => (c, literal(left, env)?, flip(op)),
+                    _ => return None,
+                };
+                let value = scalar_for(self.field(col).data_type(), &lit)?;
+                Some(Predicate::Cmp { column: self.field(col).name().clone(), op, value })
+            }
+            Expr::IsNull(e) | Expr::IsNotNull(e) => {
+                let col = self.column(e, env)?;
+                Some(Predicate::IsNull {
+                    column: self.field(col).name().clone(),
+                    negated: matches!(x, Expr::IsNotNull(_)),
+                })
+            }
+            Expr::InList { expr, list, negated } => {
+                let col = self.column(expr, env)?;
+                if list.is_empty() {
+                    return None;
+                }
+                let t = self.field(col).data_type();
+                let values = list
+                    .iter()
+                    .map(|v| scalar_for(t, &literal(v, env)?))
+                    .collect::<Option<Vec<_>>>()?;
+                Some(Predicate::InList {
+                    column: self.field(col).name().clone(),
+                    values,
+                    negated: *negated,
+                })
+            }
+            Expr::Between { expr, negated, low, high } => {
+                let col = self.column(expr, env)?;
+                let t = self.field(col).data_type();
+                let name = self.field(col).name();
+                let p = Predicate::And(vec![
+                    Predicate::cmp(name, CmpOp::GtEq, scalar_for(t, &literal(low, env)?)?),
+                    Predicate::cmp(name, CmpOp::LtEq, scalar_for(t, &literal(high, env)?)?),
+                ]);
+                Some(if *negated { Predicate::Not(Box::new(p)) } else { p })
+            }
+            Expr::Like { negated, any: false, expr, pattern, escape_char: None } => {
+                let col = self.column(expr, env)?;
+                if self.field(col).data_type() != &DataType::Utf8 {
+                    return None;
+                }
+                let Lit::Str(pattern) = literal(pattern, env)? else { return None };
+                let column = self.field(col).name().clone();
+                let plain = |s: &str| !s.contains(['%', '_', '\\']);
+                if plain(&pattern) {
+                    let p = Predicate::eq(&column, pattern);
+                    return Some(if *negated { Predicate::Not(Box::new(p)) } else { p });
+                }
+                let prefix = pattern.strip_suffix('%').filter(|p| plain(p))?;
+                Some(Predicate::LikePrefix {
+                    column,
+                    prefix: prefix.to_string(),
+                    negated: *negated,
+                })
+            }
+            Expr::Identifier(_) | Expr::CompoundIdentifier(_) => {
+                let col = self.column(x, env)?;
+                (self.field(col).data_type() == &DataType::Boolean)
+                    .then(|| Predicate::eq(self.field(col).name(), true))
+            }
+            _ => None,
+        }
+    }
+}
+
+fn cmp_op(op: &BinaryOperator) -> Option<CmpOp> {
+    Some(match op {
+        BinaryOperator::Eq => CmpOp::Eq,
+        BinaryOperator::NotEq => CmpOp::NotEq,
+        BinaryOperator::Lt => CmpOp::Lt,
+        BinaryOperator::LtEq => CmpOp::LtEq,
+        BinaryOperator::Gt => CmpOp::Gt,
+        BinaryOperator::GtEq => CmpOp::GtEq,
+        _ => return None,
+    })
+}
+
+/// `c op v` written as `v op c`.
+fn flip(op: CmpOp) -> CmpOp {
+    match op {
+        CmpOp::Lt => CmpOp::Gt,
+        CmpOp::LtEq => CmpOp::GtEq,
+        CmpOp::Gt => CmpOp::Lt,
+        CmpOp::GtEq => CmpOp::LtEq,
+        o => o,
+    }
+}
+
+/// A non-negative integer constant (LIMIT / OFFSET).
+fn count(e: &Expr, env: &Env<'_>) -> Option<usize> {
+    match literal(e, env)? {
+        Lit::Int(i) => usize::try_from(i).ok(),
+        _ => None,
+    }
+}
+
+fn select(q: &Query, env: &Env<'_>) -> Option<DirectSelect> {
+    let Query {
+        with,
+        body,
+        order_by,
+        limit_clause,
+        fetch,
+        locks,
+        for_clause,
+        settings,
+        format_clause,
+        pipe_operators,
+    } = q;
+    if with.is_some()
+        || order_by.is_some()
+        || fetch.is_some()
+        || !locks.is_empty()
+        || for_clause.is_some()
+        || settings.is_some()
+        || format_clause.is_some()
+        || !pipe_operators.is_empty()
+    {
+        return None;
+    }
+    let (offset, limit) = match limit_clause {
+        None => (0, None),
+        Some(LimitClause::LimitOffset { limit, offset, limit_by }) => {
+            if !limit_by.is_empty() {
+                return None;
+            }
+            let limit = match limit {
+                None => None,
+                Some(e) => Some(count(e, env)?),
+            };
+            let offset = match offset {
+                None => 0,
+                Some(o) => count(&o.value, env)?,
+            };
+            (offset, limit)
+        }
+        Some(LimitClause::OffsetCommaLimit { .. }) => return None,
+    };
+    let SetExpr::Select(s) = body.as_ref() else { return None };
+    let Select {
+        select_token: _,
+        optimizer_hints,
+        distinct,
+        select_modifiers,
+        top,
+        top_before_distinct: _,
+        projection,
+        exclude,
+        into,
+        from,
+        lateral_views,
+        prewhere,
+        selection,
+        connect_by,
+        group_by,
+        cluster_by,
+        distribute_by,
+        sort_by,
+        having,
+        named_window,
+        qualify,
+        window_before_qualify: _,
+        value_table_mode,
+        flavor,
+    } = s.as_ref();
+    let no_group =
+        matches!(group_by, GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty());
+    if !optimizer_hints.is_empty()
+        || distinct.is_some()
+        || select_modifiers.is_some()
+        || top.is_some()
+        || exclude.is_some()
+        || into.is_some()
+        || !lateral_views.is_empty()
+        || prewhere.is_some()
+        || !connect_by.is_empty()
+        || !no_group
+        || !cluster_by.is_empty()
+        || !distribute_by.is_empty()
+        || !sort_by.is_empty()
+        || having.is_some()
+        || !named_window.is_empty()
+        || qualify.is_some()
+        || value_table_mode.is_some()
+        || !matches!(flavor, datafusion::sql::sqlparser::ast::SelectFlavor::Standard)
+    {
+        return None;
+    }
+    let rel = relation(from, env)?;
+    let mut cols = Vec::new();
+    let mut fields: Vec<Field> = Vec::new();
+    for item in projection {
+        match item {
+            SelectItem::Wildcard(o) => {
+                if o.opt_ilike.is_some()
+                    || o.opt_exclude.is_some()
+                    || o.opt_except.is_some()
+                    || o.opt_replace.is_some()
+                    || o.opt_rename.is_some()
+                    || o.opt_alias.is_some()
+                {
+                    return None;
+                }
+                // `*` leaves `_id` out (see `rewrite`).
+                for i in 1..rel.snapshot.schema().full_schema().fields().len() {
+                    cols.push(i);
+                    fields.push(rel.field(i).clone());
+                }
+            }
+            SelectItem::UnnamedExpr(e @ (Expr::Identifier(_) | Expr::CompoundIdentifier(_))) => {
+                let c = rel.column(e, env)?;
+                cols.push(c);
+                fields.push(rel.field(c).clone());
+            }
+            SelectItem::ExprWithAlias {
+                expr: e @ (Expr::Identifier(_) | Expr::CompoundIdentifier(_)),
+                alias,
+            } => {
+                let c = rel.column(e, env)?;
+                cols.push(c);
+                fields.push(rel.field(c).clone().with_name(ident_name(alias, env.fold)));
+            }
+            _ => return None,
+        }
+    }
+    let mut names: Vec<&str> = fields.iter().map(|f| f.name().as_str()).collect();
+    names.sort_unstable();
+    if cols.is_empty() || names.windows(2).any(|w| w[0] == w[1]) {
+        // DataFusion refuses duplicate output names; let it say so.
+        return None;
+    }
+    let filter = match selection {
+        None => None,
+        Some(e) => Some(rel.predicate(e, env)?),
+    };
+    Some(DirectSelect {
+        name: rel.name,
+        table: rel.snapshot,
+        projection: cols,
+        schema: Arc::new(Schema::new(fields)),
+        filter,
+        offset,
+        limit,
+    })
+}
+
+fn update(u: &Update, env: &Env<'_>) -> Option<Direct> {
+    let Update {
+        update_token: _,
+        optimizer_hints,
+        table,
+        assignments,
+        from,
+        selection,
+        returning,
+        output,
+        or,
+        order_by,
+        limit,
+    } = u;
+    if !optimizer_hints.is_empty()
+        || from.is_some()
+        || returning.is_some()
+        || output.is_some()
+        || or.is_some()
+        || !order_by.is_empty()
+        || limit.is_some()
+        || assignments.is_empty()
+    {
+        return None;
+    }
+    let rel = relation(std::slice::from_ref(table), env)?;
+    let mut fields = Vec::new();
+    let mut cols = Vec::new();
+    for a in assignments {
+        let AssignmentTarget::ColumnName(name) = &a.target else { return None };
+        let [part] = name.0.as_slice() else { return None };
+        let c = rel.column(&Expr::Identifier(part.as_ident()?.clone()), env)?;
+        let f = rel.field(c);
+        if f.name() == ID_COLUMN || fields.iter().any(|x: &Field| x.name() == f.name()) {
+            return None;
+        }
+        let lit = literal(&a.value, env)?;
+        if lit == Lit::Null && !f.is_nullable() {
+            return None;
+        }
+        cols.push(value_for(f.data_type(), &lit)?);
+        fields.push(f.clone());
+    }
+    let values = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).ok()?;
+    let filter = match selection {
+        None => None,
+        Some(e) => Some(rel.predicate(e, env)?),
+    };
+    Some(Direct::Update { table: rel.name, filter, values })
+}
+
+fn delete(d: &Delete, env: &Env<'_>) -> Option<Direct> {
+    let Delete {
+        delete_token: _,
+        optimizer_hints,
+        tables,
+        from,
+        using,
+        selection,
+        returning,
+        output,
+        order_by,
+        limit,
+    } = d;
+    if !optimizer_hints.is_empty()
+        || !tables.is_empty()
+        || using.is_some()
+        || returning.is_some()
+        || output.is_some()
+        || !order_by.is_empty()
+        || limit.is_some()
+    {
+        return None;
+    }
+    let FromTable::WithFromKeyword(from) = from else { return None };
+    let rel = relation(from, env)?;
+    let filter = match selection {
+        None => None,
+        Some(e) => Some(rel.predicate(e, env)?),
+    };
+    Some(Direct::Delete { table: rel.name, filter })
+}
+
+fn insert(i: &Insert, env: &Env<'_>) -> Option<Direct> {
+    let Insert {
+        insert_token: _,
+        optimizer_hints,
+        or,
+        ignore,
+        into: _,
+        table,
+        table_alias,
+        columns,
+        overwrite,
+        source,
+        assignments,
+        partitioned,
+        after_columns,
+        has_table_keyword: _,
+        on,
+        returning,
+        output,
+        replace_into,
+        priority,
+        insert_alias,
+        settings,
+        format_clause,
+        multi_table_insert_type,
+        multi_table_into_clauses,
+        multi_table_when_clauses,
+        multi_table_else_clause,
+    } = i;
+    if !optimizer_hints.is_empty()
+        || or.is_some()
+        || *ignore
+        || table_alias.is_some()
+        || *overwrite
+        || !assignments.is_empty()
+        || partitioned.is_some()
+        || !after_columns.is_empty()
+        || on.is_some()
+        || returning.is_some()
+        || output.is_some()
+        || *replace_into
+        || priority.is_some()
+        || insert_alias.is_some()
+        || settings.is_some()
+        || format_clause.is_some()
+        || multi_table_insert_type.is_some()
+        || !multi_table_into_clauses.is_empty()
+        || !multi_table_when_clauses.is_empty()
+        || multi_table_else_clause.is_some()
+    {
+        return None;
+    }
+    let TableObject::TableName(name) = table else { return None };
+    let name = table_name(name, env)?;
+    let snapshot = (env.table)(&name)?;
+    let q = source.as_ref()?;
+    let Query {
+        with: None,
+        body,
+        order_by: None,
+        limit_clause: None,
+        fetch: None,
+        locks,
+        for_clause: None,
+        settings: None,
+        format_clause: None,
+        pipe_operators,
+    } = q.as_ref()
+    else {
+        return None;
+    };
+    let SetExpr::Values(values) = body.as_ref() else { return None };
+    if !locks.is_empty() || !pipe_operators.is_empty() || values.explicit_row {
+        return None;
+    }
+    let full = snapshot.schema().full_schema();
+    let user: Vec<usize> = (1..full.fields().len()).collect();
+    // Which user column each VALUES position fills.
+    let targets: Vec<usize> = if columns.is_empty() {
+        user.clone()
+    } else {
+        let mut t = Vec::with_capacity(columns.len());
+        for c in columns {
+            let [part] = c.0.as_slice() else { return None };
+            let i = full.index_of(&ident_name(part.as_ident()?, env.fold)).ok()?;
+            if i == 0 || t.contains(&i) {
+                return None;
+            }
+            t.push(i);
+        }
+        t
+    };
+    let mut per_column: Vec<Vec<ArrayRef>> =
+        vec![Vec::with_capacity(values.rows.len()); user.len()];
+    for row in &values.rows {
+        if row.len() != targets.len() {
+            return None;
+        }
+        for (k, &col) in user.iter().enumerate() {
+            let f = full.field(col);
+            let lit = match targets.iter().position(|&t| t == col) {
+                Some(p) => literal(&row[p], env)?,
+                None => Lit::Null,
+            };
+            if lit == Lit::Null && !f.is_nullable() {
+                return None;
+            }
+            per_column[k].push(value_for(f.data_type(), &lit)?);
+        }
+    }
+    let arrays = per_column
+        .iter()
+        .map(|parts| {
+            let refs: Vec<&dyn datafusion::arrow::array::Array> =
+                parts.iter().map(|a| a.as_ref()).collect();
+            datafusion::arrow::compute::concat(&refs).ok()
+        })
+        .collect::<Option<Vec<_>>>()?;
+    let schema =
+        Arc::new(Schema::new(user.iter().map(|&i| full.field(i).clone()).collect::<Vec<_>>()));
+    let rows = RecordBatch::try_new_with_options(
+        schema,
+        arrays,
+        &RecordBatchOptions::new().with_row_count(Some(values.rows.len())),
+    )
+    .ok()?;
+    Some(Direct::Insert { table: name, rows })
+}
+
+/// The `_id`s a filter is limited to, when it says `_id = v` or `_id IN (…)` (alone or as
+/// a conjunct): a point lookup finds its rows.
+fn id_keys(p: &Predicate) -> Option<Vec<u64>> {
+    let mut ids = match p {
+        Predicate::Cmp { column, op: CmpOp::Eq, value: Scalar::UInt(v) } if column == ID_COLUMN => {
+            vec![*v]
+        }
+        Predicate::InList { column, values, negated: false } if column == ID_COLUMN => values
+            .iter()
+            .map(|v| match v {
+                Scalar::UInt(v) => Some(*v),
+                _ => None,
+            })
+            .collect::<Option<Vec<_>>>()?,
+        Predicate::And(ps) => return ps.iter().find_map(id_keys),
+        _ => return None,
+    };
+    ids.sort_unstable();
+    ids.dedup();
+    Some(ids)
+}
+
+/// The rows of `t` where `filter` holds, projected: by point lookups when the filter names
+/// its `_id`s, else by a filtered scan; then `offset` / `limit`.
+fn rows_where(
+    t: &Arc<TableSnapshot>,
+    projection: &[usize],
+    filter: Option<&Predicate>,
+    offset: usize,
+    limit: Option<usize>,
+) -> basalt_storage::Result<Vec<RecordBatch>> {
+    let (Some(p), Some(ids)) = (filter, filter.and_then(id_keys)) else {
+        return t.scan_range(projection, filter, offset, limit);
+    };
+    let only_ids = !matches!(p, Predicate::And(_));
+    let b = if only_ids {
+        t.get_many(&ids, projection)?
+    } else {
+        let mut need = projection.to_vec();
+        for i in t.resolve(&p.columns())? {
+            if !need.contains(&i) {
+                need.push(i);
+            }
+        }
+        let mut b = t.get_many(&ids, &need)?;
+        let sel = basalt_storage::predicate::evaluate(p, &mut b)?;
+        let b = datafusion::arrow::compute::filter_record_batch(&b, &BooleanArray::new(sel, None))
+            .map_err(|e| basalt_storage::Error::arrow("direct lookup", e))?;
+        let keep: Vec<usize> = (0..projection.len()).collect();
+        b.project(&keep).map_err(|e| basalt_storage::Error::arrow("direct lookup", e))?
+    };
+    let n = b.num_rows();
+    let start = offset.min(n);
+    let len = limit.unwrap_or(usize::MAX).min(n - start);
+    Ok(vec![b.slice(start, len)])
+}
+
+impl DirectSelect {
+    /// Runs the read against the snapshot it was classified on.
+    pub(crate) fn run(&self) -> basalt_storage::Result<Vec<RecordBatch>> {
+        let batches = rows_where(
+            &self.table,
+            &self.projection,
+            self.filter.as_ref(),
+            self.offset,
+            self.limit,
+        )?;
+        let mut out = Vec::with_capacity(batches.len().max(1));
+        for b in batches.into_iter().filter(|b| b.num_rows() > 0) {
+            let n = b.num_rows();
+            out.push(
+                RecordBatch::try_new_with_options(
+                    self.schema.clone(),
+                    b.columns().to_vec(),
+                    &RecordBatchOptions::new().with_row_count(Some(n)),
+                )
+                .map_err(|e| basalt_storage::Error::arrow("direct read", e))?,
+            );
+        }
+        if out.is_empty() {
+            out.push(RecordBatch::new_empty(self.schema.clone()));
+        }
+        Ok(out)
+    }
+}
+
+impl Direct {
+    /// The table the statement reads or writes.
+    pub(crate) fn table(&self) -> &str {
+        match self {
+            Direct::Select(s) => &s.name,
+            Direct::Update { table, .. }
+            | Direct::Delete { table, .. }
+            | Direct::Insert { table, .. } => table,
+        }
+    }
+
+    /// Applies a write (`Update`, `Delete`, `Insert`) as one step of the session's write
+    /// statement; returns the rows changed. A read returns 0 and changes nothing.
+    pub(crate) fn write(
+        &self,
+        txn: &mut basalt_storage::Transaction,
+        store: &basalt_storage::Store,
+    ) -> basalt_storage::Result<u64> {
+        match self {
+            Direct::Select(_) => Ok(0),
+            Direct::Insert { table, rows } => {
+                Ok(txn.insert(store, table, std::slice::from_ref(rows))?.count)
+            }
+            Direct::Delete { table, filter } => {
+                let ids = writer_ids(txn, store, table, filter.as_ref())?;
+                txn.delete(store, table, &ids)
+            }
+            Direct::Update { table, filter, values } => {
+                let ids = writer_ids(txn, store, table, filter.as_ref())?;
+                if ids.is_empty() {
+                    return Ok(0);
+                }
+                let zeros = UInt32Array::from(vec![0u32; ids.len()]);
+                let cols = values
+                    .columns()
+                    .iter()
+                    .map(|c| datafusion::arrow::compute::take(c.as_ref(), &zeros, None))
+                    .collect::<std::result::Result<Vec<_>, _>>()
+                    .map_err(|e| basalt_storage::Error::arrow("direct update", e))?;
+                let repeated = RecordBatch::try_new(values.schema(), cols)
+                    .map_err(|e| basalt_storage::Error::arrow("direct update", e))?;
+                txn.update(store, table, &ids, &repeated)
+            }
+        }
+    }
+}
+
+/// The `_id`s a write applies to, read as the writer (the newest state).
+fn writer_ids(
+    txn: &mut basalt_storage::Transaction,
+    store: &basalt_storage::Store,
+    table: &str,
+    filter: Option<&Predicate>,
+) -> basalt_storage::Result<Vec<u64>> {
+    txn.ensure_writer(store)?;
+    let t = txn.table(table)?;
+    match filter {
+        None => t.matching_ids(&Predicate::True),
+        Some(p) if id_keys(p).is_some() => {
+            let ids = rows_where(&t, &[0], Some(p), 0, None)?;
+            let mut out = Vec::new();
+            for b in ids {
+                if let Some(a) = b.column(0).as_any().downcast_ref::<UInt64Array>() {
+                    out.extend_from_slice(a.values());
+                }
+            }
+            Ok(out)
+        }
+        Some(p) => t.matching_ids(p),
+    }
+}
