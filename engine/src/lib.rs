@@ -443,6 +443,12 @@ impl Connection {
         self.sql_conn()?.set_fast_paths(on);
         Ok(())
     }
+
+    /// How many of this connection's SQL statements took the direct path (see
+    /// [`Connection::set_fast_paths`]); a statistic for checking which statements do.
+    pub fn fast_path_statements(&self) -> Result<u64> {
+        Ok(self.sql_conn()?.fast_path_statements())
+    }
 }
 
 /// A handle on one table. Reads see the table as of each call (or the connection's open

@@ -79,6 +79,8 @@ pub struct SqlConnection {
     /// Whether simple statements take the direct path (a session switch for comparing
     /// results; see [`crate::direct`]).
     fast_paths: AtomicBool,
+    /// Statements the direct path ran (a statistic for tests and users).
+    direct_runs: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for SqlConnection {
@@ -138,6 +140,7 @@ impl SqlConnection {
             schema,
             gate: tokio::sync::Mutex::new(()),
             fast_paths: AtomicBool::new(true),
+            direct_runs: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -145,6 +148,11 @@ impl SqlConnection {
     /// results must not change (for tests and for comparing plans).
     pub fn set_fast_paths(&self, on: bool) {
         self.fast_paths.store(on, Ordering::Relaxed);
+    }
+
+    /// How many statements of this connection the direct path has run.
+    pub fn fast_path_statements(&self) -> u64 {
+        self.direct_runs.load(Ordering::Relaxed)
     }
 
     /// Runs `stmt` on the direct path if it is one of its shapes ([`crate::direct`]);
@@ -176,6 +184,7 @@ impl SqlConnection {
         };
         let env = direct::Env { fold: self.fold_case(), params, table: &table };
         let Some(d) = direct::classify(stmt, &env) else { return Ok(None) };
+        self.direct_runs.fetch_add(1, Ordering::Relaxed);
         if let Some(planned) = planned {
             let name = d.table();
             let Some((_, then)) = planned.iter().find(|(n, _)| n == name) else {
@@ -188,8 +197,10 @@ impl SqlConnection {
                 )));
             }
         }
-        if let Direct::Select(s) = &d {
-            return Ok(Some(s.run()?));
+        match &d {
+            Direct::Select(s) => return Ok(Some(s.run()?)),
+            Direct::Aggregate(a) => return Ok(Some(a.run()?)),
+            _ => {}
         }
         let n = session.lock().write(|txn, store| d.write(txn, store))?;
         let count =

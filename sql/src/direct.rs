@@ -48,6 +48,8 @@ use crate::rewrite::ident_name;
 pub(crate) enum Direct {
     /// A projected, filtered, limited read.
     Select(DirectSelect),
+    /// Aggregates over the whole (filtered) table, without GROUP BY.
+    Aggregate(DirectAggregate),
     /// `UPDATE … SET … [WHERE]`.
     Update {
         /// Table.
@@ -100,7 +102,7 @@ pub(crate) struct Env<'a> {
 /// The direct plan of `stmt`, or `None` when it is not one of the direct shapes.
 pub(crate) fn classify(stmt: &Statement, env: &Env<'_>) -> Option<Direct> {
     match stmt {
-        Statement::Query(q) => select(q, env).map(Direct::Select),
+        Statement::Query(q) => select(q, env),
         Statement::Update(u) => update(u, env),
         Statement::Delete(d) => delete(d, env),
         Statement::Insert(i) => insert(i, env),
@@ -433,7 +435,7 @@ fn count(e: &Expr, env: &Env<'_>) -> Option<usize> {
     }
 }
 
-fn select(q: &Query, env: &Env<'_>) -> Option<DirectSelect> {
+fn select(q: &Query, env: &Env<'_>) -> Option<Direct> {
     let Query {
         with,
         body,
@@ -526,6 +528,18 @@ fn select(q: &Query, env: &Env<'_>) -> Option<DirectSelect> {
         return None;
     }
     let rel = relation(from, env)?;
+    let filter = match selection {
+        None => None,
+        Some(e) => Some(rel.predicate(e, env)?),
+    };
+    if projection.iter().any(|i| {
+        matches!(i, SelectItem::UnnamedExpr(Expr::Function(_)))
+            || matches!(i, SelectItem::ExprWithAlias { expr: Expr::Function(_), .. })
+    }) {
+        // One output row, kept unless OFFSET skips it or LIMIT 0 drops it.
+        let keep = offset == 0 && limit != Some(0);
+        return aggregate(projection, rel, filter, keep, env).map(Direct::Aggregate);
+    }
     let mut cols = Vec::new();
     let mut fields: Vec<Field> = Vec::new();
     for item in projection {
@@ -568,11 +582,7 @@ fn select(q: &Query, env: &Env<'_>) -> Option<DirectSelect> {
         // DataFusion refuses duplicate output names; let it say so.
         return None;
     }
-    let filter = match selection {
-        None => None,
-        Some(e) => Some(rel.predicate(e, env)?),
-    };
-    Some(DirectSelect {
+    Some(Direct::Select(DirectSelect {
         name: rel.name,
         table: rel.snapshot,
         projection: cols,
@@ -580,7 +590,7 @@ fn select(q: &Query, env: &Env<'_>) -> Option<DirectSelect> {
         filter,
         offset,
         limit,
-    })
+    }))
 }
 
 fn update(u: &Update, env: &Env<'_>) -> Option<Direct> {
@@ -886,6 +896,7 @@ impl Direct {
     pub(crate) fn table(&self) -> &str {
         match self {
             Direct::Select(s) => &s.name,
+            Direct::Aggregate(a) => &a.name,
             Direct::Update { table, .. }
             | Direct::Delete { table, .. }
             | Direct::Insert { table, .. } => table,
@@ -900,7 +911,7 @@ impl Direct {
         store: &basalt_storage::Store,
     ) -> basalt_storage::Result<u64> {
         match self {
-            Direct::Select(_) => Ok(0),
+            Direct::Select(_) | Direct::Aggregate(_) => Ok(0),
             Direct::Insert { table, rows } => {
                 Ok(txn.insert(store, table, std::slice::from_ref(rows))?.count)
             }
@@ -951,4 +962,245 @@ fn writer_ids(
         }
         Some(p) => t.matching_ids(p),
     }
+}
+
+/// An aggregate function the direct path computes.
+#[derive(Clone, Copy)]
+enum AggFn {
+    /// `count(*)`: rows.
+    CountStar,
+    /// `count(col)`: non-null values.
+    Count,
+    /// `sum`, `avg`, `min`, `max`: DataFusion's own accumulators.
+    Udaf(fn() -> Arc<datafusion::logical_expr::AggregateUDF>),
+}
+
+/// `SELECT agg(…) [AS x], … FROM t [WHERE p]` with no GROUP BY: one row.
+#[derive(Debug)]
+pub(crate) struct DirectAggregate {
+    name: String,
+    table: Arc<TableSnapshot>,
+    /// Each output column: the function and the full-schema position of its argument.
+    aggs: Vec<(AggFn, Option<usize>)>,
+    schema: SchemaRef,
+    filter: Option<Predicate>,
+    /// Whether the one row is returned (OFFSET / LIMIT 0 may drop it).
+    keep: bool,
+}
+
+impl std::fmt::Debug for AggFn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AggFn::CountStar => f.write_str("count(*)"),
+            AggFn::Count => f.write_str("count"),
+            AggFn::Udaf(u) => f.write_str(u().name()),
+        }
+    }
+}
+
+fn aggregate(
+    projection: &[SelectItem],
+    rel: Relation,
+    filter: Option<Predicate>,
+    keep: bool,
+    env: &Env<'_>,
+) -> Option<DirectAggregate> {
+    use datafusion::functions_aggregate::{average, min_max, sum};
+    let mut aggs = Vec::new();
+    let mut fields = Vec::new();
+    for item in projection {
+        let (f, alias) = match item {
+            SelectItem::UnnamedExpr(Expr::Function(f)) => (f, None),
+            SelectItem::ExprWithAlias { expr: Expr::Function(f), alias } => {
+                (f, Some(ident_name(alias, env.fold)))
+            }
+            _ => return None,
+        };
+        let datafusion::sql::sqlparser::ast::Function {
+            name,
+            uses_odbc_syntax,
+            parameters,
+            args,
+            filter,
+            null_treatment,
+            over,
+            within_group,
+        } = f;
+        use datafusion::sql::sqlparser::ast::{FunctionArg, FunctionArgExpr, FunctionArguments};
+        if *uses_odbc_syntax
+            || !matches!(parameters, FunctionArguments::None)
+            || filter.is_some()
+            || null_treatment.is_some()
+            || over.is_some()
+            || !within_group.is_empty()
+        {
+            return None;
+        }
+        let FunctionArguments::List(list) = args else { return None };
+        if list.duplicate_treatment.is_some() || !list.clauses.is_empty() {
+            return None;
+        }
+        let [arg] = list.args.as_slice() else { return None };
+        let FunctionArg::Unnamed(arg) = arg else { return None };
+        let [fname] = name.0.as_slice() else { return None };
+        let fname = fname.as_ident()?;
+        if fname.quote_style.is_some() {
+            return None;
+        }
+        let func = fname.value.to_lowercase();
+        let (agg, col) = match (func.as_str(), arg) {
+            ("count", FunctionArgExpr::Wildcard) => (AggFn::CountStar, None),
+            (_, FunctionArgExpr::Expr(e @ (Expr::Identifier(_) | Expr::CompoundIdentifier(_)))) => {
+                let c = rel.column(e, env)?;
+                let t = rel.field(c).data_type();
+                let numeric = t.is_integer() || matches!(t, DataType::Float32 | DataType::Float64);
+                let agg = match func.as_str() {
+                    "count" => AggFn::Count,
+                    "sum" if numeric => AggFn::Udaf(sum::sum_udaf),
+                    "avg" if numeric => AggFn::Udaf(average::avg_udaf),
+                    "min" if numeric || t == &DataType::Utf8 => AggFn::Udaf(min_max::min_udaf),
+                    "max" if numeric || t == &DataType::Utf8 => AggFn::Udaf(min_max::max_udaf),
+                    _ => return None,
+                };
+                (agg, Some(c))
+            }
+            _ => return None,
+        };
+        // The output column as DataFusion names and types it.
+        let field = match (agg, col) {
+            (AggFn::CountStar, _) => Field::new("count(*)", DataType::Int64, false),
+            (AggFn::Count, Some(c)) => Field::new(
+                format!("count({}.{})", rel.qualifier, rel.field(c).name()),
+                DataType::Int64,
+                false,
+            ),
+            (AggFn::Udaf(u), Some(c)) => {
+                let arg = coerced(u, Arc::new(rel.field(c).clone()))?;
+                let rt = u().return_field(&[arg]).ok()?;
+                Field::new(
+                    format!("{}({}.{})", u().name(), rel.qualifier, rel.field(c).name()),
+                    rt.data_type().clone(),
+                    true,
+                )
+            }
+            _ => return None,
+        };
+        fields.push(match alias {
+            Some(a) => field.with_name(a),
+            None => field,
+        });
+        aggs.push((agg, col));
+    }
+    let mut names: Vec<&str> = fields.iter().map(|f| f.name().as_str()).collect();
+    names.sort_unstable();
+    if names.windows(2).any(|w| w[0] == w[1]) {
+        return None;
+    }
+    Some(DirectAggregate {
+        name: rel.name,
+        table: rel.snapshot,
+        aggs,
+        schema: Arc::new(Schema::new(fields)),
+        filter,
+        keep,
+    })
+}
+
+impl DirectAggregate {
+    /// Computes the row: one pass over the needed columns of the rows the filter keeps
+    /// (evaluated on encoded data); `count(*)` alone without a filter is the table's count.
+    pub(crate) fn run(&self) -> crate::Result<Vec<RecordBatch>> {
+        use datafusion::logical_expr::function::AccumulatorArgs;
+        use datafusion::physical_expr::expressions::Column;
+        if !self.keep {
+            return Ok(vec![RecordBatch::new_empty(self.schema.clone())]);
+        }
+        let t = &self.table;
+        let mut needed: Vec<usize> = self.aggs.iter().filter_map(|(_, c)| *c).collect();
+        needed.sort_unstable();
+        needed.dedup();
+        let mut rows = 0i64;
+        let mut counts = vec![0i64; self.aggs.len()];
+        let mut accs = Vec::with_capacity(self.aggs.len());
+        for (i, (agg, col)) in self.aggs.iter().enumerate() {
+            accs.push(match (agg, col) {
+                (AggFn::Udaf(u), Some(c)) => {
+                    let arg = coerced(*u, Arc::new(t.schema().full_schema().field(*c).clone()))
+                        .ok_or_else(|| crate::Error::sql("aggregate argument type"))?;
+                    let schema = Schema::new(vec![arg.clone()]);
+                    let expr: Arc<dyn datafusion::physical_expr::PhysicalExpr> =
+                        Arc::new(Column::new(arg.name(), 0));
+                    let name = self.schema.field(i).name().clone();
+                    let udaf = u();
+                    Some(udaf.accumulator(AccumulatorArgs {
+                        return_field: Arc::new(self.schema.field(i).clone()),
+                        schema: &schema,
+                        ignore_nulls: false,
+                        order_bys: &[],
+                        is_reversed: false,
+                        name: &name,
+                        is_distinct: false,
+                        exprs: &[expr],
+                        expr_fields: &[arg],
+                    })?)
+                }
+                _ => None,
+            });
+        }
+        if needed.is_empty() && self.filter.is_none() {
+            rows = i64::try_from(t.count()).unwrap_or(i64::MAX);
+        } else {
+            for b in t.scan_filtered(&needed, self.filter.clone())? {
+                let b = b?;
+                rows += b.num_rows() as i64;
+                for (i, (agg, col)) in self.aggs.iter().enumerate() {
+                    let Some(c) = col else { continue };
+                    let Some(pos) = needed.iter().position(|n| n == c) else { continue };
+                    let a = b.column(pos);
+                    match agg {
+                        AggFn::Count => counts[i] += (a.len() - a.null_count()) as i64,
+                        AggFn::Udaf(u) => {
+                            let Some(acc) = accs[i].as_mut() else { continue };
+                            let want = coerced(*u, Arc::new(b.schema().field(pos).clone()))
+                                .ok_or_else(|| crate::Error::sql("aggregate argument type"))?;
+                            if want.data_type() == a.data_type() {
+                                acc.update_batch(std::slice::from_ref(a))?;
+                            } else {
+                                let a = datafusion::arrow::compute::cast(a, want.data_type())
+                                    .map_err(|e| crate::Error::sql(format!("aggregate: {e}")))?;
+                                acc.update_batch(&[a])?;
+                            }
+                        }
+                        AggFn::CountStar => {}
+                    }
+                }
+            }
+        }
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.aggs.len());
+        for (i, (agg, _)) in self.aggs.iter().enumerate() {
+            columns.push(match agg {
+                AggFn::CountStar => Arc::new(Int64Array::from(vec![rows])),
+                AggFn::Count => Arc::new(Int64Array::from(vec![counts[i]])),
+                AggFn::Udaf(_) => match accs[i].as_mut() {
+                    Some(acc) => acc.evaluate()?.to_array()?,
+                    None => new_null_array(self.schema.field(i).data_type(), 1),
+                },
+            });
+        }
+        let b = RecordBatch::try_new(self.schema.clone(), columns)
+            .map_err(|e| crate::Error::sql(format!("aggregate result: {e}")))?;
+        Ok(vec![b])
+    }
+}
+
+/// The argument field after DataFusion's type coercion for aggregate `u` (AVG of an
+/// integer column takes Float64, for example).
+fn coerced(
+    u: fn() -> Arc<datafusion::logical_expr::AggregateUDF>,
+    arg: datafusion::arrow::datatypes::FieldRef,
+) -> Option<datafusion::arrow::datatypes::FieldRef> {
+    let udaf = u();
+    datafusion::logical_expr::type_coercion::functions::fields_with_udf(&[arg], udaf.as_ref())
+        .ok()?
+        .pop()
 }

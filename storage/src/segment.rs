@@ -400,15 +400,18 @@ pub struct Segment {
     cache: parking_lot::Mutex<BlockCache>,
 }
 
-/// A small FIFO cache of decompressed blocks.
+/// A FIFO cache of decompressed blocks, bounded by their bytes.
 #[derive(Debug, Default)]
 struct BlockCache {
     blocks: std::collections::HashMap<usize, Buffer>,
     order: std::collections::VecDeque<usize>,
+    bytes: usize,
 }
 
-/// Decompressed blocks kept per segment.
-const CACHED_BLOCKS: usize = 64;
+/// Bytes of decompressed blocks kept per segment: enough for every compressed block of a
+/// typical segment, so point lookups at random rows do not decompress a block each (a
+/// block-count bound let a few columns of a 1M-row segment evict each other).
+const CACHED_BYTES: usize = 32 << 20;
 
 impl Segment {
     /// Maps and opens a segment file; checks header, trailer and footer (not the blocks).
@@ -510,9 +513,11 @@ impl Segment {
                 let mut c = self.cache.lock();
                 if c.blocks.insert(idx, raw.clone()).is_none() {
                     c.order.push_back(idx);
-                    while c.order.len() > CACHED_BLOCKS {
-                        if let Some(old) = c.order.pop_front() {
-                            c.blocks.remove(&old);
+                    c.bytes += raw.len();
+                    while c.bytes > CACHED_BYTES && c.order.len() > 1 {
+                        let Some(old) = c.order.pop_front() else { break };
+                        if let Some(b) = c.blocks.remove(&old) {
+                            c.bytes -= b.len();
                         }
                     }
                 }

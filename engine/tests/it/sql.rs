@@ -379,6 +379,24 @@ fn fast_paths_on_and_off_agree_on_reads() {
             assert!(x.iter().all(|r| all.binary_search(r).is_ok()), "{q}: a row not in the answer");
         }
     }
+    // The shapes the fast path is for do take it.
+    for q in [
+        "SELECT * FROM r WHERE _id = 5",
+        "SELECT a AS x, s FROM r AS q WHERE q._id IN (1, 2) AND a > 3 LIMIT 1",
+        "SELECT _id FROM r WHERE s LIKE 'ap%' OR f BETWEEN 1 AND 2 OR b LIMIT 10 OFFSET 5",
+        "SELECT count(*), avg(a), min(s) FROM r WHERE a NOT IN (1, 2)",
+        "SELECT COUNT(*) FROM r",
+    ] {
+        let before = on.fast_path_statements().unwrap();
+        on.sql(q).unwrap();
+        assert_eq!(on.fast_path_statements().unwrap(), before + 1, "{q} took the fast path");
+    }
+    for q in ["SELECT a + 1 FROM r LIMIT 1", "SELECT * FROM r ORDER BY a LIMIT 1", "SELECT 1"] {
+        let before = on.fast_path_statements().unwrap();
+        on.sql(q).unwrap();
+        assert_eq!(on.fast_path_statements().unwrap(), before, "{q} is not a fast-path shape");
+    }
+    assert_eq!(off.fast_path_statements().unwrap(), 0);
     for q in [
         "SELECT * FROM r LIMIT 100",
         "SELECT a, a FROM r LIMIT 3",
@@ -415,6 +433,66 @@ fn fast_paths_on_and_off_agree_on_reads() {
     let p_off = off.prepare("SELECT _id FROM r WHERE s = $1 AND a > $2 LIMIT $3").unwrap();
     let args = [Value::Str("date".into()), Value::Int(500), Value::Int(1_000_000)];
     assert_eq!(rows(&p_on.execute(&args).unwrap()), rows(&p_off.execute(&args).unwrap()));
+}
+
+#[test]
+fn fast_paths_on_and_off_agree_on_aggregates() {
+    let db = random_table(0xa66);
+    let on = db.connect();
+    let off = db.connect();
+    off.set_fast_paths(false).unwrap();
+    // Float sums may differ in the last bits with the order of addition.
+    let close = |x: &str, y: &str| match (x.parse::<f64>(), y.parse::<f64>()) {
+        (Ok(a), Ok(b)) => a == b || (a - b).abs() <= 1e-9 * a.abs().max(b.abs()),
+        _ => x == y,
+    };
+    let mut filters: Vec<&str> = FILTERS.to_vec();
+    filters.extend(["_id IN (1, 5, 70000)", "a > 100000", "s = 'nothing'"]);
+    for f in filters {
+        for q in [
+            format!("SELECT COUNT(*) FROM r WHERE {f}"),
+            format!(
+                "SELECT count(*), count(a), sum(a), avg(f), min(s), max(f), min(a), max(_id), \
+                 sum(f) AS total FROM r WHERE {f}"
+            ),
+            format!("SELECT avg(q.a) AS m, count(q.s) FROM r q WHERE {f}"),
+            format!("SELECT count(*) FROM r WHERE {f} LIMIT 1 OFFSET 1"),
+        ] {
+            match (on.sql(&q), off.sql(&q)) {
+                (Ok(x), Ok(y)) => {
+                    let (rx, ry) = (rows(&x), rows(&y));
+                    assert_eq!(rx.len(), ry.len(), "{q}");
+                    for (a, b) in rx.iter().zip(&ry) {
+                        let ok = a.split('|').zip(b.split('|')).all(|(u, v)| close(u, v));
+                        assert!(ok, "{q}: {a} vs {b}");
+                    }
+                    if !ry.is_empty() {
+                        assert_eq!(shape(&x), shape(&y), "{q}");
+                    }
+                }
+                (Err(_), Err(_)) => {}
+                (x, y) => panic!("{q}: {:?} vs {:?}", x.map(|_| ()), y.map(|_| ())),
+            }
+        }
+    }
+    for q in [
+        "SELECT COUNT(*) FROM r",
+        "SELECT count(*) AS n, count(*) AS m FROM r",
+        "SELECT count(*), count(*) FROM r",
+        "SELECT sum(s) FROM r",
+        "SELECT max(b) FROM r",
+        "SELECT count(DISTINCT a) FROM r",
+        "SELECT count(a) FILTER (WHERE a > 5) FROM r",
+        "SELECT a, count(*) FROM r",
+        "SELECT count(nope) FROM r",
+    ] {
+        let (x, y) = (on.sql(q), off.sql(q));
+        assert_eq!(x.is_ok(), y.is_ok(), "{q}");
+        if let (Ok(x), Ok(y)) = (x, y) {
+            assert_eq!(rows(&x), rows(&y), "{q}");
+            assert_eq!(shape(&x), shape(&y), "{q}");
+        }
+    }
 }
 
 #[test]
@@ -460,16 +538,21 @@ fn fast_paths_on_and_off_agree_on_writes() {
         }
         assert_eq!(rows(&on.sql(all).unwrap()), rows(&off.sql(all).unwrap()), "after {q}");
     }
+    let before = on.fast_path_statements().unwrap();
     let u_on = on.prepare("UPDATE r SET a = $1 WHERE _id = $2").unwrap();
     let u_off = off.prepare("UPDATE r SET a = $1 WHERE _id = $2").unwrap();
     for (a, id) in [(1i64, 30i64), (2, 31), (3, 10_000_000)] {
         let args = [Value::Int(a), Value::Int(id)];
         assert_eq!(rows(&u_on.execute(&args).unwrap()), rows(&u_off.execute(&args).unwrap()));
     }
+    assert!(on.fast_path_statements().unwrap() >= 20, "the writes took the fast path");
+    assert_eq!(off.fast_path_statements().unwrap(), 0);
     let i_on = on.prepare("INSERT INTO r (a, s) VALUES ($1, $2)").unwrap();
     let i_off = off.prepare("INSERT INTO r (a, s) VALUES ($1, $2)").unwrap();
     let args = [Value::Int(42), Value::Str("prepared".into())];
     assert_eq!(rows(&i_on.execute(&args).unwrap()), rows(&i_off.execute(&args).unwrap()));
+    // Prepared statements take the fast path at each run.
+    assert_eq!(on.fast_path_statements().unwrap(), before + 4);
     assert_eq!(rows(&on.sql(all).unwrap()), rows(&off.sql(all).unwrap()));
 }
 
