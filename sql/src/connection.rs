@@ -43,6 +43,7 @@ use crate::direct::{self, Direct};
 use crate::dml::{DmlExec, DmlKind, count_schema};
 use crate::error::{Error, Result};
 use crate::files::{FILES_SCHEMA, Files};
+use crate::fused::FuseGroupBy;
 use crate::provider::Binding;
 use crate::rewrite::{self, NativeTables};
 use crate::types::VectorTypes;
@@ -78,7 +79,7 @@ pub struct SqlConnection {
     gate: tokio::sync::Mutex<()>,
     /// Whether simple statements take the direct path (a session switch for comparing
     /// results; see [`crate::direct`]).
-    fast_paths: AtomicBool,
+    fast_paths: Arc<AtomicBool>,
     /// Statements the direct path ran (a statistic for tests and users).
     direct_runs: std::sync::atomic::AtomicU64,
 }
@@ -113,11 +114,13 @@ impl SqlConnection {
         opts.sql_parser.map_string_types_to_utf8view = false;
         // Positions in planning errors.
         opts.sql_parser.collect_spans = true;
+        let fast_paths = Arc::new(AtomicBool::new(true));
         let state = SessionStateBuilder::new()
             .with_config(config)
             .with_runtime_env(runtime)
             .with_default_features()
             .with_type_planner(Arc::new(VectorTypes))
+            .with_physical_optimizer_rule(Arc::new(FuseGroupBy::new(fast_paths.clone())))
             .build();
         let ctx = SessionContext::new_with_state(state);
         for f in crate::functions::all() {
@@ -139,13 +142,14 @@ impl SqlConnection {
             files,
             schema,
             gate: tokio::sync::Mutex::new(()),
-            fast_paths: AtomicBool::new(true),
+            fast_paths,
             direct_runs: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
-    /// Turns the fast paths (the direct path to storage for simple statements) on or off;
-    /// results must not change (for tests and for comparing plans).
+    /// Turns the fast paths on or off: the direct path to storage for simple statements
+    /// and the fused group-by on dictionary codes. Results must not change (for tests and
+    /// for comparing plans).
     pub fn set_fast_paths(&self, on: bool) {
         self.fast_paths.store(on, Ordering::Relaxed);
     }

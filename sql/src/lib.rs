@@ -5,7 +5,8 @@
 //! filter and limit pushdown ([`provider`], [`pushdown`]), DML execs onto the connection's
 //! transaction ([`dml`]), the statement dispatcher that sends each statement to DataFusion
 //! or to storage ([`connection`]), the direct path that runs simple single-table
-//! statements on storage without planning (`direct`), the rewrites that hide `_id` from `SELECT *`
+//! statements on storage without planning (`direct`), the fused group-by on dictionary
+//! codes ([`fused`]), the rewrites that hide `_id` from `SELECT *`
 //! ([`rewrite`]), SQL over files ([`files`]), the `VECTOR(D)` type ([`types`]) and the
 //! scalar functions Basalt adds ([`functions`]).
 //!
@@ -19,6 +20,7 @@ pub mod dml;
 pub mod error;
 pub mod files;
 pub mod functions;
+pub mod fused;
 pub mod provider;
 pub mod pushdown;
 pub mod rewrite;

@@ -484,6 +484,34 @@ fn split_units(t: &TableSnapshot, units: Vec<ScanUnit>, parts: usize) -> Vec<Vec
     groups
 }
 
+/// What a [`ScanExec`] reads (see [`ScanExec::parts`]).
+pub(crate) struct ScanParts<'a> {
+    /// The snapshot the scan was planned on.
+    pub snapshot: &'a Arc<TableSnapshot>,
+    /// Full-schema positions of the output columns.
+    pub projection: &'a [usize],
+    /// The predicate evaluated in storage.
+    pub predicate: Option<&'a Predicate>,
+    /// The units of each partition.
+    pub groups: &'a [Vec<ScanUnit>],
+}
+
+impl ScanExec {
+    /// What the scan reads, for operators that read storage themselves (the fused
+    /// group-by). `None` when the scan has a limit.
+    pub(crate) fn parts(&self) -> Option<ScanParts<'_>> {
+        if self.limit.is_some() {
+            return None;
+        }
+        Some(ScanParts {
+            snapshot: &self.snapshot,
+            projection: &self.projection,
+            predicate: self.predicate.as_ref(),
+            groups: &self.groups,
+        })
+    }
+}
+
 impl DisplayAs for ScanExec {
     fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let cols: Vec<&str> = self.schema.fields().iter().map(|f| f.name().as_str()).collect();

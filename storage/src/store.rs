@@ -576,6 +576,30 @@ impl TableSnapshot {
             units,
             next: 0,
             mem: 0,
+            mode: DecodeMode::Values,
+        })
+    }
+
+    /// Whether column `col` (full-schema position) is dictionary-encoded in every row group
+    /// of every segment (memtable rows aside): a scan in [`DecodeMode::Codes`] hands it out
+    /// as dictionary codes.
+    pub fn is_dictionary_encoded(&self, col: usize) -> bool {
+        let Some(cid) =
+            (col < self.schema.full_schema().fields().len()).then(|| self.schema.column_id_at(col))
+        else {
+            return false;
+        };
+        self.segments.iter().all(|ls| {
+            let meta = ls.segment.meta();
+            match meta.position_of(cid) {
+                None => false,
+                Some(pos) => meta.row_groups.iter().all(|g| {
+                    matches!(
+                        g.chunks.get(pos).map(|c| &c.encoding),
+                        Some(crate::encoding::Encoding::Dict { .. })
+                    )
+                }),
+            }
         })
     }
 
@@ -964,6 +988,7 @@ pub struct Scan {
     units: Vec<ScanUnit>,
     next: usize,
     mem: usize,
+    mode: DecodeMode,
 }
 
 /// Columns of one row group, fetched on demand (dictionary chunks as codes).
@@ -1004,6 +1029,15 @@ impl Scan {
     /// Schema of the batches.
     pub fn schema(&self) -> &SchemaRef {
         &self.schema
+    }
+
+    /// Hands dictionary-encoded chunks of segments out as dictionary arrays (codes plus the
+    /// chunk's sorted dictionary; see [`DecodeMode::Codes`]) instead of values. Each batch
+    /// then carries its own schema, whose field types say which columns came as codes;
+    /// memtable batches always come as values.
+    pub fn with_codes(mut self) -> Scan {
+        self.mode = DecodeMode::Codes;
+        self
     }
 }
 
@@ -1059,9 +1093,20 @@ impl Scan {
         if keep.as_ref().is_some_and(|m| m.count_set_bits() == 0) {
             return Ok(None);
         }
-        let cols = t.read_row_group(s, g, &self.projection, DecodeMode::Values)?;
+        let cols = t.read_row_group(s, g, &self.projection, self.mode)?;
+        let schema = match self.mode {
+            DecodeMode::Values => self.schema.clone(),
+            DecodeMode::Codes => Arc::new(Schema::new(
+                self.schema
+                    .fields()
+                    .iter()
+                    .zip(&cols)
+                    .map(|(f, c)| f.as_ref().clone().with_data_type(c.data_type().clone()))
+                    .collect::<Vec<_>>(),
+            )),
+        };
         let b = RecordBatch::try_new_with_options(
-            self.schema.clone(),
+            schema,
             cols,
             &arrow_array::RecordBatchOptions::new().with_row_count(Some(rows)),
         )

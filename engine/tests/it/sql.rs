@@ -495,6 +495,94 @@ fn fast_paths_on_and_off_agree_on_aggregates() {
     }
 }
 
+/// Like [`same`], with floats equal within 1e-9 relative (sums depend on the order of
+/// addition).
+fn same_close(on: &basalt::Connection, off: &basalt::Connection, q: &str) -> usize {
+    let close = |x: &str, y: &str| match (x.parse::<f64>(), y.parse::<f64>()) {
+        (Ok(a), Ok(b)) => a == b || (a - b).abs() <= 1e-9 * a.abs().max(b.abs()),
+        _ => x == y,
+    };
+    match (on.sql(q), off.sql(q)) {
+        (Ok(x), Ok(y)) => {
+            let (rx, ry) = (rows(&x), rows(&y));
+            assert_eq!(rx.len(), ry.len(), "{q}");
+            for (a, b) in rx.iter().zip(&ry) {
+                let ok = a.split('|').zip(b.split('|')).all(|(u, v)| close(u, v));
+                assert!(ok, "{q}: {a} vs {b}");
+            }
+            if !ry.is_empty() {
+                assert_eq!(shape(&x), shape(&y), "{q}");
+            }
+            rx.len()
+        }
+        (Err(_), Err(_)) => 0,
+        (x, y) => panic!("{q}: {:?} vs {:?}", x.map(|_| ()), y.map(|_| ())),
+    }
+}
+
+#[test]
+fn fused_group_by_agrees_with_datafusion() {
+    let db = random_table(0x6b0);
+    let on = db.connect();
+    let off = db.connect();
+    off.set_fast_paths(false).unwrap();
+    let plan =
+        |c: &basalt::Connection, q: &str| rows(&c.sql(&format!("EXPLAIN {q}")).unwrap()).join("\n");
+    let q = "SELECT s, count(*) FROM r GROUP BY s";
+    assert!(plan(&on, q).contains("BasaltGroupBy"), "{}", plan(&on, q));
+    assert!(!plan(&off, q).contains("BasaltGroupBy"));
+    let mut filters: Vec<&str> = vec!["true"];
+    filters.extend(FILTERS.iter().take(12));
+    for f in filters {
+        let w = if f == "true" { String::new() } else { format!("WHERE {f}") };
+        for q in [
+            format!(
+                "SELECT s, count(*), count(a), sum(a), avg(f), min(a), max(f), count(b), \
+                 min(s), sum(f) FROM r {w} GROUP BY s"
+            ),
+            format!(
+                "SELECT s AS k, count(*) AS n FROM r {w} GROUP BY s HAVING count(*) > 100 ORDER BY n DESC, k LIMIT 3"
+            ),
+            format!("SELECT count(DISTINCT s) FROM r {w}"),
+            format!("SELECT DISTINCT s FROM r {w}"),
+            format!("SELECT s, f, count(*), max(a) FROM r {w} GROUP BY s, f"),
+            format!(
+                "SELECT f, s, avg(a) FROM r {w} GROUP BY 1, 2 ORDER BY 3 DESC NULLS LAST, 1, 2 LIMIT 7"
+            ),
+            format!("SELECT x.s, sum(x.a) FROM (SELECT * FROM r {w}) x GROUP BY x.s"),
+        ] {
+            same_close(&on, &off, &q);
+        }
+    }
+    // Rows in the memtable (values, not codes) and an empty selection.
+    on.sql("INSERT INTO r VALUES (1, 'zeta', 1.0, true), (2, NULL, 2.0, false), (3, 'apple', NULL, NULL)")
+        .unwrap();
+    for q in [
+        "SELECT s, count(*), sum(a), avg(f) FROM r GROUP BY s",
+        "SELECT s, count(*) FROM r WHERE a > 100000 GROUP BY s",
+        "SELECT s, f, count(*) FROM r WHERE _id > 100400 GROUP BY s, f",
+    ] {
+        same_close(&on, &off, q);
+    }
+    assert!(same_close(&on, &off, "SELECT s, count(*) FROM r GROUP BY s") >= 7);
+    // Two dictionary-encoded group columns (with NULLs in both), over segments.
+    on.sql(
+        "CREATE TABLE g AS SELECT s, CASE WHEN a % 3 = 0 THEN 'x' WHEN a % 3 = 1 THEN 'y' END AS t, \
+         a, f FROM r",
+    )
+    .unwrap();
+    let q = "SELECT s, t, count(*), sum(a), avg(f) FROM g GROUP BY s, t";
+    assert!(plan(&on, q).contains("by=[s, t]"), "{}", plan(&on, q));
+    for q in [
+        q,
+        "SELECT t, s, count(*), max(f) FROM g WHERE a > 0 GROUP BY t, s",
+        "SELECT DISTINCT t, s FROM g",
+        "SELECT count(DISTINCT t) FROM g WHERE s = 'date'",
+    ] {
+        same_close(&on, &off, q);
+    }
+}
+
 #[test]
 fn fast_paths_on_and_off_agree_on_writes() {
     let (db_on, db_off) = (random_table(0xbeef), random_table(0xbeef));
