@@ -184,6 +184,14 @@ impl GroupByExec {
             .map_err(storage_err)?
             .with_codes();
         let mut ids = Vec::new();
+        // The scan's schema with every field nullable: group-only columns are NULL-filled.
+        let loose = Arc::new(datafusion::arrow::datatypes::Schema::new(
+            self.input_schema
+                .fields()
+                .iter()
+                .map(|f| f.as_ref().clone().with_nullable(true))
+                .collect::<Vec<_>>(),
+        ));
         for b in scan {
             let b = b.map_err(storage_err)?;
             let n = b.num_rows();
@@ -210,7 +218,7 @@ impl GroupByExec {
                     }
                 })
                 .collect::<Result<Vec<_>>>()?;
-            let batch = RecordBatch::try_new(self.input_schema.clone(), cols)?;
+            let batch = RecordBatch::try_new(loose.clone(), cols)?;
             let total = grouper.len();
             for (acc, a) in accs.iter_mut().zip(&self.aggs) {
                 let values = a

@@ -581,6 +581,14 @@ fn fused_group_by_agrees_with_datafusion() {
     ] {
         same_close(&on, &off, q);
     }
+    // NOT NULL columns, grouped by one and aggregating another.
+    on.sql("CREATE TABLE nn (k TEXT NOT NULL, v BIGINT NOT NULL, w TEXT NOT NULL)").unwrap();
+    on.sql("INSERT INTO nn SELECT coalesce(s, 'none'), coalesce(a, 0), coalesce(s, 'other') FROM r")
+        .unwrap();
+    let q = "SELECT k, count(*), sum(v), min(w) FROM nn GROUP BY k";
+    assert!(plan(&on, q).contains("BasaltGroupBy"), "{}", plan(&on, q));
+    same_close(&on, &off, q);
+    same_close(&on, &off, "SELECT k, w, avg(v) FROM nn WHERE v > 10 GROUP BY k, w");
 }
 
 #[test]
