@@ -27,7 +27,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch, new_null_array};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, NullArray, RecordBatch, new_null_array};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{
     DataType, SchemaRef, UInt8Type, UInt16Type, UInt32Type, UInt64Type,
@@ -184,12 +184,19 @@ impl GroupByExec {
             .map_err(storage_err)?
             .with_codes();
         let mut ids = Vec::new();
-        // The scan's schema with every field nullable: group-only columns are NULL-filled.
+        // What the aggregates are evaluated on: the scan's columns they read, as values;
+        // the others as NULL placeholders (no allocation).
+        let read: Vec<bool> =
+            (0..self.input_schema.fields().len()).map(|i| self.reads(i)).collect();
         let loose = Arc::new(datafusion::arrow::datatypes::Schema::new(
             self.input_schema
                 .fields()
                 .iter()
-                .map(|f| f.as_ref().clone().with_nullable(true))
+                .zip(&read)
+                .map(|(f, &r)| {
+                    let f = f.as_ref().clone().with_nullable(true);
+                    if r { f } else { f.with_data_type(DataType::Null) }
+                })
                 .collect::<Vec<_>>(),
         ));
         for b in scan {
@@ -197,8 +204,11 @@ impl GroupByExec {
             let n = b.num_rows();
             ids.clear();
             ids.resize(n, 0usize);
-            for (k, &col) in self.keys.iter().enumerate() {
-                grouper.add_column(k, b.column(col), &mut ids)?;
+            let key_cols: Vec<&ArrayRef> = self.keys.iter().map(|&c| b.column(c)).collect();
+            if !grouper.add_coded(&key_cols, &mut ids)? {
+                for (k, col) in key_cols.iter().enumerate() {
+                    grouper.add_column(k, col, &mut ids)?;
+                }
             }
             // The aggregates read values: columns as the scan schema has them, codes cast
             // back; group-only columns no aggregate reads are left as NULLs.
@@ -209,10 +219,10 @@ impl GroupByExec {
                 .enumerate()
                 .map(|(i, f)| {
                     let c = b.column(i);
-                    if c.data_type() == f.data_type() {
+                    if !read[i] {
+                        Ok(Arc::new(NullArray::new(n)) as ArrayRef)
+                    } else if c.data_type() == f.data_type() {
                         Ok(c.clone())
-                    } else if self.keys.contains(&i) && !self.reads(i) {
-                        Ok(new_null_array(f.data_type(), n))
                     } else {
                         cast(c, f.data_type()).map_err(DataFusionError::from)
                     }
@@ -316,6 +326,66 @@ impl Grouper {
             .collect()
     }
 
+    /// Group ids of a batch whose group columns all came as dictionary codes: each row's
+    /// codes combine into one dense batch-local code, and each local code present is turned
+    /// into a group id once. Returns false (nothing done) when a column is not coded or
+    /// the local code space is too large; the caller then goes column by column.
+    fn add_coded(&mut self, cols: &[&ArrayRef], ids: &mut [usize]) -> Result<bool> {
+        const MAX_LOCAL: usize = 1 << 16;
+        let n = ids.len();
+        // Per column: codes, the column id of each code (the last one: NULL), and the
+        // code space (dictionary entries + 1 for NULL).
+        let mut parts: Vec<(Vec<u32>, Vec<usize>)> = Vec::with_capacity(cols.len());
+        let mut space = 1usize;
+        for (k, col) in cols.iter().enumerate() {
+            let DataType::Dictionary(kt, _) = col.data_type() else { return Ok(false) };
+            let dict = dictionary_values(col)?;
+            let width = dict.len() + 1;
+            space = match space.checked_mul(width) {
+                Some(s) if s <= MAX_LOCAL => s,
+                _ => return Ok(false),
+            };
+            let mut col_ids = self.ids_of(k, &dict)?;
+            col_ids.push(self.id_of_value(k, ScalarValue::try_from(dict.data_type())?));
+            let null_code = dict.len() as u32;
+            let mut codes = codes_of(col, kt)?;
+            if col.null_count() > 0 {
+                for (r, c) in codes.iter_mut().enumerate() {
+                    if col.is_null(r) {
+                        *c = null_code;
+                    }
+                }
+            }
+            parts.push((codes, col_ids));
+        }
+        // Batch-local code of each row: c0 + w0 * (c1 + w1 * (…)).
+        let mut local = vec![0u32; n];
+        for (codes, col_ids) in parts.iter().rev() {
+            let w = col_ids.len() as u32;
+            for (l, &c) in local.iter_mut().zip(codes) {
+                *l = *l * w + c;
+            }
+        }
+        let mut gid = vec![usize::MAX; space];
+        for (r, &l) in local.iter().enumerate() {
+            let slot = &mut gid[l as usize];
+            if *slot == usize::MAX {
+                // Decompose the local code into column ids and walk the levels once.
+                let mut rest = l;
+                let mut g = 0;
+                for (k, (_, col_ids)) in parts.iter().enumerate() {
+                    let w = col_ids.len() as u32;
+                    let c = (rest % w) as usize;
+                    rest /= w;
+                    g = self.level_id(k, if k == 0 { 0 } else { g }, col_ids[c]);
+                }
+                *slot = g;
+            }
+            ids[r] = *slot;
+        }
+        Ok(true)
+    }
+
     /// Folds group column `k` of a batch into `ids` (on entry the group ids of columns
     /// `..k`; on return those of `..=k`).
     fn add_column(&mut self, k: usize, col: &ArrayRef, ids: &mut [usize]) -> Result<()> {
@@ -334,7 +404,7 @@ impl Grouper {
                 for (r, c) in codes.into_iter().enumerate() {
                     out.push(match null_id {
                         Some(nid) if col.is_null(r) => nid,
-                        _ => *entry.get(c).ok_or_else(|| {
+                        _ => *entry.get(c as usize).ok_or_else(|| {
                             DataFusionError::Internal(format!("dictionary code {c} out of range"))
                         })?,
                     });
@@ -403,18 +473,20 @@ fn dictionary_values(col: &ArrayRef) -> Result<ArrayRef> {
     })
 }
 
-/// The codes of a dictionary array as `usize` (NULL rows give 0).
-fn codes_of(col: &ArrayRef, kt: &DataType) -> Result<Vec<usize>> {
+/// The codes of a dictionary array (NULL rows give whatever code they hold).
+fn codes_of(col: &ArrayRef, kt: &DataType) -> Result<Vec<u32>> {
     Ok(match kt {
         DataType::UInt8 => {
-            col.as_dictionary::<UInt8Type>().keys().values().iter().map(|&c| c as usize).collect()
+            col.as_dictionary::<UInt8Type>().keys().values().iter().map(|&c| u32::from(c)).collect()
         }
-        DataType::UInt16 => {
-            col.as_dictionary::<UInt16Type>().keys().values().iter().map(|&c| c as usize).collect()
-        }
-        DataType::UInt32 => {
-            col.as_dictionary::<UInt32Type>().keys().values().iter().map(|&c| c as usize).collect()
-        }
+        DataType::UInt16 => col
+            .as_dictionary::<UInt16Type>()
+            .keys()
+            .values()
+            .iter()
+            .map(|&c| u32::from(c))
+            .collect(),
+        DataType::UInt32 => col.as_dictionary::<UInt32Type>().keys().values().to_vec(),
         t => return Err(DataFusionError::Internal(format!("dictionary keys of type {t}"))),
     })
 }

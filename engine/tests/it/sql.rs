@@ -583,8 +583,10 @@ fn fused_group_by_agrees_with_datafusion() {
     }
     // NOT NULL columns, grouped by one and aggregating another.
     on.sql("CREATE TABLE nn (k TEXT NOT NULL, v BIGINT NOT NULL, w TEXT NOT NULL)").unwrap();
-    on.sql("INSERT INTO nn SELECT coalesce(s, 'none'), coalesce(a, 0), coalesce(s, 'other') FROM r")
-        .unwrap();
+    on.sql(
+        "INSERT INTO nn SELECT coalesce(s, 'none'), coalesce(a, 0), coalesce(s, 'other') FROM r",
+    )
+    .unwrap();
     let q = "SELECT k, count(*), sum(v), min(w) FROM nn GROUP BY k";
     assert!(plan(&on, q).contains("BasaltGroupBy"), "{}", plan(&on, q));
     same_close(&on, &off, q);
