@@ -27,7 +27,9 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, NullArray, RecordBatch, new_null_array};
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, Int64Array, NullArray, RecordBatch, new_null_array,
+};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{
     DataType, SchemaRef, UInt8Type, UInt16Type, UInt32Type, UInt64Type,
@@ -38,7 +40,7 @@ use datafusion::common::{DataFusionError, Result, ScalarValue};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::{EmitTo, GroupsAccumulator};
 use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
-use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_expr::expressions::{Column, Literal};
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
@@ -176,8 +178,14 @@ impl GroupByExec {
         let mut accs = self
             .aggs
             .iter()
-            .map(|a| a.create_groups_accumulator())
-            .collect::<Result<Vec<Box<dyn GroupsAccumulator>>>>()?;
+            .map(|a| {
+                Ok(if counts_rows(a) {
+                    Acc::Rows(Vec::new())
+                } else {
+                    Acc::Df(a.create_groups_accumulator()?)
+                })
+            })
+            .collect::<Result<Vec<Acc>>>()?;
         let scan = self
             .snapshot
             .scan_units_filtered(&self.projection, self.predicate.clone(), units)
@@ -231,12 +239,22 @@ impl GroupByExec {
             let batch = RecordBatch::try_new(loose.clone(), cols)?;
             let total = grouper.len();
             for (acc, a) in accs.iter_mut().zip(&self.aggs) {
-                let values = a
-                    .expressions()
-                    .iter()
-                    .map(|e| e.evaluate(&batch).and_then(|v| v.into_array(n)))
-                    .collect::<Result<Vec<_>>>()?;
-                acc.update_batch(&values, &ids, None, total)?;
+                match acc {
+                    Acc::Rows(counts) => {
+                        counts.resize(total, 0);
+                        for &g in &ids {
+                            counts[g] += 1;
+                        }
+                    }
+                    Acc::Df(acc) => {
+                        let values = a
+                            .expressions()
+                            .iter()
+                            .map(|e| e.evaluate(&batch).and_then(|v| v.into_array(n)))
+                            .collect::<Result<Vec<_>>>()?;
+                        acc.update_batch(&values, &ids, None, total)?;
+                    }
+                }
             }
         }
         if grouper.len() == 0 {
@@ -244,10 +262,13 @@ impl GroupByExec {
         }
         let mut cols: Vec<ArrayRef> = grouper.key_arrays(&self.schema)?;
         for acc in &mut accs {
-            if self.partial {
-                cols.extend(acc.state(EmitTo::All)?);
-            } else {
-                cols.push(acc.evaluate(EmitTo::All)?);
+            match acc {
+                Acc::Rows(counts) => {
+                    counts.resize(grouper.len(), 0);
+                    cols.push(Arc::new(Int64Array::from(std::mem::take(counts))));
+                }
+                Acc::Df(acc) if self.partial => cols.extend(acc.state(EmitTo::All)?),
+                Acc::Df(acc) => cols.push(acc.evaluate(EmitTo::All)?),
             }
         }
         let cols =
@@ -280,6 +301,24 @@ impl GroupByExec {
             })
         })
     }
+}
+
+/// One aggregate's running state.
+enum Acc {
+    /// `count` of a non-NULL constant (`COUNT(*)`): rows per group, counted here. Its
+    /// partial state and its value are both that Int64 count.
+    Rows(Vec<i64>),
+    /// Any other aggregate: DataFusion's own groups accumulator.
+    Df(Box<dyn GroupsAccumulator>),
+}
+
+/// Whether `a` counts rows: `count` of one non-NULL literal, without DISTINCT.
+fn counts_rows(a: &AggregateFunctionExpr) -> bool {
+    let args = a.expressions();
+    a.fun().name() == "count"
+        && !a.is_distinct()
+        && args.len() == 1
+        && args[0].downcast_ref::<Literal>().is_some_and(|l| !l.value().is_null())
 }
 
 /// Assigns group ids: per column a map from value to a column-local id (made once per
@@ -335,10 +374,10 @@ impl Grouper {
         let n = ids.len();
         // Per column: codes, the column id of each code (the last one: NULL), and the
         // code space (dictionary entries + 1 for NULL).
-        let mut parts: Vec<(Vec<u32>, Vec<usize>)> = Vec::with_capacity(cols.len());
+        let mut parts: Vec<Vec<usize>> = Vec::with_capacity(cols.len());
         let mut space = 1usize;
         for (k, col) in cols.iter().enumerate() {
-            let DataType::Dictionary(kt, _) = col.data_type() else { return Ok(false) };
+            let DataType::Dictionary(_, _) = col.data_type() else { return Ok(false) };
             let dict = dictionary_values(col)?;
             let width = dict.len() + 1;
             space = match space.checked_mul(width) {
@@ -347,24 +386,12 @@ impl Grouper {
             };
             let mut col_ids = self.ids_of(k, &dict)?;
             col_ids.push(self.id_of_value(k, ScalarValue::try_from(dict.data_type())?));
-            let null_code = dict.len() as u32;
-            let mut codes = codes_of(col, kt)?;
-            if col.null_count() > 0 {
-                for (r, c) in codes.iter_mut().enumerate() {
-                    if col.is_null(r) {
-                        *c = null_code;
-                    }
-                }
-            }
-            parts.push((codes, col_ids));
+            parts.push(col_ids);
         }
-        // Batch-local code of each row: c0 + w0 * (c1 + w1 * (…)).
+        // Batch-local code of each row: c0 + w0 * (c1 + w1 * (…)), NULL as the last code.
         let mut local = vec![0u32; n];
-        for (codes, col_ids) in parts.iter().rev() {
-            let w = col_ids.len() as u32;
-            for (l, &c) in local.iter_mut().zip(codes) {
-                *l = *l * w + c;
-            }
+        for (col, col_ids) in cols.iter().zip(&parts).rev() {
+            fold_codes(col, col_ids.len() as u32, &mut local)?;
         }
         let mut gid = vec![usize::MAX; space];
         for (r, &l) in local.iter().enumerate() {
@@ -373,7 +400,7 @@ impl Grouper {
                 // Decompose the local code into column ids and walk the levels once.
                 let mut rest = l;
                 let mut g = 0;
-                for (k, (_, col_ids)) in parts.iter().enumerate() {
+                for (k, col_ids) in parts.iter().enumerate() {
                     let w = col_ids.len() as u32;
                     let c = (rest % w) as usize;
                     rest /= w;
@@ -390,7 +417,7 @@ impl Grouper {
     /// `..k`; on return those of `..=k`).
     fn add_column(&mut self, k: usize, col: &ArrayRef, ids: &mut [usize]) -> Result<()> {
         let col_ids: Vec<usize> = match col.data_type() {
-            DataType::Dictionary(kt, _) => {
+            DataType::Dictionary(_, _) => {
                 let dict = dictionary_values(col)?;
                 let entry = self.ids_of(k, &dict)?;
                 // NULL rows map to the NULL value's id.
@@ -399,7 +426,7 @@ impl Grouper {
                 } else {
                     None
                 };
-                let codes = codes_of(col, kt)?;
+                let codes = codes_of(col)?;
                 let mut out = Vec::with_capacity(codes.len());
                 for (r, c) in codes.into_iter().enumerate() {
                     out.push(match null_id {
@@ -473,9 +500,43 @@ fn dictionary_values(col: &ArrayRef) -> Result<ArrayRef> {
     })
 }
 
+/// `local = local * w + code` for each row of dictionary array `col` (`w - 1` = NULL).
+fn fold_codes(col: &ArrayRef, w: u32, local: &mut [u32]) -> Result<()> {
+    fn fold<T: Copy + Into<u32>>(keys: &[T], w: u32, local: &mut [u32]) {
+        for (l, &c) in local.iter_mut().zip(keys) {
+            *l = *l * w + c.into();
+        }
+    }
+    match col.data_type() {
+        DataType::Dictionary(k, _) if k.as_ref() == &DataType::UInt8 => {
+            fold(col.as_dictionary::<UInt8Type>().keys().values(), w, local)
+        }
+        DataType::Dictionary(k, _) if k.as_ref() == &DataType::UInt16 => {
+            fold(col.as_dictionary::<UInt16Type>().keys().values(), w, local)
+        }
+        DataType::Dictionary(k, _) if k.as_ref() == &DataType::UInt32 => {
+            fold(col.as_dictionary::<UInt32Type>().keys().values(), w, local)
+        }
+        t => return Err(DataFusionError::Internal(format!("not dictionary codes: {t}"))),
+    }
+    if col.null_count() > 0 {
+        // Undo the code a NULL row holds and put the NULL code in its place.
+        let codes = codes_of(col)?;
+        for (r, (l, c)) in local.iter_mut().zip(codes).enumerate() {
+            if col.is_null(r) {
+                *l = *l - c + (w - 1);
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The codes of a dictionary array (NULL rows give whatever code they hold).
-fn codes_of(col: &ArrayRef, kt: &DataType) -> Result<Vec<u32>> {
-    Ok(match kt {
+fn codes_of(col: &ArrayRef) -> Result<Vec<u32>> {
+    let DataType::Dictionary(kt, _) = col.data_type() else {
+        return Err(DataFusionError::Internal(format!("not a dictionary: {}", col.data_type())));
+    };
+    Ok(match kt.as_ref() {
         DataType::UInt8 => {
             col.as_dictionary::<UInt8Type>().keys().values().iter().map(|&c| u32::from(c)).collect()
         }
