@@ -39,7 +39,7 @@ use datafusion::sql::sqlparser::ast::{
     TableObject, TableWithJoins, UnaryOperator, Update, Value,
 };
 
-use basalt_storage::{CmpOp, ID_COLUMN, Predicate, Scalar, TableSnapshot};
+use basalt_storage::{CmpOp, ID_COLUMN, Predicate, Scalar, ScanUnit, TableSnapshot};
 
 use crate::rewrite::ident_name;
 
@@ -827,6 +827,32 @@ fn id_keys(p: &Predicate) -> Option<Vec<u64>> {
     Some(ids)
 }
 
+/// Runs `f` over the table's scan units: on a large table, split into contiguous runs, one
+/// per core, on scoped threads; results in unit order (at least one).
+fn in_parallel<T: Send>(
+    t: &Arc<TableSnapshot>,
+    f: impl Fn(Vec<ScanUnit>) -> crate::Result<T> + Sync,
+) -> crate::Result<Vec<T>> {
+    /// Below this many rows a single thread is as quick as starting more.
+    const PARALLEL_ROWS: u64 = 65_536;
+    let units = t.scan_units();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let parts = if t.count() >= PARALLEL_ROWS { cores.min(units.len()).max(1) } else { 1 };
+    if parts <= 1 {
+        return Ok(vec![f(units)?]);
+    }
+    let per = units.len().div_ceil(parts).max(1);
+    let f = &f;
+    std::thread::scope(|s| {
+        let handles: Vec<_> =
+            units.chunks(per).map(|u| u.to_vec()).map(|u| s.spawn(move || f(u))).collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().map_err(|_| crate::Error::sql("a scan worker panicked"))?)
+            .collect()
+    })
+}
+
 /// The rows of `t` where `filter` holds, projected: by point lookups when the filter names
 /// its `_id`s, else by a filtered scan; then `offset` / `limit`.
 fn rows_where(
@@ -835,13 +861,35 @@ fn rows_where(
     filter: Option<&Predicate>,
     offset: usize,
     limit: Option<usize>,
-) -> basalt_storage::Result<Vec<RecordBatch>> {
+) -> crate::Result<Vec<RecordBatch>> {
     let (Some(p), Some(ids)) = (filter, filter.and_then(id_keys)) else {
-        return t.scan_range(projection, filter, offset, limit);
+        if offset == 0 && limit.is_none() {
+            // The whole answer: every core scans a part of the table.
+            let parts = in_parallel(t, |units| {
+                t.scan_units_filtered(projection, filter.cloned(), units)?
+                    .collect::<basalt_storage::Result<Vec<_>>>()
+                    .map_err(crate::Error::from)
+            })?;
+            return Ok(parts.into_iter().flatten().collect());
+        }
+        return Ok(t.scan_range(projection, filter, offset, limit)?);
     };
+    Ok(lookup_rows(t, projection, p, &ids, offset, limit)?)
+}
+
+/// The rows with `ids` where `p` (which limits them to those ids) holds, projected, then
+/// `offset` / `limit`.
+fn lookup_rows(
+    t: &Arc<TableSnapshot>,
+    projection: &[usize],
+    p: &Predicate,
+    ids: &[u64],
+    offset: usize,
+    limit: Option<usize>,
+) -> basalt_storage::Result<Vec<RecordBatch>> {
     let only_ids = !matches!(p, Predicate::And(_));
     let b = if only_ids {
-        t.get_many(&ids, projection)?
+        t.get_many(ids, projection)?
     } else {
         let mut need = projection.to_vec();
         for i in t.resolve(&p.columns())? {
@@ -849,7 +897,7 @@ fn rows_where(
                 need.push(i);
             }
         }
-        let mut b = t.get_many(&ids, &need)?;
+        let mut b = t.get_many(ids, &need)?;
         let sel = basalt_storage::predicate::evaluate(p, &mut b)?;
         let b = datafusion::arrow::compute::filter_record_batch(&b, &BooleanArray::new(sel, None))
             .map_err(|e| basalt_storage::Error::arrow("direct lookup", e))?;
@@ -864,7 +912,7 @@ fn rows_where(
 
 impl DirectSelect {
     /// Runs the read against the snapshot it was classified on.
-    pub(crate) fn run(&self) -> basalt_storage::Result<Vec<RecordBatch>> {
+    pub(crate) fn run(&self) -> crate::Result<Vec<RecordBatch>> {
         let batches = rows_where(
             &self.table,
             &self.projection,
@@ -950,8 +998,8 @@ fn writer_ids(
     let t = txn.table(table)?;
     match filter {
         None => t.matching_ids(&Predicate::True),
-        Some(p) if id_keys(p).is_some() => {
-            let ids = rows_where(&t, &[0], Some(p), 0, None)?;
+        Some(p) if let Some(keys) = id_keys(p) => {
+            let ids = lookup_rows(&t, &[0], p, &keys, 0, None)?;
             let mut out = Vec::new();
             for b in ids {
                 if let Some(a) = b.column(0).as_any().downcast_ref::<UInt64Array>() {
@@ -1110,8 +1158,6 @@ impl DirectAggregate {
     /// Computes the row: one pass over the needed columns of the rows the filter keeps
     /// (evaluated on encoded data); `count(*)` alone without a filter is the table's count.
     pub(crate) fn run(&self) -> crate::Result<Vec<RecordBatch>> {
-        use datafusion::logical_expr::function::AccumulatorArgs;
-        use datafusion::physical_expr::expressions::Column;
         if !self.keep {
             return Ok(vec![RecordBatch::new_empty(self.schema.clone())]);
         }
@@ -1119,8 +1165,56 @@ impl DirectAggregate {
         let mut needed: Vec<usize> = self.aggs.iter().filter_map(|(_, c)| *c).collect();
         needed.sort_unstable();
         needed.dedup();
-        let mut rows = 0i64;
-        let mut counts = vec![0i64; self.aggs.len()];
+        let mut total = if needed.is_empty() && self.filter.is_none() {
+            // count(*) alone, unfiltered: the table's count, no scan.
+            let mut p = self.partial_state()?;
+            p.rows = i64::try_from(t.count()).unwrap_or(i64::MAX);
+            p
+        } else {
+            // Large tables: contiguous runs of scan units on scoped threads, one partial
+            // state each, merged through the accumulators' own state/merge.
+            let mut states = in_parallel(t, |units| self.partial(&needed, units))?;
+            let mut first = states.remove(0);
+            for mut other in states {
+                first.rows += other.rows;
+                for (a, b) in first.counts.iter_mut().zip(&other.counts) {
+                    *a += b;
+                }
+                for (a, b) in first.accs.iter_mut().zip(other.accs.iter_mut()) {
+                    if let (Some(a), Some(b)) = (a.as_mut(), b.as_mut()) {
+                        let state = b
+                            .state()?
+                            .iter()
+                            .map(|v| v.to_array())
+                            .collect::<datafusion::common::Result<Vec<_>>>()?;
+                        a.merge_batch(&state)?;
+                    }
+                }
+            }
+            first
+        };
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.aggs.len());
+        for (i, (agg, _)) in self.aggs.iter().enumerate() {
+            columns.push(match agg {
+                AggFn::CountStar => Arc::new(Int64Array::from(vec![total.rows])),
+                AggFn::Count => Arc::new(Int64Array::from(vec![total.counts[i]])),
+                AggFn::Udaf(_) => match total.accs[i].as_mut() {
+                    Some(acc) => acc.evaluate()?.to_array()?,
+                    None => new_null_array(self.schema.field(i).data_type(), 1),
+                },
+            });
+        }
+        let b = RecordBatch::try_new(self.schema.clone(), columns)
+            .map_err(|e| crate::Error::sql(format!("aggregate result: {e}")))?;
+        Ok(vec![b])
+    }
+
+    /// Fresh running state: no rows, zero counts, an empty accumulator per `sum` / `avg` /
+    /// `min` / `max` (DataFusion's, built for the coerced argument type).
+    fn partial_state(&self) -> crate::Result<AggState> {
+        use datafusion::logical_expr::function::AccumulatorArgs;
+        use datafusion::physical_expr::expressions::Column;
+        let t = &self.table;
         let mut accs = Vec::with_capacity(self.aggs.len());
         for (i, (agg, col)) in self.aggs.iter().enumerate() {
             accs.push(match (agg, col) {
@@ -1147,50 +1241,46 @@ impl DirectAggregate {
                 _ => None,
             });
         }
-        if needed.is_empty() && self.filter.is_none() {
-            rows = i64::try_from(t.count()).unwrap_or(i64::MAX);
-        } else {
-            for b in t.scan_filtered(&needed, self.filter.clone())? {
-                let b = b?;
-                rows += b.num_rows() as i64;
-                for (i, (agg, col)) in self.aggs.iter().enumerate() {
-                    let Some(c) = col else { continue };
-                    let Some(pos) = needed.iter().position(|n| n == c) else { continue };
-                    let a = b.column(pos);
-                    match agg {
-                        AggFn::Count => counts[i] += (a.len() - a.null_count()) as i64,
-                        AggFn::Udaf(u) => {
-                            let Some(acc) = accs[i].as_mut() else { continue };
-                            let want = coerced(*u, Arc::new(b.schema().field(pos).clone()))
-                                .ok_or_else(|| crate::Error::sql("aggregate argument type"))?;
-                            if want.data_type() == a.data_type() {
-                                acc.update_batch(std::slice::from_ref(a))?;
-                            } else {
-                                let a = datafusion::arrow::compute::cast(a, want.data_type())
-                                    .map_err(|e| crate::Error::sql(format!("aggregate: {e}")))?;
-                                acc.update_batch(&[a])?;
-                            }
+        Ok(AggState { rows: 0, counts: vec![0; self.aggs.len()], accs })
+    }
+
+    /// The running state over the rows of `units` the filter keeps.
+    fn partial(&self, needed: &[usize], units: Vec<ScanUnit>) -> crate::Result<AggState> {
+        let mut st = self.partial_state()?;
+        for b in self.table.scan_units_filtered(needed, self.filter.clone(), units)? {
+            let b = b?;
+            st.rows += b.num_rows() as i64;
+            for (i, (agg, col)) in self.aggs.iter().enumerate() {
+                let Some(c) = col else { continue };
+                let Some(pos) = needed.iter().position(|n| n == c) else { continue };
+                let a = b.column(pos);
+                match agg {
+                    AggFn::Count => st.counts[i] += (a.len() - a.null_count()) as i64,
+                    AggFn::Udaf(u) => {
+                        let Some(acc) = st.accs[i].as_mut() else { continue };
+                        let want = coerced(*u, Arc::new(b.schema().field(pos).clone()))
+                            .ok_or_else(|| crate::Error::sql("aggregate argument type"))?;
+                        if want.data_type() == a.data_type() {
+                            acc.update_batch(std::slice::from_ref(a))?;
+                        } else {
+                            let a = datafusion::arrow::compute::cast(a, want.data_type())
+                                .map_err(|e| crate::Error::sql(format!("aggregate: {e}")))?;
+                            acc.update_batch(&[a])?;
                         }
-                        AggFn::CountStar => {}
                     }
+                    AggFn::CountStar => {}
                 }
             }
         }
-        let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.aggs.len());
-        for (i, (agg, _)) in self.aggs.iter().enumerate() {
-            columns.push(match agg {
-                AggFn::CountStar => Arc::new(Int64Array::from(vec![rows])),
-                AggFn::Count => Arc::new(Int64Array::from(vec![counts[i]])),
-                AggFn::Udaf(_) => match accs[i].as_mut() {
-                    Some(acc) => acc.evaluate()?.to_array()?,
-                    None => new_null_array(self.schema.field(i).data_type(), 1),
-                },
-            });
-        }
-        let b = RecordBatch::try_new(self.schema.clone(), columns)
-            .map_err(|e| crate::Error::sql(format!("aggregate result: {e}")))?;
-        Ok(vec![b])
+        Ok(st)
     }
+}
+
+/// The running state of a [`DirectAggregate`] over some of the table's rows.
+struct AggState {
+    rows: i64,
+    counts: Vec<i64>,
+    accs: Vec<Option<Box<dyn datafusion::logical_expr::Accumulator>>>,
 }
 
 /// The argument field after DataFusion's type coercion for aggregate `u` (AVG of an
