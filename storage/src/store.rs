@@ -448,8 +448,14 @@ impl TableSnapshot {
                 let len = we - ws;
                 let mut keep = deleted.as_ref().map(|d| d.slice(ws, len));
                 if let Some(p) = predicate {
-                    let mut cols =
-                        RowGroupColumns { table: self, segment, rg, start: ws, rows: len };
+                    let mut cols = RowGroupColumns {
+                        table: self,
+                        segment,
+                        rg,
+                        start: ws,
+                        rows: len,
+                        decoded: Vec::new(),
+                    };
                     let sel = predicate::evaluate(p, &mut cols)?;
                     keep = Some(keep.map_or(sel.clone(), |k| &k & &sel));
                 }
@@ -654,7 +660,8 @@ impl TableSnapshot {
             return Ok(None);
         }
         let rows = self.segments[segment].segment.meta().row_groups[rg].rows as usize;
-        let mut cols = RowGroupColumns { table: self, segment, rg, start: 0, rows };
+        let mut cols =
+            RowGroupColumns { table: self, segment, rg, start: 0, rows, decoded: Vec::new() };
         let sel = predicate::evaluate(predicate, &mut cols)?;
         Ok((sel.count_set_bits() > 0).then_some(sel))
     }
@@ -999,6 +1006,8 @@ struct RowGroupColumns<'a> {
     /// First row of the window the predicate is evaluated on.
     start: usize,
     rows: usize,
+    /// Columns decoded so far (a predicate may name one column in several leaves).
+    decoded: Vec<(usize, ArrayRef)>,
 }
 
 impl predicate::Columns for RowGroupColumns<'_> {
@@ -1010,6 +1019,9 @@ impl predicate::Columns for RowGroupColumns<'_> {
             table: self.table.name.clone(),
             column: name.to_string(),
         })?;
+        if let Some((_, a)) = self.decoded.iter().find(|(c, _)| *c == i) {
+            return Ok(a.clone());
+        }
         let mut cols = self.table.read_row_group_window(
             self.segment,
             self.rg,
@@ -1018,10 +1030,12 @@ impl predicate::Columns for RowGroupColumns<'_> {
             Some(self.rows),
             DecodeMode::Codes,
         )?;
-        cols.pop().ok_or_else(|| Error::ColumnNotFound {
+        let a = cols.pop().ok_or_else(|| Error::ColumnNotFound {
             table: self.table.name.clone(),
             column: name.to_string(),
-        })
+        })?;
+        self.decoded.push((i, a.clone()));
+        Ok(a)
     }
 }
 
