@@ -998,6 +998,13 @@ fn writer_ids(
     let t = txn.table(table)?;
     match filter {
         None => t.matching_ids(&Predicate::True),
+        // Only ids: the write itself skips the ones that do not exist.
+        Some(p)
+            if !matches!(p, Predicate::And(_))
+                && let Some(keys) = id_keys(p) =>
+        {
+            Ok(keys)
+        }
         Some(p) if let Some(keys) = id_keys(p) => {
             let ids = lookup_rows(&t, &[0], p, &keys, 0, None)?;
             let mut out = Vec::new();
