@@ -315,6 +315,15 @@ impl Relation {
         self.snapshot.schema().full_schema().index_of(&name).ok()
     }
 
+    /// The storage filter of an optional WHERE clause: `Some(None)` without one, `None`
+    /// when it does not convert exactly.
+    fn filter(&self, selection: &Option<Expr>, env: &Env<'_>) -> Option<Option<Predicate>> {
+        match selection {
+            None => Some(None),
+            Some(e) => self.predicate(e, env).map(Some),
+        }
+    }
+
     fn field(&self, i: usize) -> &Field {
         self.snapshot.schema().full_schema().field(i)
     }
@@ -336,7 +345,7 @@ impl Relation {
                 let op = cmp_op(op)?;
                 let (col, lit, op) = match (self.column(left, env), self.column(right, env)) {
                     (Some(c), None) => (c, literal(right, env)?, op),
-                    (None, Some(c)) => (c, literal(left, env)?, flip(op)),
+                    (None, Some(c)) => (c, literal(left, env)?, op.flipped()),
                     _ => return None,
                 };
                 let value = scalar_for(self.field(col).data_type(), &lit)?;
@@ -414,17 +423,6 @@ fn cmp_op(op: &BinaryOperator) -> Option<CmpOp> {
         BinaryOperator::GtEq => CmpOp::GtEq,
         _ => return None,
     })
-}
-
-/// `c op v` written as `v op c`.
-fn flip(op: CmpOp) -> CmpOp {
-    match op {
-        CmpOp::Lt => CmpOp::Gt,
-        CmpOp::LtEq => CmpOp::GtEq,
-        CmpOp::Gt => CmpOp::Lt,
-        CmpOp::GtEq => CmpOp::LtEq,
-        o => o,
-    }
 }
 
 /// A non-negative integer constant (LIMIT / OFFSET).
@@ -528,10 +526,7 @@ fn select(q: &Query, env: &Env<'_>) -> Option<Direct> {
         return None;
     }
     let rel = relation(from, env)?;
-    let filter = match selection {
-        None => None,
-        Some(e) => Some(rel.predicate(e, env)?),
-    };
+    let filter = rel.filter(selection, env)?;
     if projection.iter().any(|i| {
         matches!(i, SelectItem::UnnamedExpr(Expr::Function(_)))
             || matches!(i, SelectItem::ExprWithAlias { expr: Expr::Function(_), .. })
@@ -637,10 +632,7 @@ fn update(u: &Update, env: &Env<'_>) -> Option<Direct> {
         fields.push(f.clone());
     }
     let values = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).ok()?;
-    let filter = match selection {
-        None => None,
-        Some(e) => Some(rel.predicate(e, env)?),
-    };
+    let filter = rel.filter(selection, env)?;
     Some(Direct::Update { table: rel.name, filter, values })
 }
 
@@ -669,10 +661,7 @@ fn delete(d: &Delete, env: &Env<'_>) -> Option<Direct> {
     }
     let FromTable::WithFromKeyword(from) = from else { return None };
     let rel = relation(from, env)?;
-    let filter = match selection {
-        None => None,
-        Some(e) => Some(rel.predicate(e, env)?),
-    };
+    let filter = rel.filter(selection, env)?;
     Some(Direct::Delete { table: rel.name, filter })
 }
 

@@ -52,7 +52,7 @@ use datafusion::physical_plan::{
 
 use basalt_storage::{Predicate, ScanUnit, TableSnapshot};
 
-use crate::provider::{ScanExec, ScanParts, storage_err};
+use crate::provider::{ScanExec, ScanParts, partition_units, storage_err};
 
 /// The rule: aggregate-over-scan shapes become [`GroupByExec`].
 #[derive(Debug)]
@@ -604,15 +604,7 @@ impl ExecutionPlan for GroupByExec {
         partition: usize,
         _context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        let units = match self.groups.get(partition) {
-            Some(g) => g.clone(),
-            None if partition == 0 => Vec::new(),
-            None => {
-                return Err(DataFusionError::Internal(format!(
-                    "BasaltGroupBy has no partition {partition}"
-                )));
-            }
-        };
+        let units = partition_units(&self.groups, partition, "BasaltGroupBy")?;
         let me = GroupByExec {
             table: self.table.clone(),
             snapshot: self.snapshot.clone(),

@@ -484,6 +484,20 @@ fn split_units(t: &TableSnapshot, units: Vec<ScanUnit>, parts: usize) -> Vec<Vec
     groups
 }
 
+/// The scan units of `partition` of an exec that split its units into `groups` (no group
+/// at all is one empty partition).
+pub(crate) fn partition_units(
+    groups: &[Vec<ScanUnit>],
+    partition: usize,
+    exec: &str,
+) -> Result<Vec<ScanUnit>> {
+    match groups.get(partition) {
+        Some(g) => Ok(g.clone()),
+        None if partition == 0 => Ok(Vec::new()),
+        None => Err(DataFusionError::Internal(format!("{exec} has no partition {partition}"))),
+    }
+}
+
 /// What a [`ScanExec`] reads (see [`ScanExec::parts`]).
 pub(crate) struct ScanParts<'a> {
     /// The snapshot the scan was planned on.
@@ -570,15 +584,7 @@ impl ExecutionPlan for ScanExec {
         partition: usize,
         _context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        let units = match self.groups.get(partition) {
-            Some(g) => g.clone(),
-            None if partition == 0 => Vec::new(),
-            None => {
-                return Err(DataFusionError::Internal(format!(
-                    "BasaltScan has no partition {partition}"
-                )));
-            }
-        };
+        let units = partition_units(&self.groups, partition, "BasaltScan")?;
         let pruned = MetricBuilder::new(&self.metrics).counter("units_pruned_by_hints", partition);
         let read = MetricBuilder::new(&self.metrics).counter("units_read", partition);
         let (snapshot, projection, predicate, hints, schema) = (

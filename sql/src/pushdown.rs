@@ -139,7 +139,7 @@ fn comparison(left: &Expr, op: Operator, right: &Expr, schema: &Schema) -> Optio
         return Some(Predicate::cmp(&name, op, literal(right, &dt)?));
     }
     let (name, dt) = column(right, schema)?;
-    Some(Predicate::cmp(&name, flip(op), literal(left, &dt)?))
+    Some(Predicate::cmp(&name, op.flipped(), literal(left, &dt)?))
 }
 
 fn cmp_op(op: Operator) -> Option<CmpOp> {
@@ -152,16 +152,6 @@ fn cmp_op(op: Operator) -> Option<CmpOp> {
         Operator::GtEq => CmpOp::GtEq,
         _ => return None,
     })
-}
-
-fn flip(op: CmpOp) -> CmpOp {
-    match op {
-        CmpOp::Lt => CmpOp::Gt,
-        CmpOp::LtEq => CmpOp::GtEq,
-        CmpOp::Gt => CmpOp::Lt,
-        CmpOp::GtEq => CmpOp::LtEq,
-        o => o,
-    }
 }
 
 /// A plain column reference of a type storage compares natively.
@@ -257,7 +247,7 @@ fn physical(e: &Arc<dyn PhysicalExpr>, schema: &Schema) -> Option<Predicate> {
                 }
                 let (name, dt) = physical_column(b.right(), schema)?;
                 let v = b.left().downcast_ref::<Literal>()?.value();
-                Some(Predicate::cmp(&name, flip(op), scalar_of(v, &dt)?))
+                Some(Predicate::cmp(&name, op.flipped(), scalar_of(v, &dt)?))
             }
         };
     }

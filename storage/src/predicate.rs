@@ -64,6 +64,19 @@ pub enum CmpOp {
     GtEq,
 }
 
+impl CmpOp {
+    /// The operator with its operands swapped: `a < b` is `b > a`.
+    pub fn flipped(self) -> CmpOp {
+        match self {
+            CmpOp::Lt => CmpOp::Gt,
+            CmpOp::LtEq => CmpOp::GtEq,
+            CmpOp::Gt => CmpOp::Lt,
+            CmpOp::GtEq => CmpOp::LtEq,
+            o => o,
+        }
+    }
+}
+
 /// A filter over one table's columns.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Predicate {

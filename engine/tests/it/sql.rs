@@ -331,12 +331,17 @@ fn same(on: &basalt::Connection, off: &basalt::Connection, q: &str) -> Vec<Strin
     }
 }
 
+/// A random table and two connections on it: fast paths on, and off.
+fn fast_and_planned(seed: u64) -> (Database, basalt::Connection, basalt::Connection) {
+    let db = random_table(seed);
+    let (on, off) = (db.connect(), db.connect());
+    off.set_fast_paths(false).unwrap();
+    (db, on, off)
+}
+
 #[test]
 fn fast_paths_on_and_off_agree_on_reads() {
-    let db = random_table(0xd1ec7);
-    let on = db.connect();
-    let off = db.connect();
-    off.set_fast_paths(false).unwrap();
+    let (_db, on, off) = fast_and_planned(0xd1ec7);
     let mut filters: Vec<String> = FILTERS.iter().map(|f| f.to_string()).collect();
     filters.extend(
         [
@@ -437,15 +442,7 @@ fn fast_paths_on_and_off_agree_on_reads() {
 
 #[test]
 fn fast_paths_on_and_off_agree_on_aggregates() {
-    let db = random_table(0xa66);
-    let on = db.connect();
-    let off = db.connect();
-    off.set_fast_paths(false).unwrap();
-    // Float sums may differ in the last bits with the order of addition.
-    let close = |x: &str, y: &str| match (x.parse::<f64>(), y.parse::<f64>()) {
-        (Ok(a), Ok(b)) => a == b || (a - b).abs() <= 1e-9 * a.abs().max(b.abs()),
-        _ => x == y,
-    };
+    let (_db, on, off) = fast_and_planned(0xa66);
     let mut filters: Vec<&str> = FILTERS.to_vec();
     filters.extend(["_id IN (1, 5, 70000)", "a > 100000", "s = 'nothing'"]);
     for f in filters {
@@ -458,21 +455,7 @@ fn fast_paths_on_and_off_agree_on_aggregates() {
             format!("SELECT avg(q.a) AS m, count(q.s) FROM r q WHERE {f}"),
             format!("SELECT count(*) FROM r WHERE {f} LIMIT 1 OFFSET 1"),
         ] {
-            match (on.sql(&q), off.sql(&q)) {
-                (Ok(x), Ok(y)) => {
-                    let (rx, ry) = (rows(&x), rows(&y));
-                    assert_eq!(rx.len(), ry.len(), "{q}");
-                    for (a, b) in rx.iter().zip(&ry) {
-                        let ok = a.split('|').zip(b.split('|')).all(|(u, v)| close(u, v));
-                        assert!(ok, "{q}: {a} vs {b}");
-                    }
-                    if !ry.is_empty() {
-                        assert_eq!(shape(&x), shape(&y), "{q}");
-                    }
-                }
-                (Err(_), Err(_)) => {}
-                (x, y) => panic!("{q}: {:?} vs {:?}", x.map(|_| ()), y.map(|_| ())),
-            }
+            same_close(&on, &off, &q);
         }
     }
     for q in [
@@ -522,10 +505,7 @@ fn same_close(on: &basalt::Connection, off: &basalt::Connection, q: &str) -> usi
 
 #[test]
 fn fused_group_by_agrees_with_datafusion() {
-    let db = random_table(0x6b0);
-    let on = db.connect();
-    let off = db.connect();
-    off.set_fast_paths(false).unwrap();
+    let (_db, on, off) = fast_and_planned(0x6b0);
     let plan =
         |c: &basalt::Connection, q: &str| rows(&c.sql(&format!("EXPLAIN {q}")).unwrap()).join("\n");
     let q = "SELECT s, count(*) FROM r GROUP BY s";
