@@ -186,7 +186,17 @@ impl SqlConnection {
         let table = |name: &str| {
             if self.schema.is_external(name) { None } else { view.table(name).ok() }
         };
-        let env = direct::Env { fold: self.fold_case(), params, table: &table };
+        let fold = {
+            let state = self.ctx.state_ref();
+            let guard = state.read();
+            let o = guard.config().options();
+            // Unqualified names resolve to Basalt's tables only under the default schema.
+            if o.catalog.default_catalog != "datafusion" || o.catalog.default_schema != "public" {
+                return Ok(None);
+            }
+            o.sql_parser.enable_ident_normalization
+        };
+        let env = direct::Env { fold, params, table: &table };
         let Some(d) = direct::classify(stmt, &env) else { return Ok(None) };
         self.direct_runs.fetch_add(1, Ordering::Relaxed);
         if let Some(planned) = planned {

@@ -341,7 +341,7 @@ fn fast_and_planned(seed: u64) -> (Database, basalt::Connection, basalt::Connect
 
 #[test]
 fn fast_paths_on_and_off_agree_on_reads() {
-    let (_db, on, off) = fast_and_planned(0xd1ec7);
+    let (db, on, off) = fast_and_planned(0xd1ec7);
     let mut filters: Vec<String> = FILTERS.iter().map(|f| f.to_string()).collect();
     filters.extend(
         [
@@ -396,6 +396,11 @@ fn fast_paths_on_and_off_agree_on_reads() {
         on.sql(q).unwrap();
         assert_eq!(on.fast_path_statements().unwrap(), before + 1, "{q} took the fast path");
     }
+    // Another default schema: unqualified names are not Basalt's tables there.
+    let other = db.connect();
+    other.sql("SET datafusion.catalog.default_schema = 'information_schema'").unwrap();
+    assert!(other.sql("SELECT * FROM r WHERE _id = 5").is_err());
+    assert_eq!(other.fast_path_statements().unwrap(), 0);
     for q in ["SELECT a + 1 FROM r LIMIT 1", "SELECT * FROM r ORDER BY a LIMIT 1", "SELECT 1"] {
         let before = on.fast_path_statements().unwrap();
         on.sql(q).unwrap();
