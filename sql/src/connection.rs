@@ -198,7 +198,6 @@ impl SqlConnection {
         };
         let env = direct::Env { fold, params, table: &table };
         let Some(d) = direct::classify(stmt, &env) else { return Ok(None) };
-        self.direct_runs.fetch_add(1, Ordering::Relaxed);
         if let Some(planned) = planned {
             let name = d.table();
             let Some((_, then)) = planned.iter().find(|(n, _)| n == name) else {
@@ -211,6 +210,8 @@ impl SqlConnection {
                 )));
             }
         }
+        // Counted once the direct path is certain to run the statement.
+        self.direct_runs.fetch_add(1, Ordering::Relaxed);
         match &d {
             Direct::Select(s) => return Ok(Some(s.run()?)),
             Direct::Aggregate(a) => return Ok(Some(a.run()?)),

@@ -855,17 +855,7 @@ impl TableSnapshot {
         row: usize,
         projection: &[usize],
     ) -> Result<Vec<ArrayRef>> {
-        let seg = &self.segments[segment].segment;
-        projection
-            .iter()
-            .map(|&p| {
-                let cid = self.schema.column_id_at(p);
-                match seg.meta().position_of(cid) {
-                    Some(pos) => seg.read_column_window(rg, pos, row, 1, DecodeMode::Values),
-                    None => Ok(new_null_array(self.schema.full_schema().field(p).data_type(), 1)),
-                }
-            })
-            .collect()
+        self.read_row_group_window(segment, rg, projection, row, Some(1), DecodeMode::Values)
     }
 
     /// Checks a caller's batch against the schema and returns the user columns in table
