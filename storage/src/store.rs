@@ -2438,8 +2438,9 @@ fn manifest_files(root: &Path, m: &Manifest) -> Vec<PathBuf> {
     m.tables.iter().flat_map(|t| t.segments.iter().flat_map(move |s| s.files(root, t.id))).collect()
 }
 
+/// The memtable's live rows in `_id` order, as a segment receives them.
 fn memtable_rows(t: &TableSnapshot) -> Result<Vec<RecordBatch>> {
-    t.memtable.batches().iter().map(|b| b.live()).collect()
+    Ok(t.memtable.sorted_live()?.into_iter().collect())
 }
 
 impl Drop for Store {
