@@ -132,6 +132,10 @@ impl<'a> Dec<'a> {
         }
         Ok(n)
     }
+    /// Reads `n` bytes (no length prefix).
+    pub fn raw(&mut self, n: usize, what: &str) -> Result<&'a [u8]> {
+        self.take(n, what)
+    }
     /// Reads a length-prefixed byte string.
     pub fn bytes(&mut self, what: &str) -> Result<&'a [u8]> {
         let n = self.u32(what)? as usize;
