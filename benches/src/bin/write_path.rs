@@ -11,7 +11,8 @@
 //! back; and T writer threads × K single-row commits (throughput and latency percentiles).
 //! Both engines start from the same 100,000-row table of the WORKLOAD.md §1 dataset.
 //!
-//! `cargo run --release -p basalt-benches --bin write-path -- [--ops N] [--threads T] [--per-thread K]`
+//! `cargo run --release -p basalt-benches --bin write-path -- [--ops N] [--threads T] [--per-thread K]
+//! [--levels buffered,process-safe,power-safe]`
 
 use std::path::Path;
 use std::sync::Arc;
@@ -103,6 +104,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut ops = 2_000usize;
     let mut threads = 16usize;
     let mut per_thread = 1_000usize;
+    let mut levels = vec![
+        (Durability::Buffered, "OFF"),
+        (Durability::ProcessSafe, "NORMAL"),
+        (Durability::PowerSafe, "FULL"),
+    ];
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -111,17 +117,28 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "--per-thread" => {
                 per_thread = args.next().ok_or("--per-thread needs a value")?.parse()?
             }
+            "--levels" => {
+                let want = args.next().ok_or("--levels needs a value")?;
+                let names: Vec<&str> = want.split(',').collect();
+                for n in &names {
+                    if !["buffered", "process-safe", "power-safe"].contains(n) {
+                        return Err(format!("unknown durability level {n}").into());
+                    }
+                }
+                let name = |d: Durability| match d {
+                    Durability::Buffered => "buffered",
+                    Durability::ProcessSafe => "process-safe",
+                    Durability::PowerSafe => "power-safe",
+                };
+                levels.retain(|(d, _)| names.contains(&name(*d)));
+            }
             other => return Err(format!("unknown argument {other}").into()),
         }
     }
     let base = std::env::temp_dir().join(format!("basalt-write-{}", std::process::id()));
     std::fs::create_dir_all(&base)?;
     let mut lines = Vec::new();
-    for (level, sync) in [
-        (Durability::Buffered, "OFF"),
-        (Durability::ProcessSafe, "NORMAL"),
-        (Durability::PowerSafe, "FULL"),
-    ] {
+    for (level, sync) in levels {
         let bdir = base.join(format!("basalt-{level:?}"));
         let spath = base.join(format!("sqlite-{sync}.db"));
         let db = basalt_setup(&bdir, level);
