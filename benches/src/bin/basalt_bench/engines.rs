@@ -294,7 +294,12 @@ impl Engine for BasaltEngine {
         self.run(sql, params).map(|b| affected(&b))
     }
     fn batch(&mut self, sql: &str) -> Res<()> {
-        self.prepared.clear();
+        // Transaction control leaves the catalog alone, so cached statements stay valid;
+        // anything else may change a schema.
+        let word = sql.split_whitespace().next().unwrap_or("").to_ascii_uppercase();
+        if !matches!(word.as_str(), "BEGIN" | "COMMIT" | "ROLLBACK") {
+            self.prepared.clear();
+        }
         self.conn().sql(sql).map(|_| ()).map_err(err)
     }
     fn insert_one(&mut self, row: &BenchRow) -> Res<i64> {
