@@ -921,4 +921,34 @@ mod tests {
         }
         assert!(errors > 0);
     }
+
+    #[test]
+    fn format_1_logs_are_read_and_unknown_versions_refused() {
+        // A format-1 file holds IPC inserts (kind 1) and deletes; the column layout
+        // (kind 3) is only ever written under a format-2 header.
+        let fs = MemFs::new();
+        let wal = Wal::new(Arc::new(fs.clone()), "/w".into(), 1);
+        let schema = wide_schema(true);
+        let batch = wide_batch(&[(Some(1), Some("a".into())), (None, None)], true);
+        wal.append(&Record { ops: vec![Op::Insert { table_id: 3, batch: batch.clone() }] })
+            .unwrap();
+        wal.sync_to(1).unwrap();
+        let path = Path::new("/w/0000000000000001.wal");
+        let mut bytes = fs.read(path).unwrap();
+        let replay_all = |fs: &MemFs| {
+            let mut got = Vec::new();
+            let s = schema.clone();
+            replay(fs, Path::new("/w"), 0, &|_| Some(s.clone()), |_, r| {
+                got.push(inserted(&r).clone());
+                Ok(())
+            })
+            .map(|_| got)
+        };
+        bytes[8..12].copy_from_slice(&1u32.to_le_bytes());
+        fs.put(path, &bytes);
+        assert_eq!(replay_all(&fs).unwrap(), vec![batch]);
+        bytes[8..12].copy_from_slice(&(WAL_FORMAT_VERSION + 1).to_le_bytes());
+        fs.put(path, &bytes);
+        assert!(matches!(replay_all(&fs), Err(Error::UnsupportedFormatVersion { .. })));
+    }
 }
