@@ -398,6 +398,9 @@ pub struct Segment {
     verified: Vec<AtomicU8>,
     /// Recently decompressed blocks, so point reads do not decompress a block each time.
     cache: parking_lot::Mutex<BlockCache>,
+    /// The decoded `_id` column per row group, filled on first use by [`Segment::ids`]
+    /// (8 bytes per row, only for row groups looked up by binary search).
+    ids: Vec<std::sync::OnceLock<ArrayRef>>,
 }
 
 /// A FIFO cache of decompressed blocks, bounded by their bytes.
@@ -468,7 +471,8 @@ impl Segment {
         let meta = parse_footer(footer, &path, footer_offset)?;
         let nblocks = meta.row_groups.len() * meta.column_ids.len();
         let verified = (0..nblocks).map(|_| AtomicU8::new(UNVERIFIED)).collect();
-        Ok(Segment { path, buf, meta, verified, cache: Default::default() })
+        let ids = (0..meta.row_groups.len()).map(|_| std::sync::OnceLock::new()).collect();
+        Ok(Segment { path, buf, meta, verified, cache: Default::default(), ids })
     }
 
     /// The decoded footer.
@@ -556,6 +560,20 @@ impl Segment {
             offset: m.offset,
         };
         encoding::decode_window(&raw, info, mode, start, len)
+    }
+
+    /// The `_id` column (segment position 0) of row group `rg`, decoded once and kept: a
+    /// point lookup in a row group whose ids are not dense (rows re-inserted by updates)
+    /// binary-searches it, and decoding 64K ids per lookup would cost more than the lookup.
+    pub fn ids(&self, rg: usize) -> Result<ArrayRef> {
+        let slot = self.ids.get(rg).ok_or_else(|| {
+            Error::corrupt(&self.path, 0, format!("no row group {rg} in this segment"))
+        })?;
+        if let Some(a) = slot.get() {
+            return Ok(a.clone());
+        }
+        let a = self.read_column(rg, 0, DecodeMode::Values)?;
+        Ok(slot.get_or_init(|| a).clone())
     }
 
     /// Decodes column `col` (segment position) of row group `rg`.

@@ -683,7 +683,7 @@ impl TableSnapshot {
                 }
                 return Ok(Some(RowLocation::Segment { segment: s, rg: g, row }));
             }
-            let ids = seg.read_column(g, 0, DecodeMode::Values)?;
+            let ids = seg.ids(g)?;
             let ids = ids
                 .as_any()
                 .downcast_ref::<UInt64Array>()
