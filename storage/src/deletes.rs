@@ -2,7 +2,8 @@
 //!
 //! A segment is immutable, so deleting (or updating: delete + re-insert with the same `_id`)
 //! one of its rows sets a bit in the segment's delete vector. In memory the vector is shared
-//! copy-on-write between snapshots; on flush it is written to a *delete file*
+//! copy-on-write between snapshots, in chunks of 32,768 rows: a write copies the one 4 KiB
+//! chunk it changes, not the bitmap of a whole (1M-row: 128 KiB) segment; on flush it is written to a *delete file*
 //! `t<table>/s<segment:016x>.<generation>.del`, and the manifest names the generation in force.
 //!
 //! # Byte layout (format version 1)
@@ -14,6 +15,7 @@
 //! ```
 
 use std::path::Path;
+use std::sync::Arc;
 
 use arrow_buffer::BooleanBuffer;
 
@@ -24,10 +26,15 @@ use crate::error::{Error, Result};
 pub const DELETE_FORMAT_VERSION: u32 = 1;
 const MAGIC: &[u8; 8] = b"BSLTDEL\0";
 
+/// Words (of 64 rows) per copy-on-write chunk.
+const CHUNK_WORDS: usize = 512;
+
 /// A bitmap of deleted rows of one segment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeleteVector {
-    words: Vec<u64>,
+    /// The bitmap in chunks of `CHUNK_WORDS` words (the last may be shorter), each shared
+    /// until written.
+    chunks: Vec<Arc<Vec<u64>>>,
     rows: usize,
     count: usize,
 }
@@ -35,7 +42,16 @@ pub struct DeleteVector {
 impl DeleteVector {
     /// No row deleted, for a segment of `rows` rows.
     pub fn new(rows: usize) -> Self {
-        Self { words: vec![0; rows.div_ceil(64)], rows, count: 0 }
+        Self::from_words(vec![0; rows.div_ceil(64)], rows, 0)
+    }
+
+    fn from_words(words: Vec<u64>, rows: usize, count: usize) -> Self {
+        let chunks = words.chunks(CHUNK_WORDS).map(|c| Arc::new(c.to_vec())).collect();
+        Self { chunks, rows, count }
+    }
+
+    fn word(&self, w: usize) -> u64 {
+        self.chunks[w / CHUNK_WORDS][w % CHUNK_WORDS]
     }
 
     /// Marks `row` deleted; false if it already was (or is out of range).
@@ -44,17 +60,17 @@ impl DeleteVector {
             return false;
         }
         let (w, b) = (row / 64, row % 64);
-        if self.words[w] & (1 << b) != 0 {
+        if self.word(w) & (1 << b) != 0 {
             return false;
         }
-        self.words[w] |= 1 << b;
+        Arc::make_mut(&mut self.chunks[w / CHUNK_WORDS])[w % CHUNK_WORDS] |= 1 << b;
         self.count += 1;
         true
     }
 
     /// Whether `row` is deleted.
     pub fn get(&self, row: usize) -> bool {
-        row < self.rows && self.words[row / 64] & (1 << (row % 64)) != 0
+        row < self.rows && self.word(row / 64) & (1 << (row % 64)) != 0
     }
 
     /// Number of deleted rows.
@@ -74,13 +90,13 @@ impl DeleteVector {
 
     /// Serialises the vector as a delete file.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(36 + self.words.len() * 8);
+        let mut out = Vec::with_capacity(36 + self.rows.div_ceil(64) * 8);
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&DELETE_FORMAT_VERSION.to_le_bytes());
         out.extend_from_slice(&0u32.to_le_bytes());
         out.extend_from_slice(&(self.rows as u64).to_le_bytes());
         out.extend_from_slice(&(self.count as u64).to_le_bytes());
-        for w in &self.words {
+        for w in self.chunks.iter().flat_map(|c| c.iter()) {
             out.extend_from_slice(&w.to_le_bytes());
         }
         let c = crc(&out);
@@ -130,7 +146,7 @@ impl DeleteVector {
         if count as u64 != u64_at(24) {
             return Err(bad(24, "delete file count does not match its bitmap"));
         }
-        Ok(Self { words, rows, count })
+        Ok(Self::from_words(words, rows, count))
     }
 }
 
@@ -152,6 +168,23 @@ mod tests {
                 prop_assert_eq!(back.get(r), picks.contains(&r));
             }
         }
+    }
+
+    #[test]
+    fn clones_share_chunks_until_written() {
+        let rows = 3 * CHUNK_WORDS * 64 + 5;
+        let mut a = DeleteVector::new(rows);
+        a.set(7);
+        let mut b = a.clone();
+        assert!(b.set(rows - 1) && b.set(CHUNK_WORDS * 64));
+        assert!(!b.set(7) && !b.set(rows));
+        assert_eq!((a.count(), b.count()), (1, 3));
+        assert!(!a.get(rows - 1) && b.get(rows - 1) && b.get(7) && !a.get(CHUNK_WORDS * 64));
+        // Unwritten chunks are shared, written ones are not.
+        assert!(Arc::ptr_eq(&a.chunks[2], &b.chunks[2]));
+        assert!(!Arc::ptr_eq(&a.chunks[1], &b.chunks[1]));
+        let back = DeleteVector::decode(&b.encode(), rows, Path::new("d")).unwrap();
+        assert_eq!(back, b);
     }
 
     #[test]
