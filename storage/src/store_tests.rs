@@ -1563,3 +1563,50 @@ fn a_torn_tail_is_cut_off_so_later_log_files_replay() {
     assert_eq!(s.snapshot().table("t").unwrap().count(), 3);
     assert_eq!(s.read_feed("keep-log", 100).unwrap().len(), 3);
 }
+
+#[test]
+fn updates_of_some_or_all_columns_keep_the_rest() {
+    let fs = MemFs::new();
+    let s = open_with(&fs, Durability::ProcessSafe);
+    s.create_table("t", &schema()).unwrap();
+    s.insert("t", &[rows(0, 1000)]).unwrap(); // a segment
+    s.insert("t", &[rows(1000, 10)]).unwrap(); // the memtable
+    let before = |id: u64| s.snapshot().table("t").unwrap().get(id, &[0, 1, 2, 3, 4]).unwrap();
+    let (seg_row, mem_row) = (before(7).unwrap(), before(1003).unwrap());
+    // Every user column given: nothing is read from the old rows; a missing id in between.
+    let all = rows(5000, 3);
+    let emb = crate::types::vector_type(3);
+    let mut fields: Vec<Field> = all.schema().fields().iter().map(|f| f.as_ref().clone()).collect();
+    fields.push(Field::new("emb", emb, true));
+    let mut cols = all.columns().to_vec();
+    cols.push(arrow_array::new_null_array(fields[3].data_type(), 3));
+    let all = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap();
+    assert_eq!(s.update("t", &[7, 424_242, 1003], &all).unwrap(), 2);
+    // One column given: the others keep their values.
+    assert_eq!(s.update("t", &[8], &set_name("eight")).unwrap(), 1);
+    let check = |s: &Store| {
+        let t = s.snapshot().table("t").unwrap().clone();
+        let row = |id: u64| t.get(id, &[0, 1, 2, 3, 4]).unwrap().unwrap();
+        let (r7, r1003) = (row(7), row(1003));
+        assert_eq!(r7.column(0), seg_row.column(0));
+        assert_eq!(r1003.column(0), mem_row.column(0));
+        // Rows 0 and 2 of `all` went to ids 7 and 1003 (the missing id dropped its row).
+        for (r, k) in [(&r7, 0), (&r1003, 2)] {
+            for c in 1..5 {
+                assert_eq!(r.column(c).as_ref(), all.column(c - 1).slice(k, 1).as_ref(), "col {c}");
+            }
+        }
+        let r8 = row(8);
+        let name = r8.column(1).as_any().downcast_ref::<StringArray>().unwrap();
+        assert_eq!(name.value(0), "eight");
+        let old8 = rows(7, 1);
+        for c in 2..4 {
+            assert_eq!(r8.column(c).as_ref(), old8.column(c - 1).as_ref(), "col {c}");
+        }
+        assert_eq!(t.count(), 1010);
+    };
+    check(&s);
+    kill(s); // the log replays the same rows
+    let s = open_with(&fs, Durability::ProcessSafe);
+    check(&s);
+}

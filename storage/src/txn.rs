@@ -385,29 +385,45 @@ impl Transaction {
         if found.is_empty() {
             return Ok(0);
         }
-        let all: Vec<usize> = (0..t.schema().full_schema().fields().len()).collect();
-        let old = t.rows_at(&locs, &all)?;
         let keep = arrow_array::BooleanArray::from(keep);
-        let values = arrow_select::filter::filter_record_batch(values, &keep)
-            .map_err(|e| Error::arrow(format!("update '{table}'"), e))?;
+        let values = if found.len() == ids.len() {
+            values.clone()
+        } else {
+            arrow_select::filter::filter_record_batch(values, &keep)
+                .map_err(|e| Error::arrow(format!("update '{table}'"), e))?
+        };
+        // Only the columns `values` does not give are read from the old rows.
+        let given = |name: &str| values.schema().column_with_name(name).map(|(j, _)| j);
+        let kept: Vec<usize> = (0..t.schema().columns().len())
+            .filter(|&i| given(t.schema().columns()[i].field.name()).is_none())
+            .map(|i| i + 1)
+            .collect();
+        let old = t.rows_at(&locs, &kept)?;
         // The new user rows: given columns from `values`, the rest from the old rows.
         let mut fields = Vec::new();
         let mut cols = Vec::new();
-        for (i, c) in t.schema().columns().iter().enumerate() {
-            match values.schema().column_with_name(c.field.name()).map(|(j, _)| j) {
+        let mut next_old = 0;
+        for c in t.schema().columns() {
+            match given(c.field.name()) {
                 Some(j) => {
                     fields.push(values.schema().field(j).clone());
                     cols.push(values.column(j).clone());
                 }
                 None => {
                     fields.push(c.field.as_ref().clone());
-                    cols.push(old.column(i + 1).clone());
+                    cols.push(old.column(next_old).clone());
+                    next_old += 1;
                 }
             }
         }
-        let user = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols)
-            .map_err(|e| Error::arrow(format!("update '{table}'"), e))?;
-        let mut full_cols = vec![old.column(0).clone()];
+        let user = RecordBatch::try_new_with_options(
+            Arc::new(Schema::new(fields)),
+            cols,
+            &arrow_array::RecordBatchOptions::new().with_row_count(Some(found.len())),
+        )
+        .map_err(|e| Error::arrow(format!("update '{table}'"), e))?;
+        let ids_col: ArrayRef = Arc::new(UInt64Array::from(found.clone()));
+        let mut full_cols = vec![ids_col];
         full_cols.extend(t.conform(&user)?);
         let batch = RecordBatch::try_new(t.schema().full_schema().clone(), full_cols)
             .map_err(|e| Error::arrow(format!("update '{table}'"), e))?;
