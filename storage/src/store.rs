@@ -1156,7 +1156,7 @@ pub struct DbSnapshot {
     wal_lsn: u64,
     /// Highest LSN of a power-safe commit this state includes; it may be published only
     /// once the log is synced that far.
-    sync_lsn: u64,
+    pub(crate) sync_lsn: u64,
     /// Highest LSN included.
     lsn: u64,
     /// Change feeds and their acknowledged LSNs.
