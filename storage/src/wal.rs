@@ -493,8 +493,10 @@ struct Output {
 ///
 /// Appending only encodes a record into an in-memory buffer (under a short lock, in commit
 /// order); [`Wal::write_to`] writes everything buffered with one `write(2)` and
-/// [`Wal::sync_to`] additionally `fdatasync`s. Both run outside the writer lock, so commits
-/// that arrive meanwhile share one write and one sync (group commit).
+/// [`Wal::sync_to`] additionally `fdatasync`s. Neither needs the writer lock: the store
+/// writes process-safe commits while still holding it, and syncs power-safe ones after
+/// releasing it, so commits that arrive meanwhile share one write and one sync (group
+/// commit).
 #[derive(Debug)]
 pub struct Wal {
     vfs: std::sync::Arc<dyn Vfs>,
