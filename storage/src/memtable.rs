@@ -3,7 +3,8 @@
 //!
 //! Batches are kept in insertion order. Small batches are merged in tiers (four batches of
 //! one size level become one; a newer, larger batch absorbs smaller older ones), so a run of
-//! single-row inserts yields O(log n) batches and each row is copied about log₄ n times. A merge concatenates (deleted rows dropped); it never reorders rows, because an
+//! single-row inserts yields O(log n) batches and each row is copied about log₄ n times.
+//! A merge concatenates (deleted rows dropped); it never reorders rows, because an
 //! interleaving merge by `_id` costs a per-row gather of every column at every level. A
 //! batch whose `_id`s are not ascending (updates re-insert old ids) instead carries its
 //! *order*: row positions sorted by `_id`, merged linearly alongside, so lookups stay binary
