@@ -424,7 +424,7 @@ impl Connection {
     pub async fn prepare_async(&self, sql: &str) -> Result<Statement> {
         let conn = self.sql_conn()?;
         let prepared = sql::guarded(async { Ok(conn.prepare(sql).await?) }).await?;
-        Ok(Statement { conn: self.clone(), prepared })
+        Ok(Statement { conn: self.clone(), prepared: Arc::new(prepared) })
     }
 
     /// Turns filter pushdown into table scans on or off for this connection's SQL (on by

@@ -98,17 +98,20 @@ pub(crate) async fn guarded<T>(f: impl std::future::Future<Output = Result<T>>) 
     use futures::FutureExt;
     match std::panic::AssertUnwindSafe(f).catch_unwind().await {
         Ok(r) => r,
-        Err(p) => {
-            let what = p
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_string())
-                .or_else(|| p.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown".into());
-            Err(Error::Sql(basalt_sql::Error::Execution {
-                message: format!("internal error while running SQL (a panic: {what})"),
-            }))
-        }
+        Err(p) => Err(panicked(p.as_ref())),
     }
+}
+
+/// The error a panic inside SQL execution becomes.
+fn panicked(p: &(dyn std::any::Any + Send)) -> Error {
+    let what = p
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown".into());
+    Error::Sql(basalt_sql::Error::Execution {
+        message: format!("internal error while running SQL (a panic: {what})"),
+    })
 }
 
 /// A connection's SQL front end, created on first use.
@@ -168,12 +171,23 @@ impl Iterator for SqlRows {
 #[derive(Debug, Clone)]
 pub struct Statement {
     pub(crate) conn: crate::Connection,
-    pub(crate) prepared: Prepared,
+    /// Shared: cloning a statement does not copy its plan.
+    pub(crate) prepared: Arc<Prepared>,
 }
 
 impl Statement {
     /// Runs the statement with `params` for `$1`, `$2`, …
     pub fn execute(&self, params: &[Value]) -> Result<Vec<RecordBatch>> {
+        // Simple statements run on the direct path right here, outside the runtime.
+        let sql = self.conn.sql_conn()?;
+        let scalars = params.iter().map(to_scalar).collect::<Result<Vec<_>>>()?;
+        let direct = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            sql.execute_prepared_direct(&self.prepared, &scalars)
+        }))
+        .map_err(|p| panicked(p.as_ref()))?;
+        if let Some(b) = direct? {
+            return Ok(b);
+        }
         let rt = &self.conn.db.inner.runtime;
         rt.block_on(self.execute_async(params))?
     }

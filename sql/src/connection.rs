@@ -307,6 +307,23 @@ impl SqlConnection {
         }
     }
 
+    /// Runs a prepared statement on the direct path without entering the async runtime:
+    /// `None` when it needs DataFusion (or another statement of this connection is
+    /// running), and then [`SqlConnection::execute_prepared`] runs it. The result is the
+    /// same either way; this saves simple statements the cost of building and moving the
+    /// planner's future.
+    pub fn execute_prepared_direct(
+        &self,
+        prepared: &Prepared,
+        params: &[ScalarValue],
+    ) -> Result<Option<Vec<RecordBatch>>> {
+        let Ok(_g) = self.gate.try_lock() else { return Ok(None) };
+        match &prepared.stmt {
+            Some(stmt) => self.try_direct(stmt, params, Some(&prepared.scans)),
+            None => Ok(None),
+        }
+    }
+
     /// Runs a prepared statement with values for its placeholders (`$1` first). The
     /// statement reads the state as of this call.
     pub async fn execute_prepared(
