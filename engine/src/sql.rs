@@ -189,13 +189,21 @@ impl Statement {
             return Ok(b);
         }
         let rt = &self.conn.db.inner.runtime;
-        rt.block_on(self.execute_async(params))?
+        rt.block_on(self.run_planned(&sql, scalars))?
     }
 
     /// The async form of [`Statement::execute`].
     pub async fn execute_async(&self, params: &[Value]) -> Result<Vec<RecordBatch>> {
         let sql = self.conn.sql_conn()?;
         let params = params.iter().map(to_scalar).collect::<Result<Vec<_>>>()?;
+        self.run_planned(&sql, params).await
+    }
+
+    async fn run_planned(
+        &self,
+        sql: &basalt_sql::SqlConnection,
+        params: Vec<ScalarValue>,
+    ) -> Result<Vec<RecordBatch>> {
         guarded(async { Ok(sql.execute_prepared(&self.prepared, params).await?) }).await
     }
 
