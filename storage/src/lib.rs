@@ -25,6 +25,7 @@ pub mod store;
 pub mod txn;
 pub mod types;
 pub mod wal;
+mod writer;
 
 pub use encoding::{CompressionPolicy, DecodeMode};
 pub use error::{Error, Result};

@@ -30,6 +30,7 @@ use crate::predicate::{self, ChunkStats, Predicate};
 use crate::segment::{self, Segment, WriteOptions};
 use crate::types::{ID_COLUMN, Physical, TableSchema, check_name, physical};
 use crate::wal::{self, Durability, Op, Record, ReplayEnd, WAL_DIR, Wal};
+use crate::writer::{WriterLock, WriterToken};
 
 /// Directory of named checkpoints inside a database directory.
 pub const CHECKPOINT_DIR: &str = "checkpoints";
@@ -1240,7 +1241,7 @@ pub struct Store {
     next_segment_id: AtomicU64,
     lock: Mutex<Option<LockGuard>>,
     /// The writer token: held by one auto-commit write or one write transaction at a time.
-    writer_lock: Arc<Mutex<()>>,
+    writer_lock: Arc<WriterLock>,
     hook: RwLock<Option<HookSlot>>,
     /// Files named by checkpoints: never deleted while a checkpoint names them.
     pins: RwLock<std::collections::BTreeSet<PathBuf>>,
@@ -1270,18 +1271,6 @@ pub struct CommitEvent {
 
 /// A function run after every commit.
 pub type CommitHook = Arc<dyn Fn(&CommitEvent) + Send + Sync>;
-
-/// Holding this is being *the* writer; dropping it lets the next writer in. It is an owned
-/// guard, so a transaction can keep it across calls (and threads).
-pub(crate) struct WriterToken(
-    #[allow(dead_code)] parking_lot::ArcMutexGuard<parking_lot::RawMutex, ()>,
-);
-
-impl std::fmt::Debug for WriterToken {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("WriterToken")
-    }
-}
 
 impl Store {
     /// Opens (creating if needed, unless read-only) the database rooted at `root` on `vfs`.
@@ -1329,7 +1318,7 @@ impl Store {
             closed: AtomicBool::new(false),
             poisoned: AtomicBool::new(false),
             lock: Mutex::new(lock),
-            writer_lock: Arc::new(Mutex::new(())),
+            writer_lock: Arc::new(WriterLock::default()),
             hook: RwLock::new(None),
             pins: RwLock::new(Default::default()),
         };
@@ -1508,9 +1497,10 @@ impl Store {
 
     /// Waits (up to the lock timeout) to become the writer.
     pub(crate) fn acquire_writer(&self) -> Result<WriterToken> {
-        self.writer_lock.try_lock_arc_for(self.opts.lock_timeout).map(WriterToken).ok_or_else(
-            || Error::LockTimeout { path: self.display.clone(), waited: self.opts.lock_timeout },
-        )
+        self.writer_lock.acquire_for(self.opts.lock_timeout).ok_or_else(|| Error::LockTimeout {
+            path: self.display.clone(),
+            waited: self.opts.lock_timeout,
+        })
     }
 
     fn writer(&self) -> Result<WriterToken> {

@@ -35,9 +35,10 @@ use arrow_schema::Schema;
 
 use crate::error::{Error, Result};
 use crate::predicate::Predicate;
-use crate::store::{CommitEvent, DbSnapshot, IdRange, Store, TableSnapshot, WriterToken};
+use crate::store::{CommitEvent, DbSnapshot, IdRange, Store, TableSnapshot};
 use crate::types::ID_COLUMN;
 use crate::wal::{Durability, Op};
+use crate::writer::WriterToken;
 
 /// An open transaction. Finish it with [`Store::commit`] or [`Store::rollback`]; a
 /// transaction that is simply dropped while holding the writer lock must be rolled back by
