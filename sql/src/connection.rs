@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use datafusion::arrow::array::{RecordBatch, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::SchemaProvider;
-use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::common::{ParamValues, ScalarValue, TableReference};
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::execution::context::SessionContext;
@@ -56,6 +56,57 @@ pub struct Prepared {
     stmt: Option<Arc<Statement>>,
     /// The tables the plan scans, with the columns they had when it was made.
     scans: Arc<Vec<(String, SchemaRef)>>,
+    /// The plan after DataFusion's logical optimizer, kept from the first run when the plan
+    /// is a query whose optimisation cannot depend on the moment it runs (see
+    /// [`reusable_optimization`]); shared by clones. Keyed by the optimizer settings it was
+    /// made under. The physical plan is still built at every run: that is where scans bind
+    /// the state the run reads.
+    optimized: Option<Arc<Mutex<Option<KeptPlan>>>>,
+}
+
+/// A logically optimized plan and the optimizer settings it was made under.
+type KeptPlan = (String, LogicalPlan);
+
+/// Whether a prepared plan may keep its logically optimized form across runs: a query (not
+/// DML, DDL, EXPLAIN or a session statement) with no placeholders and no function that is
+/// not immutable — the optimizer folds stable functions such as `now()` to the time of the
+/// run, and a kept plan would freeze them. Nothing in a logical plan holds data: tables are
+/// bound when the physical plan is built, so a kept plan still reads the state of each run.
+fn reusable_optimization(plan: &LogicalPlan) -> bool {
+    use datafusion::logical_expr::{Expr, Volatility};
+    match plan {
+        LogicalPlan::Dml(_)
+        | LogicalPlan::Ddl(_)
+        | LogicalPlan::Statement(_)
+        | LogicalPlan::Explain(_)
+        | LogicalPlan::Analyze(_)
+        | LogicalPlan::Copy(_)
+        | LogicalPlan::DescribeTable(_)
+        | LogicalPlan::Extension(_) => return false,
+        _ => {}
+    }
+    if plan.get_parameter_types().map(|p| !p.is_empty()).unwrap_or(true) {
+        return false;
+    }
+    let mut reusable = true;
+    let walked = plan.apply_with_subqueries(|node| {
+        if matches!(node, LogicalPlan::Extension(_) | LogicalPlan::Dml(_)) {
+            reusable = false;
+            return Ok(TreeNodeRecursion::Stop);
+        }
+        node.apply_expressions(|e| {
+            e.apply(|e| {
+                if let Expr::ScalarFunction(f) = e
+                    && f.func.signature().volatility != Volatility::Immutable
+                {
+                    reusable = false;
+                    return Ok(TreeNodeRecursion::Stop);
+                }
+                Ok(TreeNodeRecursion::Continue)
+            })
+        })
+    });
+    walked.is_ok() && reusable
 }
 
 impl Prepared {
@@ -302,7 +353,8 @@ impl SqlConnection {
                     }
                     Ok(TreeNodeRecursion::Continue)
                 })?;
-                Ok(Prepared { plan, stmt: raw, scans: Arc::new(scans) })
+                let optimized = reusable_optimization(&plan).then(|| Arc::new(Mutex::new(None)));
+                Ok(Prepared { plan, stmt: raw, scans: Arc::new(scans), optimized })
             }
         }
     }
@@ -337,6 +389,11 @@ impl SqlConnection {
         {
             return Ok(b);
         }
+        if let Some(cache) = &prepared.optimized
+            && params.is_empty()
+        {
+            return self.run_optimized(&prepared.plan, cache).await;
+        }
         let plan = prepared
             .plan
             .clone()
@@ -345,6 +402,35 @@ impl SqlConnection {
             Outcome::Batches(b) => Ok(b),
             Outcome::Stream(s) => collect(s).await,
         }
+    }
+
+    /// Runs a prepared query whose logically optimized plan may be kept (see
+    /// [`reusable_optimization`]): optimizes it on the first run (or after the optimizer
+    /// settings changed), then only builds the physical plan — binding this run's state —
+    /// and runs it.
+    async fn run_optimized(
+        &self,
+        plan: &LogicalPlan,
+        cache: &Mutex<Option<KeptPlan>>,
+    ) -> Result<Vec<RecordBatch>> {
+        let state = self.ctx.state();
+        let key = format!("{:?}", state.config().options().optimizer);
+        let kept = cache.lock().as_ref().filter(|(k, _)| *k == key).map(|(_, p)| p.clone());
+        let optimized = match kept {
+            Some(p) => p,
+            None => {
+                let p = state.optimize(plan)?;
+                *cache.lock() = Some((key, p.clone()));
+                p
+            }
+        };
+        let physical = {
+            self.binding.pin()?;
+            let _unpin = Unpin(&self.binding);
+            state.query_planner().create_physical_plan(&optimized, &state).await?
+        };
+        let s = datafusion::physical_plan::execute_stream(physical, self.ctx.task_ctx())?;
+        collect(s).await
     }
 
     /// Rewrites a statement and plans it with one copy of the session state.

@@ -73,6 +73,45 @@ fn prepared_statements_bind_parameters_and_read_fresh_data() {
 }
 
 #[test]
+fn prepared_queries_without_parameters_reuse_their_plan_and_still_read_fresh_data() {
+    let db = Database::open_in_memory().unwrap();
+    let conn = db.connect();
+    conn.sql("CREATE TABLE m (g TEXT, x BIGINT)").unwrap();
+    conn.sql("INSERT INTO m VALUES ('a', 1), ('b', 2), ('a', 3)").unwrap();
+    let agg = conn.prepare("SELECT g, count(*), sum(x) FROM m WHERE x > 0 GROUP BY g").unwrap();
+    let top = conn.prepare("SELECT x FROM m ORDER BY x DESC LIMIT 2").unwrap();
+    assert_eq!(rows(&agg.execute(&[]).unwrap()), vec!["a|2|4", "b|1|2"]);
+    assert_eq!(rows(&top.execute(&[]).unwrap()), vec!["2", "3"]);
+    // Every kind of change after the first run shows in the next one: memtable rows,
+    // updates, deletes, flushed segments, another connection's commit.
+    conn.sql("INSERT INTO m VALUES ('c', 10)").unwrap();
+    assert_eq!(rows(&agg.execute(&[]).unwrap()), vec!["a|2|4", "b|1|2", "c|1|10"]);
+    conn.sql("UPDATE m SET x = 5 WHERE g = 'b'").unwrap();
+    db.connect().sql("DELETE FROM m WHERE g = 'c'").unwrap();
+    db.flush().unwrap();
+    assert_eq!(rows(&agg.execute(&[]).unwrap()), vec!["a|2|4", "b|1|5"]);
+    assert_eq!(rows(&top.execute(&[]).unwrap()), vec!["3", "5"]);
+    // A clone shares the plan and reads the same fresh state.
+    let agg2 = agg.clone();
+    conn.sql("INSERT INTO m VALUES ('b', 1)").unwrap();
+    assert_eq!(rows(&agg2.execute(&[]).unwrap()), vec!["a|2|4", "b|2|6"]);
+    // Inside a transaction the run reads the transaction's own writes.
+    conn.sql("BEGIN; INSERT INTO m VALUES ('z', 7)").unwrap();
+    assert_eq!(rows(&agg.execute(&[]).unwrap()), vec!["a|2|4", "b|2|6", "z|1|7"]);
+    conn.sql("ROLLBACK").unwrap();
+    assert_eq!(rows(&agg.execute(&[]).unwrap()), vec!["a|2|4", "b|2|6"]);
+    // Functions folded at optimisation time are not frozen by a kept plan.
+    let now = conn.prepare("SELECT CAST(now() AS VARCHAR)").unwrap();
+    let first = rows(&now.execute(&[]).unwrap());
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    assert_ne!(rows(&now.execute(&[]).unwrap()), first);
+    // A schema change still asks for the statement to be prepared again.
+    conn.sql("ALTER TABLE m ADD COLUMN y INT").unwrap();
+    let e = agg.execute(&[]).unwrap_err();
+    assert!(e.to_string().contains("prepare it again"), "{e}");
+}
+
+#[test]
 fn streaming_async_and_statement_lists() {
     let db = Database::open_in_memory().unwrap();
     let conn = db.connect();
