@@ -587,12 +587,13 @@ impl ExecutionPlan for ScanExec {
         let units = partition_units(&self.groups, partition, "BasaltScan")?;
         let pruned = MetricBuilder::new(&self.metrics).counter("units_pruned_by_hints", partition);
         let read = MetricBuilder::new(&self.metrics).counter("units_read", partition);
-        let (snapshot, projection, predicate, hints, schema) = (
+        let (snapshot, projection, predicate, hints, schema, limit) = (
             self.snapshot.clone(),
             self.projection.clone(),
             self.predicate.clone(),
             self.hints.clone(),
             self.schema.clone(),
+            self.limit,
         );
         // Units are read one at a time; before each, the hints (whose dynamic parts tighten
         // as TopK fills or a join builds) may rule it out by its zone maps.
@@ -607,8 +608,10 @@ impl ExecutionPlan for ScanExec {
                 return UnitBatches::Empty;
             }
             read.add(1);
+            // A unit decodes its columns only up to the row where the limit is met (a
+            // limit reaches the scan only when every filter was pushed into it exactly).
             match snapshot.scan_units_filtered(&projection, predicate.clone(), vec![unit]) {
-                Ok(scan) => UnitBatches::Scan(scan),
+                Ok(scan) => UnitBatches::Scan(scan.with_limit(limit)),
                 Err(e) => UnitBatches::Error(Some(e)),
             }
         });

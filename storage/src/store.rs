@@ -584,6 +584,7 @@ impl TableSnapshot {
             next: 0,
             mem: 0,
             mode: DecodeMode::Values,
+            limit: None,
         })
     }
 
@@ -987,6 +988,9 @@ pub struct Scan {
     next: usize,
     mem: usize,
     mode: DecodeMode,
+    /// Rows still wanted (`None`: all): the scan ends once they are returned, and a row
+    /// group decodes its projected columns only up to the last row it needs.
+    limit: Option<usize>,
 }
 
 /// Columns of one row group, fetched on demand (dictionary chunks as codes).
@@ -1044,12 +1048,33 @@ impl Scan {
         self.mode = DecodeMode::Codes;
         self
     }
+
+    /// Ends the scan after `limit` rows (`None`: no limit). With a predicate, a row group
+    /// is still filtered whole, but its other projected columns are decoded only up to the
+    /// row where the limit is met.
+    pub fn with_limit(mut self, limit: Option<usize>) -> Scan {
+        self.limit = limit;
+        self
+    }
 }
 
 impl Iterator for Scan {
     type Item = Result<RecordBatch>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        let b = self.next_batch()?;
+        if let (Ok(b), Some(left)) = (&b, &mut self.limit) {
+            *left = left.saturating_sub(b.num_rows());
+        }
+        Some(b)
+    }
+}
+
+impl Scan {
+    fn next_batch(&mut self) -> Option<Result<RecordBatch>> {
+        if self.limit == Some(0) {
+            return None;
+        }
         loop {
             let unit = *self.units.get(self.next)?;
             let r = match unit {
@@ -1089,16 +1114,59 @@ impl Scan {
         let Some(meta) = ls.segment.meta().row_groups.get(g) else { return Ok(None) };
         let rows = meta.rows as usize;
         let mut keep = ls.keep_mask(g).map(|m| m.values().clone());
-        if let Some(p) = &self.predicate {
-            match t.select_in_row_group(s, g, p)? {
+        let mut rows = rows;
+        match (&self.predicate, self.limit) {
+            // Under a limit the filter runs on growing windows of the row group (4096 rows,
+            // then four times more each time) until enough rows matched.
+            (Some(p), Some(left)) => {
+                if !t.zone_maps_allow(s, g, p) {
+                    return Ok(None);
+                }
+                let mut all = arrow_buffer::BooleanBufferBuilder::new(rows);
+                let (mut ws, mut step, mut found) = (0usize, 4096usize, 0usize);
+                while ws < rows && found < left {
+                    let we = ws.saturating_add(step).min(rows);
+                    step = step.saturating_mul(4);
+                    let mut cols = RowGroupColumns {
+                        table: t,
+                        segment: s,
+                        rg: g,
+                        start: ws,
+                        rows: we - ws,
+                        decoded: Vec::new(),
+                    };
+                    let mut sel = predicate::evaluate(p, &mut cols)?;
+                    if let Some(k) = &keep {
+                        sel = &sel & &k.slice(ws, we - ws);
+                    }
+                    found += sel.count_set_bits();
+                    all.append_buffer(&sel);
+                    ws = we;
+                }
+                rows = ws;
+                keep = Some(all.finish());
+            }
+            (Some(p), None) => match t.select_in_row_group(s, g, p)? {
                 None => return Ok(None),
                 Some(sel) => keep = Some(keep.map_or(sel.clone(), |k| &k & &sel)),
-            }
+            },
+            (None, _) => {}
         }
         if keep.as_ref().is_some_and(|m| m.count_set_bits() == 0) {
             return Ok(None);
         }
-        let cols = t.read_row_group(s, g, &self.projection, self.mode)?;
+        // Under a limit, only rows up to the one that meets it are decoded.
+        if let Some(left) = self.limit {
+            let end = match &keep {
+                Some(m) => m.set_indices().nth(left.saturating_sub(1)).map_or(rows, |i| i + 1),
+                None => left.min(rows),
+            };
+            if end < rows {
+                rows = end;
+                keep = keep.map(|m| m.slice(0, end));
+            }
+        }
+        let cols = t.read_row_group_window(s, g, &self.projection, 0, Some(rows), self.mode)?;
         let schema = match self.mode {
             DecodeMode::Values => self.schema.clone(),
             DecodeMode::Codes => Arc::new(Schema::new(

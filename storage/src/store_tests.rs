@@ -1610,3 +1610,56 @@ fn updates_of_some_or_all_columns_keep_the_rest() {
     let s = open_with(&fs, Durability::ProcessSafe);
     check(&s);
 }
+
+#[test]
+fn a_limited_scan_returns_the_prefix_of_the_unlimited_one() {
+    let fs = Arc::new(MemFs::new());
+    let s = mem_store(&fs);
+    s.create_table("t", &schema()).unwrap();
+    // Two segments of several row groups, deletes in them, and memtable rows.
+    s.insert("t", &[rows(0, 150_000)]).unwrap();
+    s.flush().unwrap();
+    s.insert("t", &[rows(150_000, 70_000)]).unwrap();
+    s.flush().unwrap();
+    s.delete("t", &(0..3_000).map(|i| i * 41 + 1).collect::<Vec<u64>>()).unwrap();
+    s.insert("t", &[rows(220_000, 500)]).unwrap();
+    let t = s.snapshot().table("t").unwrap().clone();
+    let proj = [0usize, 1, 2, 3];
+    let ids = |batches: Vec<RecordBatch>| -> Vec<u64> {
+        batches
+            .iter()
+            .flat_map(|b| {
+                let c = b.column(0).as_any().downcast_ref::<UInt64Array>().unwrap();
+                c.values().to_vec()
+            })
+            .collect()
+    };
+    for p in [
+        None,
+        Some(Predicate::between("age", 30i64, 40i64)),
+        Some(Predicate::eq("age", 500i64)), // matches nothing
+        Some(Predicate::cmp("_id", crate::predicate::CmpOp::Gt, 219_900u64)),
+    ] {
+        let all = ids(t
+            .scan_units_filtered(&proj, p.clone(), t.scan_units())
+            .unwrap()
+            .collect::<Result<Vec<_>>>()
+            .unwrap());
+        for limit in [0usize, 1, 7, 999, 65_536, 70_000, 1_000_000] {
+            let got = ids(t
+                .scan_units_filtered(&proj, p.clone(), t.scan_units())
+                .unwrap()
+                .with_limit(Some(limit))
+                .collect::<Result<Vec<_>>>()
+                .unwrap());
+            // Every batch is whole except where the limit cut a row group short, so the
+            // limited scan returns at least `limit` rows (when there are) and they are the
+            // first rows of the unlimited scan.
+            assert!(got.len() >= limit.min(all.len()), "{p:?} limit {limit}");
+            assert_eq!(got[..], all[..got.len()], "{p:?} limit {limit}");
+            if limit == 0 {
+                assert!(got.is_empty());
+            }
+        }
+    }
+}
