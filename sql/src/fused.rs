@@ -7,15 +7,26 @@
 //! such columns as a sorted dictionary plus 1–4-byte codes per row, so [`GroupByExec`]
 //! reads the codes, maps each *dictionary entry* (not each row) to a group id once per row
 //! group, and turns codes into group ids with one table lookup per row; several group
-//! columns combine through dense tables. The aggregates themselves are DataFusion's own
-//! `GroupsAccumulator`s fed with those group ids, so their results (and their partial
-//! states, which the final aggregate above merges as before) are exactly DataFusion's.
+//! columns combine through dense tables. Within a batch rows are keyed by their combined
+//! codes (a dense batch-local key), and only the keys present are turned into group ids.
+//!
+//! Aggregates: `COUNT(*)` counts rows per key. `count` / `sum` / `avg` / `min` / `max` of
+//! one Int64 or Float64 column (or of a narrower number under the cast DataFusion adds)
+//! are folded per key by a tight loop that reads the column's dictionary codes through a
+//! value table, or its plain values ([`Native`]); the per-key partial results are handed to
+//! DataFusion's own accumulator (`merge_batch` for count / sum / avg states, `update_batch`
+//! with one candidate per key for min / max), so DataFusion's rules decide and its states
+//! and values come out. Every other aggregate is DataFusion's `GroupsAccumulator` fed a
+//! group id per row. Results therefore equal DataFusion's, except that floating-point sums
+//! add in another order (within rounding), as they do between DataFusion's own plans.
+//! Without GROUP BY (one group) the rule applies only when every aggregate is counted or
+//! folded here, since DataFusion's scalar accumulators are already vectorised.
 //!
 //! When it applies: the aggregate's input is a Basalt scan without a limit (its filter
 //! already evaluated in storage, on codes); there is no grouping set; every group
 //! expression is a column of the scan that is dictionary-encoded in every row group of the
-//! snapshot; every aggregate supports groups accumulators and has no DISTINCT, ORDER BY or
-//! FILTER; the mode is `Partial` or `Single`. Memtable rows (values, not codes) are grouped
+//! snapshot (or there is none, see above); every aggregate supports groups accumulators
+//! and has no DISTINCT, ORDER BY or FILTER; the mode is `Partial` or `Single`. Memtable rows (values, not codes) are grouped
 //! through the same per-value map. The rule is off when the connection's fast paths are
 //! off (`Connection::set_fast_paths(false)`), which is how the tests compare the two.
 //!
@@ -28,11 +39,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, Int64Array, NullArray, RecordBatch, new_null_array,
+    Array, ArrayRef, ArrowPrimitiveType, AsArray, Int64Array, NullArray, PrimitiveArray,
+    RecordBatch, UInt64Array, new_null_array,
 };
+use datafusion::arrow::buffer::NullBuffer;
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{
-    DataType, SchemaRef, UInt8Type, UInt16Type, UInt32Type, UInt64Type,
+    DataType, Float64Type, Int64Type, SchemaRef, UInt8Type, UInt16Type, UInt32Type, UInt64Type,
 };
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
@@ -40,7 +53,7 @@ use datafusion::common::{DataFusionError, Result, ScalarValue};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::{EmitTo, GroupsAccumulator};
 use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
-use datafusion::physical_expr::expressions::{Column, Literal};
+use datafusion::physical_expr::expressions::{CastExpr, Column, Literal};
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
@@ -130,7 +143,15 @@ impl GroupByExec {
             return Ok(None);
         };
         let g = agg.group_expr();
-        if g.is_empty() || g.has_grouping_set() || agg.limit_options().is_some() {
+        if g.has_grouping_set() || agg.limit_options().is_some() {
+            return Ok(None);
+        }
+        // Without GROUP BY only aggregates folded here gain anything: DataFusion's scalar
+        // accumulators already run vectorised kernels.
+        let input = agg.input_schema();
+        if g.is_empty()
+            && !agg.aggr_expr().iter().all(|a| counts_rows(a) || native_of(a, &input).is_some())
+        {
             return Ok(None);
         }
         if agg.filter_expr().iter().any(Option::is_some) {
@@ -174,15 +195,19 @@ impl GroupByExec {
 
     /// Groups and aggregates the units of one partition into one batch.
     fn run(&self, units: Vec<ScanUnit>) -> Result<RecordBatch> {
+        let scalar = self.keys.is_empty();
         let mut grouper = Grouper::new(self.keys.len());
         let mut accs = self
             .aggs
             .iter()
             .map(|a| {
-                Ok(if counts_rows(a) {
-                    Acc::Rows(Vec::new())
-                } else {
-                    Acc::Df(a.create_groups_accumulator()?)
+                if counts_rows(a) {
+                    return Ok(Acc::Rows(Vec::new()));
+                }
+                let acc = a.create_groups_accumulator()?;
+                Ok(match native_of(a, &self.input_schema) {
+                    Some((op, col, target)) => Acc::Native(Native { op, col, target, acc }),
+                    None => Acc::Df(acc),
                 })
             })
             .collect::<Result<Vec<Acc>>>()?;
@@ -191,9 +216,8 @@ impl GroupByExec {
             .scan_units_filtered(&self.projection, self.predicate.clone(), units)
             .map_err(storage_err)?
             .with_codes();
-        let mut ids = Vec::new();
-        // What the aggregates are evaluated on: the scan's columns they read, as values;
-        // the others as NULL placeholders (no allocation).
+        // What DataFusion's accumulators are evaluated on: the scan's columns they read,
+        // as values; the others as NULL placeholders (no allocation).
         let read: Vec<bool> =
             (0..self.input_schema.fields().len()).map(|i| self.reads(i)).collect();
         let loose = Arc::new(datafusion::arrow::datatypes::Schema::new(
@@ -207,68 +231,137 @@ impl GroupByExec {
                 })
                 .collect::<Vec<_>>(),
         ));
+        let need_ids = accs.iter().any(|a| matches!(a, Acc::Df(_)));
+        // Per batch: each row's key (none when scalar), rows per key, each key's group.
+        let mut keys: Vec<u32> = Vec::new();
+        let mut rows: Vec<u64> = Vec::new();
+        let mut ids: Vec<usize> = Vec::new();
+        let mut any_rows = false;
         for b in scan {
             let b = b.map_err(storage_err)?;
             let n = b.num_rows();
-            ids.clear();
-            ids.resize(n, 0usize);
-            let key_cols: Vec<&ArrayRef> = self.keys.iter().map(|&c| b.column(c)).collect();
-            if !grouper.add_coded(&key_cols, &mut ids)? {
-                for (k, col) in key_cols.iter().enumerate() {
-                    grouper.add_column(k, col, &mut ids)?;
-                }
+            if n == 0 {
+                continue;
             }
-            // The aggregates read values: columns as the scan schema has them, codes cast
-            // back; group-only columns no aggregate reads are left as NULLs.
-            let cols = self
-                .input_schema
-                .fields()
-                .iter()
-                .enumerate()
-                .map(|(i, f)| {
-                    let c = b.column(i);
-                    if !read[i] {
-                        Ok(Arc::new(NullArray::new(n)) as ArrayRef)
-                    } else if c.data_type() == f.data_type() {
-                        Ok(c.clone())
-                    } else {
-                        cast(c, f.data_type()).map_err(DataFusionError::from)
+            any_rows = true;
+            let gid: Vec<usize> = if scalar {
+                rows.clear();
+                rows.push(n as u64);
+                vec![0]
+            } else {
+                let key_cols: Vec<&ArrayRef> = self.keys.iter().map(|&c| b.column(c)).collect();
+                match grouper.local_codes(&key_cols, &mut keys)? {
+                    Some(space) => {
+                        count_keys(&keys, space, &mut rows);
+                        grouper.assign(&rows)
                     }
-                })
-                .collect::<Result<Vec<_>>>()?;
-            let batch = RecordBatch::try_new(loose.clone(), cols)?;
-            let total = grouper.len();
+                    None => {
+                        ids.clear();
+                        ids.resize(n, 0);
+                        for (k, col) in key_cols.iter().enumerate() {
+                            grouper.add_column(k, col, &mut ids)?;
+                        }
+                        keys.clear();
+                        for &g in &ids {
+                            keys.push(u32::try_from(g).map_err(|_| {
+                                DataFusionError::Execution("more than 2^32 groups".into())
+                            })?);
+                        }
+                        count_keys(&keys, grouper.len(), &mut rows);
+                        (0..grouper.len()).collect()
+                    }
+                }
+            };
+            let total = if scalar { 1 } else { grouper.len() };
+            let row_keys = (!scalar).then_some(keys.as_slice());
+            // DataFusion's accumulators take a group id per row and values.
+            let batch = if need_ids {
+                ids.clear();
+                match row_keys {
+                    None => ids.resize(n, 0),
+                    Some(k) => ids.extend(k.iter().map(|&k| gid[k as usize])),
+                }
+                let cols = self
+                    .input_schema
+                    .fields()
+                    .iter()
+                    .enumerate()
+                    .map(|(i, f)| {
+                        let c = b.column(i);
+                        if !read[i] {
+                            Ok(Arc::new(NullArray::new(n)) as ArrayRef)
+                        } else if c.data_type() == f.data_type() {
+                            Ok(c.clone())
+                        } else {
+                            cast(c, f.data_type()).map_err(DataFusionError::from)
+                        }
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                Some(RecordBatch::try_new(loose.clone(), cols)?)
+            } else {
+                None
+            };
             for (acc, a) in accs.iter_mut().zip(&self.aggs) {
                 match acc {
                     Acc::Rows(counts) => {
                         counts.resize(total, 0);
-                        for &g in &ids {
-                            counts[g] += 1;
+                        for (k, &r) in rows.iter().enumerate() {
+                            if r > 0 {
+                                counts[gid[k]] += r as i64;
+                            }
                         }
                     }
+                    Acc::Native(x) => x.update(b.column(x.col), row_keys, &rows, &gid, total)?,
                     Acc::Df(acc) => {
+                        let Some(batch) = &batch else {
+                            return Err(DataFusionError::Internal("no values batch".into()));
+                        };
                         let values = a
                             .expressions()
                             .iter()
-                            .map(|e| e.evaluate(&batch).and_then(|v| v.into_array(n)))
+                            .map(|e| e.evaluate(batch).and_then(|v| v.into_array(n)))
                             .collect::<Result<Vec<_>>>()?;
                         acc.update_batch(&values, &ids, None, total)?;
                     }
                 }
             }
         }
-        if grouper.len() == 0 {
+        if !scalar && grouper.len() == 0 {
             return Ok(RecordBatch::new_empty(self.schema.clone()));
         }
-        let mut cols: Vec<ArrayRef> = grouper.key_arrays(&self.schema)?;
+        if scalar && !any_rows {
+            // No rows: the one group still exists, with each aggregate's empty value.
+            let empty = RecordBatch::new_empty(loose.clone());
+            for (acc, a) in accs.iter_mut().zip(&self.aggs) {
+                let values = a
+                    .expressions()
+                    .iter()
+                    .map(|e| e.evaluate(&empty).and_then(|v| v.into_array(0)))
+                    .collect::<Result<Vec<_>>>()?;
+                match acc {
+                    Acc::Rows(_) => {}
+                    Acc::Native(Native { acc, .. }) | Acc::Df(acc) => {
+                        acc.update_batch(&values, &[], None, 1)?
+                    }
+                }
+            }
+        }
+        let total = if scalar { 1 } else { grouper.len() };
+        let mut cols: Vec<ArrayRef> =
+            if scalar { Vec::new() } else { grouper.key_arrays(&self.schema)? };
         for acc in &mut accs {
             match acc {
                 Acc::Rows(counts) => {
-                    counts.resize(grouper.len(), 0);
+                    counts.resize(total, 0);
                     cols.push(Arc::new(Int64Array::from(std::mem::take(counts))));
                 }
-                Acc::Df(acc) if self.partial => cols.extend(acc.state(EmitTo::All)?),
-                Acc::Df(acc) => cols.push(acc.evaluate(EmitTo::All)?),
+                Acc::Native(Native { acc, .. }) | Acc::Df(acc) => {
+                    if self.partial {
+                        cols.extend(acc.state(EmitTo::All)?)
+                    } else {
+                        cols.push(acc.evaluate(EmitTo::All)?)
+                    }
+                }
             }
         }
         let cols =
@@ -308,8 +401,328 @@ enum Acc {
     /// `count` of a non-NULL constant (`COUNT(*)`): rows per group, counted here. Its
     /// partial state and its value are both that Int64 count.
     Rows(Vec<i64>),
-    /// Any other aggregate: DataFusion's own groups accumulator.
+    /// `count`, `sum`, `avg`, `min` or `max` of one column: folded here (see [`Native`]).
+    Native(Native),
+    /// Any other aggregate: DataFusion's own groups accumulator, fed row by row.
     Df(Box<dyn GroupsAccumulator>),
+}
+
+/// What a [`Native`] aggregate computes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Op {
+    Count,
+    Sum,
+    Avg,
+    Min,
+    Max,
+}
+
+/// An aggregate of one column folded per batch key by a tight loop over the column's
+/// codes (a value table lookup per row) or values, without materialising the column or
+/// a group id per row. The per-key results go to DataFusion's own accumulator as partial
+/// states (`count`, `sum`, `avg`, merged with its `merge_batch`) or as one candidate per
+/// key (`min`, `max`, through its `update_batch`), so DataFusion's rules (overflow,
+/// NULLs, NaN ordering) decide the result and its state and value are DataFusion's.
+struct Native {
+    op: Op,
+    /// The scan output column it reads.
+    col: usize,
+    /// The type the argument is evaluated as: the column's, or a cast's that cannot fail.
+    target: DataType,
+    acc: Box<dyn GroupsAccumulator>,
+}
+
+/// The [`Native`] form of `a`, when it has one: `count` of a column, or `sum` / `avg` /
+/// `min` / `max` of an Int64 or Float64 column (or of a column under a cast to those that
+/// cannot fail), with DataFusion's state layout as expected.
+fn native_of(a: &AggregateFunctionExpr, schema: &SchemaRef) -> Option<(Op, usize, DataType)> {
+    let op = match a.fun().name() {
+        "count" => Op::Count,
+        "sum" => Op::Sum,
+        "avg" => Op::Avg,
+        "min" => Op::Min,
+        "max" => Op::Max,
+        _ => return None,
+    };
+    if a.is_distinct() || !a.order_bys().is_empty() {
+        return None;
+    }
+    let args = a.expressions();
+    let [arg] = args.as_slice() else { return None };
+    let (col, target) = if let Some(c) = arg.downcast_ref::<Column>() {
+        (c.index(), schema.fields().get(c.index())?.data_type().clone())
+    } else if let Some(x) = arg.downcast_ref::<CastExpr>() {
+        let c = x.expr().downcast_ref::<Column>()?;
+        let from = schema.fields().get(c.index())?.data_type();
+        let to = x.cast_type();
+        let never_fails = match to {
+            DataType::Int64 => {
+                matches!(from, DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64)
+            }
+            DataType::Float64 => from.is_integer() || from.is_floating(),
+            _ => false,
+        };
+        if !never_fails {
+            return None;
+        }
+        (c.index(), to.clone())
+    } else {
+        return None;
+    };
+    let states: Vec<DataType> =
+        a.state_fields().ok()?.iter().map(|f| f.data_type().clone()).collect();
+    let numeric = matches!(target, DataType::Int64 | DataType::Float64);
+    let fits = match op {
+        Op::Count => states == [DataType::Int64],
+        Op::Sum => numeric && states == [target.clone()],
+        Op::Avg => target == DataType::Float64 && states == [DataType::UInt64, DataType::Float64],
+        Op::Min | Op::Max => numeric,
+    };
+    fits.then_some((op, col, target))
+}
+
+impl Native {
+    /// Folds one batch: `keys` gives each row's key (`None`: every row has key 0),
+    /// `rows[k]` how many rows have key `k`, `gid[k]` its group id.
+    fn update(
+        &mut self,
+        col: &ArrayRef,
+        keys: Option<&[u32]>,
+        rows: &[u64],
+        gid: &[usize],
+        total: usize,
+    ) -> Result<()> {
+        let nk = gid.len();
+        if self.op == Op::Count {
+            let mut cnt = vec![0u64; nk];
+            match (col.logical_nulls(), keys) {
+                (None, _) => cnt.copy_from_slice(rows),
+                (Some(nulls), None) => cnt[0] = (nulls.len() - nulls.null_count()) as u64,
+                (Some(nulls), Some(keys)) => {
+                    for r in nulls.valid_indices() {
+                        cnt[keys[r] as usize] += 1;
+                    }
+                }
+            }
+            let (idx, present) = present_keys(rows, gid);
+            let counts = Int64Array::from_iter_values(present.iter().map(|&k| cnt[k] as i64));
+            return self.acc.merge_batch(&[Arc::new(counts)], &idx, total);
+        }
+        match self.target {
+            DataType::Int64 => self.update_typed::<Int64Type>(col, keys, rows, gid, total),
+            _ => self.update_typed::<Float64Type>(col, keys, rows, gid, total),
+        }
+    }
+
+    fn update_typed<T>(
+        &mut self,
+        col: &ArrayRef,
+        keys: Option<&[u32]>,
+        rows: &[u64],
+        gid: &[usize],
+        total: usize,
+    ) -> Result<()>
+    where
+        T: ArrowPrimitiveType,
+        T::Native: Value,
+    {
+        let nk = gid.len();
+        let n = col.len();
+        let nulls = col.logical_nulls();
+        let part = if let DataType::Dictionary(kt, _) = col.data_type() {
+            let tab = cast(&dictionary_values(col)?, &self.target)?;
+            let tab = tab.as_primitive::<T>().values();
+            match kt.as_ref() {
+                DataType::UInt8 => {
+                    let c = col.as_dictionary::<UInt8Type>().keys().values();
+                    fold(self.op, |r| tab[c[r] as usize], n, nulls.as_ref(), keys, nk)
+                }
+                DataType::UInt16 => {
+                    let c = col.as_dictionary::<UInt16Type>().keys().values();
+                    fold(self.op, |r| tab[c[r] as usize], n, nulls.as_ref(), keys, nk)
+                }
+                DataType::UInt32 => {
+                    let c = col.as_dictionary::<UInt32Type>().keys().values();
+                    fold(self.op, |r| tab[c[r] as usize], n, nulls.as_ref(), keys, nk)
+                }
+                t => {
+                    return Err(DataFusionError::Internal(format!("dictionary keys of type {t}")));
+                }
+            }
+        } else {
+            let values = if col.data_type() == &self.target {
+                col.clone()
+            } else {
+                cast(col, &self.target)?
+            };
+            let v = values.as_primitive::<T>().values();
+            fold(self.op, |r| v[r], n, nulls.as_ref(), keys, nk)
+        };
+        let (idx, present) = present_keys(rows, gid);
+        let value = |k: usize| (part.cnt[k] > 0).then(|| part.acc[k]);
+        let values: ArrayRef =
+            Arc::new(PrimitiveArray::<T>::from_iter(present.iter().map(|&k| value(k))));
+        match self.op {
+            Op::Sum => self.acc.merge_batch(&[values], &idx, total),
+            Op::Avg => {
+                let counts = UInt64Array::from_iter(
+                    present.iter().map(|&k| (part.cnt[k] > 0).then_some(part.cnt[k])),
+                );
+                self.acc.merge_batch(&[Arc::new(counts), values], &idx, total)
+            }
+            _ => self.acc.update_batch(&[values], &idx, None, total),
+        }
+    }
+}
+
+/// The group ids and the keys of the keys some row of the batch has.
+fn present_keys(rows: &[u64], gid: &[usize]) -> (Vec<usize>, Vec<usize>) {
+    let present: Vec<usize> = (0..rows.len()).filter(|&k| rows[k] > 0).collect();
+    (present.iter().map(|&k| gid[k]).collect(), present)
+}
+
+/// A number a [`Native`] aggregate folds: adds as DataFusion's `sum` does (wrapping for
+/// integers) and orders as its `min` / `max` do (`partial_cmp`, a NaN replaces).
+trait Value: Copy + PartialOrd + Default {
+    fn plus(self, other: Self) -> Self;
+}
+
+impl Value for i64 {
+    fn plus(self, other: i64) -> i64 {
+        self.wrapping_add(other)
+    }
+}
+
+impl Value for f64 {
+    fn plus(self, other: f64) -> f64 {
+        self + other
+    }
+}
+
+/// Per key: rows with a value, and their sum (`Sum`, `Avg`) or extreme (`Min`, `Max`).
+struct Partial<T> {
+    cnt: Vec<u64>,
+    acc: Vec<T>,
+}
+
+/// Whether `new` replaces `cur` as the minimum (`MIN`) or maximum (`MAX`): DataFusion's rule.
+#[inline(always)]
+fn replaces<T: Value>(max: bool, new: T, cur: T) -> bool {
+    use std::cmp::Ordering::{Greater, Less};
+    match new.partial_cmp(&cur) {
+        None => true,
+        Some(o) => o == if max { Greater } else { Less },
+    }
+}
+
+/// Folds `n` rows (value of row `r`: `get(r)`) per key for `op` (not `Count`).
+fn fold<T: Value>(
+    op: Op,
+    get: impl Fn(usize) -> T,
+    n: usize,
+    nulls: Option<&NullBuffer>,
+    keys: Option<&[u32]>,
+    nk: usize,
+) -> Partial<T> {
+    match op {
+        Op::Min => fold_op::<T, 1>(get, n, nulls, keys, nk),
+        Op::Max => fold_op::<T, 2>(get, n, nulls, keys, nk),
+        _ => fold_op::<T, 0>(get, n, nulls, keys, nk),
+    }
+}
+
+/// [`fold`] for one operation: `OP` 0 sums, 1 keeps the minimum, 2 the maximum.
+fn fold_op<T: Value, const OP: u8>(
+    get: impl Fn(usize) -> T,
+    n: usize,
+    nulls: Option<&NullBuffer>,
+    keys: Option<&[u32]>,
+    nk: usize,
+) -> Partial<T> {
+    let mut cnt = vec![0u64; nk];
+    let mut acc = vec![T::default(); nk];
+    let mut put = |k: usize, v: T| {
+        let c = &mut cnt[k];
+        let a = &mut acc[k];
+        if OP == 0 {
+            *a = a.plus(v);
+        } else if *c == 0 || replaces::<T>(OP == 2, v, *a) {
+            *a = v;
+        }
+        *c += 1;
+    };
+    match (keys, nulls) {
+        (None, None) if n > 0 => {
+            // One key, no NULLs: four independent lanes so the adds (or compares) overlap.
+            let mut lane = [get(0); 4];
+            if OP == 0 {
+                lane = [T::default(); 4];
+            }
+            let whole = n / 4 * 4;
+            for r in (0..whole).step_by(4) {
+                for (l, x) in lane.iter_mut().enumerate() {
+                    let v = get(r + l);
+                    if OP == 0 {
+                        *x = x.plus(v);
+                    } else if replaces::<T>(OP == 2, v, *x) {
+                        *x = v;
+                    }
+                }
+            }
+            for r in whole..n {
+                put(0, get(r));
+            }
+            for x in lane {
+                put(0, x);
+            }
+            // `put` counted the lanes and the tail; the count is the rows.
+            cnt[0] = n as u64;
+        }
+        (None, None) => {}
+        (None, Some(nulls)) => {
+            for r in nulls.valid_indices() {
+                put(0, get(r));
+            }
+        }
+        (Some(keys), None) => {
+            for (r, &k) in keys.iter().enumerate().take(n) {
+                put(k as usize, get(r));
+            }
+        }
+        (Some(keys), Some(nulls)) => {
+            for r in nulls.valid_indices() {
+                put(keys[r] as usize, get(r));
+            }
+        }
+    }
+    Partial { cnt, acc }
+}
+
+/// Rows per key: `rows[k]` = how many of `keys` are `k`, for keys below `space`. Small
+/// key spaces count in four interleaved tables so repeated keys do not wait on each other.
+fn count_keys(keys: &[u32], space: usize, rows: &mut Vec<u64>) {
+    rows.clear();
+    rows.resize(space, 0);
+    if space <= 4096 {
+        let mut t = vec![0u32; 4 * space];
+        let whole = keys.len() / 4 * 4;
+        for c in keys[..whole].chunks_exact(4) {
+            t[c[0] as usize] += 1;
+            t[space + c[1] as usize] += 1;
+            t[2 * space + c[2] as usize] += 1;
+            t[3 * space + c[3] as usize] += 1;
+        }
+        for &k in &keys[whole..] {
+            t[k as usize] += 1;
+        }
+        for (k, r) in rows.iter_mut().enumerate() {
+            *r = (0..4).map(|l| u64::from(t[l * space + k])).sum();
+        }
+    } else {
+        for &k in keys {
+            rows[k as usize] += 1;
+        }
+    }
 }
 
 /// Whether `a` counts rows: `count` of one non-NULL literal, without DISTINCT.
@@ -332,6 +745,8 @@ struct Grouper {
     tables: Vec<Vec<Vec<usize>>>,
     /// Per level, the column ids of the key of each id handed out.
     keys: Vec<Vec<Vec<usize>>>,
+    /// Per group column of the last coded batch: the column id of each code.
+    parts: Vec<Vec<usize>>,
 }
 
 impl Grouper {
@@ -340,6 +755,7 @@ impl Grouper {
             values: (0..columns).map(|_| (HashMap::new(), Vec::new())).collect(),
             tables: (0..columns).map(|_| Vec::new()).collect(),
             keys: (0..columns).map(|_| Vec::new()).collect(),
+            parts: Vec::new(),
         }
     }
 
@@ -365,52 +781,59 @@ impl Grouper {
             .collect()
     }
 
-    /// Group ids of a batch whose group columns all came as dictionary codes: each row's
-    /// codes combine into one dense batch-local code, and each local code present is turned
-    /// into a group id once. Returns false (nothing done) when a column is not coded or
-    /// the local code space is too large; the caller then goes column by column.
-    fn add_coded(&mut self, cols: &[&ArrayRef], ids: &mut [usize]) -> Result<bool> {
+    /// Batch-local keys of a batch whose group columns all came as dictionary codes: each
+    /// row's codes combine into one dense key `c0 + w0 * (c1 + w1 * (…))` (NULL as the
+    /// last code of its column), written to `keys`. Returns the key space, or `None`
+    /// (nothing done) when a column is not coded or the space is too large; the caller
+    /// then goes column by column. [`Grouper::assign`] turns the keys into group ids.
+    fn local_codes(&mut self, cols: &[&ArrayRef], keys: &mut Vec<u32>) -> Result<Option<usize>> {
         const MAX_LOCAL: usize = 1 << 16;
-        let n = ids.len();
-        // Per column: codes, the column id of each code (the last one: NULL), and the
-        // code space (dictionary entries + 1 for NULL).
+        let n = cols.first().map_or(0, |c| c.len());
+        // Per column: the column id of each code (the last one: NULL).
         let mut parts: Vec<Vec<usize>> = Vec::with_capacity(cols.len());
         let mut space = 1usize;
         for (k, col) in cols.iter().enumerate() {
-            let DataType::Dictionary(_, _) = col.data_type() else { return Ok(false) };
+            let DataType::Dictionary(_, _) = col.data_type() else { return Ok(None) };
             let dict = dictionary_values(col)?;
             let width = dict.len() + 1;
             space = match space.checked_mul(width) {
                 Some(s) if s <= MAX_LOCAL => s,
-                _ => return Ok(false),
+                _ => return Ok(None),
             };
             let mut col_ids = self.ids_of(k, &dict)?;
             col_ids.push(self.id_of_value(k, ScalarValue::try_from(dict.data_type())?));
             parts.push(col_ids);
         }
-        // Batch-local code of each row: c0 + w0 * (c1 + w1 * (…)), NULL as the last code.
-        let mut local = vec![0u32; n];
+        keys.clear();
+        keys.resize(n, 0);
         for (col, col_ids) in cols.iter().zip(&parts).rev() {
-            fold_codes(col, col_ids.len() as u32, &mut local)?;
+            fold_codes(col, col_ids.len() as u32, keys)?;
         }
-        let mut gid = vec![usize::MAX; space];
-        for (r, &l) in local.iter().enumerate() {
-            let slot = &mut gid[l as usize];
-            if *slot == usize::MAX {
-                // Decompose the local code into column ids and walk the levels once.
-                let mut rest = l;
-                let mut g = 0;
-                for (k, col_ids) in parts.iter().enumerate() {
-                    let w = col_ids.len() as u32;
-                    let c = (rest % w) as usize;
-                    rest /= w;
-                    g = self.level_id(k, if k == 0 { 0 } else { g }, col_ids[c]);
-                }
-                *slot = g;
+        self.parts = parts;
+        Ok(Some(space))
+    }
+
+    /// The group id of each batch-local key of the last [`Grouper::local_codes`] that some
+    /// row has (`rows[key] > 0`; the others get `usize::MAX`), handing out new ids.
+    fn assign(&mut self, rows: &[u64]) -> Vec<usize> {
+        let parts = std::mem::take(&mut self.parts);
+        let mut gid = vec![usize::MAX; rows.len()];
+        for (l, slot) in gid.iter_mut().enumerate() {
+            if rows[l] == 0 {
+                continue;
             }
-            ids[r] = *slot;
+            // Decompose the key into column ids and walk the levels once.
+            let mut rest = l;
+            let mut g = 0;
+            for (k, col_ids) in parts.iter().enumerate() {
+                let w = col_ids.len();
+                g = self.level_id(k, if k == 0 { 0 } else { g }, col_ids[rest % w]);
+                rest /= w;
+            }
+            *slot = g;
         }
-        Ok(true)
+        self.parts = parts;
+        gid
     }
 
     /// Folds group column `k` of a batch into `ids` (on entry the group ids of columns

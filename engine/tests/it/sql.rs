@@ -574,9 +574,38 @@ fn fused_group_by_agrees_with_datafusion() {
                 "SELECT f, s, avg(a) FROM r {w} GROUP BY 1, 2 ORDER BY 3 DESC NULLS LAST, 1, 2 LIMIT 7"
             ),
             format!("SELECT x.s, sum(x.a) FROM (SELECT * FROM r {w}) x GROUP BY x.s"),
+            // Without GROUP BY (folded here when every aggregate is).
+            format!(
+                "SELECT count(*), count(a), sum(a), avg(a), min(a), max(a), count(f), sum(f), \
+                 avg(f), min(f), max(f), count(s), count(b) FROM r {w}"
+            ),
+            format!("SELECT max(f), min(a), count(*) FROM r {w}"),
         ] {
             same_close(&on, &off, &q);
         }
+    }
+    let q = "SELECT count(*), sum(a), avg(f), min(f) FROM r";
+    assert!(
+        plan(&on, q).contains("BasaltGroupBy: table=r, mode=Partial, by=[]"),
+        "{}",
+        plan(&on, q)
+    );
+    // A scalar aggregate folded here only when all of its aggregates are.
+    let q = "SELECT count(*), stddev(f) FROM r";
+    assert!(!plan(&on, q).contains("BasaltGroupBy"), "{}", plan(&on, q));
+    same_close(&on, &off, q);
+    // No row selected: one row of empty aggregates, in every partition.
+    let q = "SELECT count(*), count(a), sum(a), avg(f), min(f), max(a) FROM r WHERE a > 100000";
+    assert_eq!(same_close(&on, &off, q), 1);
+    // Narrower types under the casts DataFusion adds (Int32 → Int64 / Float64, Float32 →
+    // Float64); Float32 columns are dictionary-encoded too.
+    on.sql("CREATE TABLE w AS SELECT CAST(a AS INT) AS i, CAST(f AS REAL) AS x, s FROM r").unwrap();
+    for q in [
+        "SELECT s, sum(i), avg(i), min(i), max(x), avg(x), sum(x), count(x) FROM w GROUP BY s",
+        "SELECT sum(i), avg(i), min(x), max(i), avg(x), sum(x) FROM w",
+        "SELECT sum(i), avg(x), min(x) FROM w WHERE s = 'banana'",
+    ] {
+        same_close(&on, &off, q);
     }
     // Rows in the memtable (values, not codes) and an empty selection.
     on.sql("INSERT INTO r VALUES (1, 'zeta', 1.0, true), (2, NULL, 2.0, false), (3, 'apple', NULL, NULL)")
@@ -585,6 +614,7 @@ fn fused_group_by_agrees_with_datafusion() {
         "SELECT s, count(*), sum(a), avg(f) FROM r GROUP BY s",
         "SELECT s, count(*) FROM r WHERE a > 100000 GROUP BY s",
         "SELECT s, f, count(*) FROM r WHERE _id > 100400 GROUP BY s, f",
+        "SELECT count(*), sum(a), avg(f), min(f), max(a) FROM r WHERE _id > 100400",
     ] {
         same_close(&on, &off, q);
     }
@@ -696,8 +726,9 @@ fn explain_shows_pushed_filters_and_pruned_row_groups() {
     // COUNT(*) without a filter is answered from exact statistics, with one it is not.
     let total = db.table("r").unwrap().count().unwrap();
     assert_eq!(one_u64(&conn.sql("SELECT count(*) FROM r").unwrap()), total);
+    // With a filter it is counted by the fused aggregate, which evaluates the filter.
     let plan = rows(&conn.sql("EXPLAIN SELECT count(*) FROM r WHERE a > 0").unwrap()).join("\n");
-    assert!(plan.contains("BasaltScan"), "{plan}");
+    assert!(plan.contains("BasaltGroupBy: table=r") && plan.contains("filter=a > 0"), "{plan}");
 }
 
 #[test]
