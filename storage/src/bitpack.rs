@@ -72,7 +72,15 @@ fn word(packed: &[u8], w: usize) -> u64 {
 
 /// Unpacks `n` values, calling `f(i, value)` for each in order.
 #[inline]
-pub fn unpack(packed: &[u8], bits: u8, n: usize, mut f: impl FnMut(usize, u64)) {
+pub fn unpack(packed: &[u8], bits: u8, n: usize, f: impl FnMut(usize, u64)) {
+    unpack_from(packed, bits, 0, n, f)
+}
+
+/// Unpacks values `start..start + n`, calling `f(i, value)` for the `i`-th of them in order.
+/// `packed` must hold at least `start + n` values (as [`pack`] made them, extra zero word
+/// included); a shorter stream panics, so callers check its length first.
+#[inline]
+pub fn unpack_from(packed: &[u8], bits: u8, start: usize, n: usize, mut f: impl FnMut(usize, u64)) {
     if bits == 0 {
         for i in 0..n {
             f(i, 0);
@@ -81,7 +89,20 @@ pub fn unpack(packed: &[u8], bits: u8, n: usize, mut f: impl FnMut(usize, u64)) 
     }
     let mask = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
     let b = bits as usize;
-    let mut bit = 0usize;
+    let mut bit = start * b;
+    if b <= 56 {
+        // A value of at most 56 bits lies within the 8 bytes from the byte holding its first
+        // bit: one unaligned load and a shift, no branch. The extra zero word at the end of
+        // the stream keeps those 8 bytes inside it.
+        for i in 0..n {
+            let at = bit / 8;
+            let mut a = [0u8; 8];
+            a.copy_from_slice(&packed[at..at + 8]);
+            f(i, (u64::from_le_bytes(a) >> (bit % 8)) & mask);
+            bit += b;
+        }
+        return;
+    }
     for i in 0..n {
         let w = bit / 64;
         let shift = bit % 64;
@@ -113,6 +134,14 @@ mod tests {
             prop_assert_eq!(&got, &vals);
             for (i, v) in vals.iter().enumerate() {
                 prop_assert_eq!(get(packed, bits, i), *v);
+            }
+            // Windows from any start.
+            for start in [0, 1, vals.len() / 3, vals.len().saturating_sub(1), vals.len()] {
+                let start = start.min(vals.len());
+                let mut w = Vec::new();
+                unpack_from(packed, bits, start, vals.len() - start, |i, v| w.push((i, v)));
+                let want: Vec<(usize, u64)> = vals[start..].iter().copied().enumerate().collect();
+                prop_assert_eq!(&w, &want);
             }
         }
     }

@@ -975,10 +975,10 @@ pub fn decode_window(
             let p = next()?;
             need(&p, bitpack::packed_len(n, *bits), "packed")?;
             let base = *base;
-            let values = unpack_ints(width, len, |f| {
-                for i in 0..len {
-                    f(i, base.wrapping_add(bitpack::get(p.as_slice(), *bits, start + i)));
-                }
+            let values = unpack_ints(width, len, |out| {
+                bitpack::unpack_from(p.as_slice(), *bits, start, len, |i, v| {
+                    out[i] = base.wrapping_add(v)
+                });
             });
             windowed(vec![values], 0)
         }
@@ -988,24 +988,22 @@ pub fn decode_window(
             let (first, base) = (*first, *base);
             if *bits == 0 {
                 // Constant step (dense ids): value i is first + i·step, no prefix sum needed.
-                let values = unpack_ints(width, len, |f| {
-                    for i in 0..len {
-                        f(i, first.wrapping_add(base.wrapping_mul((start + i) as u64)));
+                let values = unpack_ints(width, len, |out| {
+                    for (i, o) in out.iter_mut().enumerate() {
+                        *o = first.wrapping_add(base.wrapping_mul((start + i) as u64));
                     }
                 });
                 return windowed(vec![values], 0);
             }
             // Deltas accumulate: decode from the start up to the window's end.
             let upto = start + len;
-            let values = unpack_ints(width, upto, |f| {
-                if upto == 0 {
-                    return;
-                }
+            let values = unpack_ints(width, upto, |out| {
+                let Some((head, rest)) = out.split_first_mut() else { return };
                 let mut cur = first;
-                f(0, cur);
+                *head = cur;
                 bitpack::unpack(p.as_slice(), *bits, upto - 1, |i, d| {
                     cur = cur.wrapping_add(base).wrapping_add(d);
-                    f(i + 1, cur);
+                    rest[i] = cur;
                 });
             });
             windowed(vec![values], start)
@@ -1148,23 +1146,18 @@ pub fn decode_window(
     }
 }
 
-/// Runs `fill(set)` where `set(i, pattern)` stores the low `width` bytes of a 64-bit
-/// pattern at row `i`; returns the values buffer.
-fn unpack_ints(width: u8, n: usize, fill: impl FnOnce(&mut dyn FnMut(usize, u64))) -> Buffer {
-    fn go<T: arrow_buffer::ArrowNativeType>(
-        n: usize,
-        conv: fn(u64) -> T,
-        fill: impl FnOnce(&mut dyn FnMut(usize, u64)),
-    ) -> Buffer {
-        let mut out = vec![T::default(); n];
-        fill(&mut |i, v| out[i] = conv(v));
-        Buffer::from_vec(out)
-    }
+/// Runs `fill(values)` on `n` 64-bit patterns and returns the values buffer of a `width`
+/// byte integer column (the low `width` bytes of each pattern).
+fn unpack_ints(width: u8, n: usize, fill: impl FnOnce(&mut [u64])) -> Buffer {
+    // `fill` writes the 64-bit values (inlined, no call per value); narrower columns take
+    // their low bytes in one more pass.
+    let mut out = vec![0u64; n];
+    fill(&mut out);
     match width {
-        1 => go::<u8>(n, |v| v as u8, fill),
-        2 => go::<u16>(n, |v| v as u16, fill),
-        4 => go::<u32>(n, |v| v as u32, fill),
-        _ => go::<u64>(n, |v| v, fill),
+        1 => Buffer::from_vec(out.iter().map(|&v| v as u8).collect::<Vec<u8>>()),
+        2 => Buffer::from_vec(out.iter().map(|&v| v as u16).collect::<Vec<u16>>()),
+        4 => Buffer::from_vec(out.iter().map(|&v| v as u32).collect::<Vec<u32>>()),
+        _ => Buffer::from_vec(out),
     }
 }
 

@@ -18,6 +18,7 @@
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
+use arrow_array::types::{UInt8Type, UInt16Type, UInt32Type};
 use arrow_array::{
     Array, ArrayRef, BinaryArray, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray,
     UInt64Array,
@@ -387,6 +388,43 @@ fn tri_of(r: &BooleanArray) -> Tri {
 fn leaf(a: &ArrayRef, f: &dyn Fn(&ArrayRef) -> Result<Tri>) -> Result<Tri> {
     if let Some(d) = a.as_any_dictionary_opt() {
         let per_entry = f(d.values())?;
+        // Each dictionary entry's answer: bit 0 true, bit 1 false.
+        let tab: Vec<u8> = per_entry
+            .t
+            .iter()
+            .zip(per_entry.f.iter())
+            .map(|(t, f)| u8::from(t) | (u8::from(f) << 1))
+            .collect();
+        let by_code = match a.data_type() {
+            DataType::Dictionary(k, _) => match k.as_ref() {
+                DataType::UInt8 => {
+                    // A full table: a u8 code indexes it without a bounds check.
+                    let mut full = [0u8; 256];
+                    full[..tab.len().min(256)].copy_from_slice(&tab[..tab.len().min(256)]);
+                    let codes = a.as_dictionary::<UInt8Type>().keys().values();
+                    Some(gather_by_code(codes.len(), |i| full[usize::from(codes[i])]))
+                }
+                DataType::UInt16 => {
+                    let codes = a.as_dictionary::<UInt16Type>().keys().values();
+                    let at = |i: usize| tab.get(usize::from(codes[i])).copied().unwrap_or(0);
+                    Some(gather_by_code(codes.len(), at))
+                }
+                DataType::UInt32 => {
+                    let codes = a.as_dictionary::<UInt32Type>().keys().values();
+                    let at = |i: usize| tab.get(codes[i] as usize).copied().unwrap_or(0);
+                    Some(gather_by_code(codes.len(), at))
+                }
+                _ => None,
+            },
+            _ => None,
+        };
+        if let Some(Tri { t, f }) = by_code {
+            // Null keys (NULL rows) are neither true nor false.
+            return Ok(match a.logical_nulls() {
+                Some(n) => Tri { t: &t & n.inner(), f: &f & n.inner() },
+                None => Tri { t, f },
+            });
+        }
         let t = BooleanArray::new(per_entry.t, None);
         let fa = BooleanArray::new(per_entry.f, None);
         let keys = d.keys();
@@ -400,6 +438,26 @@ fn leaf(a: &ArrayRef, f: &dyn Fn(&ArrayRef) -> Result<Tri>) -> Result<Tri> {
         return Ok(Tri { t: gather(&t)?, f: gather(&fa)? });
     }
     f(a)
+}
+
+/// The true and false bitmaps of `n` rows whose answers `at(row)` gives (bit 0 true,
+/// bit 1 false), packed 64 rows to a word.
+fn gather_by_code(n: usize, at: impl Fn(usize) -> u8) -> Tri {
+    let words = n.div_ceil(64);
+    let mut t = Vec::with_capacity(words);
+    let mut f = Vec::with_capacity(words);
+    for w in 0..words {
+        let (mut wt, mut wf) = (0u64, 0u64);
+        for i in 0..(n - w * 64).min(64) {
+            let e = u64::from(at(w * 64 + i));
+            wt |= (e & 1) << i;
+            wf |= ((e >> 1) & 1) << i;
+        }
+        t.push(wt);
+        f.push(wf);
+    }
+    let bits = |v: Vec<u64>| BooleanBuffer::new(arrow_buffer::Buffer::from_vec(v), 0, n);
+    Tri { t: bits(t), f: bits(f) }
 }
 
 /// A one-element array of the constant, in a type comparable with `target`.
@@ -661,16 +719,18 @@ mod tests {
     fn rows() -> impl Strategy<Value = Vec<Row>> {
         proptest::collection::vec(
             (proptest::option::of(-3i64..4), proptest::option::of("[a-c]{0,2}")),
-            0..60,
+            0..200,
         )
     }
 
-    fn batch(rows: &[Row], dict: bool) -> RecordBatch {
+    /// The rows as a batch; `dict` 1 or 2: strings dictionary-encoded with u8 / u16 codes.
+    fn batch(rows: &[Row], dict: u8) -> RecordBatch {
         let n: ArrayRef = Arc::new(Int64Array::from(rows.iter().map(|r| r.0).collect::<Vec<_>>()));
         let mut s: ArrayRef =
             Arc::new(StringArray::from(rows.iter().map(|r| r.1.clone()).collect::<Vec<_>>()));
-        if dict {
-            let t = DataType::Dictionary(Box::new(DataType::UInt8), Box::new(DataType::Utf8));
+        if dict > 0 {
+            let k = if dict == 1 { DataType::UInt8 } else { DataType::UInt16 };
+            let t = DataType::Dictionary(Box::new(k), Box::new(DataType::Utf8));
             s = arrow_cast::cast(&s, &t).unwrap();
         }
         let schema = Schema::new(vec![
@@ -700,10 +760,16 @@ mod tests {
         #[test]
         fn evaluation_matches_three_valued_reference(p in predicate(), rows in rows()) {
             let want: Vec<bool> = rows.iter().map(|r| reference(&p, r) == Some(true)).collect();
-            for dict in [false, true] {
+            for dict in [0, 1, 2] {
                 let mut b = batch(&rows, dict);
                 let got: Vec<bool> = evaluate(&p, &mut b).unwrap().iter().collect();
                 prop_assert_eq!(&got, &want, "dict = {}", dict);
+                // A slice (arrays with an offset) answers for its rows.
+                if rows.len() > 3 {
+                    let mut s = batch(&rows, dict).slice(3, rows.len() - 3);
+                    let got: Vec<bool> = evaluate(&p, &mut s).unwrap().iter().collect();
+                    prop_assert_eq!(&got[..], &want[3..], "sliced, dict = {}", dict);
+                }
             }
             // Zone-map pruning never skips a row group that has a match.
             let (zi, zs, ni, ns) = stats_of(&rows);
@@ -720,7 +786,7 @@ mod tests {
 
     #[test]
     fn type_errors_are_reported() {
-        let mut b = batch(&[(Some(1), Some("a".into()))], false);
+        let mut b = batch(&[(Some(1), Some("a".into()))], 0);
         let e = evaluate(&Predicate::eq("n", "x"), &mut b).unwrap_err();
         assert!(matches!(e, Error::TypeMismatch { .. }), "{e}");
         assert!(evaluate(&Predicate::eq("zzz", 1), &mut b).is_err());
