@@ -10,7 +10,10 @@
 //! Filters that storage evaluates exactly (see [`crate::pushdown`]) are pushed as `Exact`
 //! and run on encoded data; the others are pushed as `Inexact` (zone-map pruning with a
 //! relaxed predicate) and DataFusion filters again. Row groups ruled out by zone maps are
-//! dropped at planning time, so `EXPLAIN` shows how many remain.
+//! dropped at planning time, so `EXPLAIN` shows how many remain. Filters parents push down
+//! after planning (DataFusion's dynamic filters of hash joins and TopK, shown as
+//! `pruning_hints`) skip units by zone maps and, outside a limit, filter rows in storage
+//! where they convert; their parents still apply them.
 
 use std::fmt;
 use std::sync::Arc;
@@ -412,7 +415,8 @@ pub struct ScanExec {
     schema: SchemaRef,
     props: Arc<PlanProperties>,
     /// Filters of parent operators (TopK's and joins' dynamic filters among them), used to
-    /// skip units by zone maps as the scan goes; never trusted to filter rows exactly.
+    /// skip units by zone maps and, outside a limit, to drop rows as the scan goes; the
+    /// parents apply them again, so they need not be exact.
     hints: Vec<Arc<dyn PhysicalExpr>>,
     metrics: ExecutionPlanMetricsSet,
 }
@@ -596,21 +600,27 @@ impl ExecutionPlan for ScanExec {
             self.limit,
         );
         // Units are read one at a time; before each, the hints (whose dynamic parts tighten
-        // as TopK fills or a join builds) may rule it out by its zone maps.
+        // as TopK fills or a join builds) may rule it out by its zone maps, and otherwise
+        // filter its rows: a hint is a parent's filter (or its relaxed form) that the parent
+        // applies again, so a row failing it is one the parent drops (a hash join's build
+        // keys, a TopK's threshold). Not under a limit, where filtering first would change
+        // which rows the limit keeps.
         let batches = units.into_iter().flat_map(move |unit| {
-            let skip = !hints.is_empty()
-                && hints.iter().any(|h| {
-                    pushdown::from_physical(h, &schema)
-                        .is_some_and(|p| !snapshot.unit_may_match(unit, &p))
-                });
-            if skip {
+            let current: Vec<Predicate> =
+                hints.iter().filter_map(|h| pushdown::from_physical(h, &schema)).collect();
+            if current.iter().any(|p| !snapshot.unit_may_match(unit, p)) {
                 pruned.add(1);
                 return UnitBatches::Empty;
             }
             read.add(1);
+            let predicate = if limit.is_none() && !current.is_empty() {
+                and_all(predicate.iter().cloned().chain(current).collect())
+            } else {
+                predicate.clone()
+            };
             // A unit decodes its columns only up to the row where the limit is met (a
             // limit reaches the scan only when every filter was pushed into it exactly).
-            match snapshot.scan_units_filtered(&projection, predicate.clone(), vec![unit]) {
+            match snapshot.scan_units_filtered(&projection, predicate, vec![unit]) {
                 Ok(scan) => UnitBatches::Scan(scan.with_limit(limit)),
                 Err(e) => UnitBatches::Error(Some(e)),
             }
