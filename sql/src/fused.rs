@@ -20,7 +20,9 @@
 //! group id per row. Results therefore equal DataFusion's, except that floating-point sums
 //! add in another order (within rounding), as they do between DataFusion's own plans.
 //! Without GROUP BY (one group) the rule applies only when every aggregate is counted or
-//! folded here, since DataFusion's scalar accumulators are already vectorised.
+//! folded here, since DataFusion's scalar accumulators are already vectorised. A partial
+//! aggregate over a union of scans (`UNION`, `UNION ALL` under an aggregate) becomes the
+//! union of one fused partial aggregate per scan when every scan fuses ([`fuse_union`]).
 //!
 //! When it applies: the aggregate's input is a Basalt scan without a limit (its filter
 //! already evaluated in storage, on codes); there is no grouping set; every group
@@ -59,6 +61,7 @@ use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::union::UnionExec;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
 };
@@ -93,8 +96,11 @@ impl PhysicalOptimizerRule for FuseGroupBy {
             let Some(agg) = node.downcast_ref::<AggregateExec>() else {
                 return Ok(Transformed::no(node));
             };
-            Ok(match GroupByExec::fuse(agg)? {
-                Some(g) => Transformed::yes(Arc::new(g) as Arc<dyn ExecutionPlan>),
+            if let Some(g) = GroupByExec::fuse(agg)? {
+                return Ok(Transformed::yes(Arc::new(g) as Arc<dyn ExecutionPlan>));
+            }
+            Ok(match fuse_union(agg)? {
+                Some(u) => Transformed::yes(u),
                 None => Transformed::no(node),
             })
         })
@@ -108,6 +114,48 @@ impl PhysicalOptimizerRule for FuseGroupBy {
     fn schema_check(&self) -> bool {
         true
     }
+}
+
+/// A partial aggregate over a union of Basalt scans (`UNION`, `UNION ALL` under GROUP BY)
+/// as the union of one fused partial aggregate per scan: partial states distribute over a
+/// union, and the final aggregate above merges them as before. Only when every input
+/// fuses, so the union's schema is the aggregate's.
+fn fuse_union(agg: &AggregateExec) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    if *agg.mode() != AggregateMode::Partial {
+        return Ok(None);
+    }
+    let Some(union) = agg.input().downcast_ref::<UnionExec>() else { return Ok(None) };
+    let mut parts: Vec<Arc<dyn ExecutionPlan>> = Vec::new();
+    for child in union.children() {
+        let one = AggregateExec::try_new(
+            AggregateMode::Partial,
+            agg.group_expr().clone(),
+            agg.aggr_expr().to_vec(),
+            agg.filter_expr().to_vec(),
+            child.clone(),
+            child.schema(),
+        )?;
+        let Some(mut g) = GroupByExec::fuse(&one)? else { return Ok(None) };
+        // The same columns as the aggregate's (nullability may differ by input).
+        let (ours, want) = (g.schema.fields(), agg.schema());
+        if ours.len() != want.fields().len()
+            || ours.iter().zip(want.fields()).any(|(a, b)| a.data_type() != b.data_type())
+        {
+            return Ok(None);
+        }
+        g.schema = agg.schema();
+        g.props = Arc::new(PlanProperties::new(
+            EquivalenceProperties::new(g.schema.clone()),
+            g.props.partitioning.clone(),
+            EmissionType::Final,
+            Boundedness::Bounded,
+        ));
+        parts.push(Arc::new(g));
+    }
+    if parts.len() < 2 {
+        return Ok(None);
+    }
+    UnionExec::try_new(parts).map(Some)
 }
 
 /// Group-by on dictionary codes over a Basalt snapshot, with DataFusion's accumulators.

@@ -590,6 +590,18 @@ fn fused_group_by_agrees_with_datafusion() {
         "{}",
         plan(&on, q)
     );
+    // Partial aggregation over a union of scans: one fused aggregate per input.
+    let unions = [
+        "SELECT s FROM r WHERE a > 500 UNION SELECT s FROM r WHERE f < 10",
+        "SELECT s, count(*), sum(a), max(f) FROM \
+         (SELECT s, a, f FROM r WHERE a > 0 UNION ALL SELECT s, a, f FROM r WHERE b) GROUP BY s",
+        "SELECT count(*), avg(f) FROM (SELECT f FROM r WHERE s = 'date' UNION ALL SELECT f FROM r)",
+    ];
+    let p = plan(&on, unions[0]);
+    assert_eq!(p.matches("BasaltGroupBy").count(), 2, "{p}");
+    for q in unions {
+        assert!(same_close(&on, &off, q) > 0, "{q}");
+    }
     // A scalar aggregate folded here only when all of its aggregates are.
     let q = "SELECT count(*), stddev(f) FROM r";
     assert!(!plan(&on, q).contains("BasaltGroupBy"), "{}", plan(&on, q));
@@ -615,6 +627,7 @@ fn fused_group_by_agrees_with_datafusion() {
         "SELECT s, count(*) FROM r WHERE a > 100000 GROUP BY s",
         "SELECT s, f, count(*) FROM r WHERE _id > 100400 GROUP BY s, f",
         "SELECT count(*), sum(a), avg(f), min(f), max(a) FROM r WHERE _id > 100400",
+        "SELECT s FROM r WHERE a > 500 UNION SELECT s FROM r WHERE _id > 100400",
     ] {
         same_close(&on, &off, q);
     }
