@@ -23,6 +23,8 @@
 //! folded here, since DataFusion's scalar accumulators are already vectorised. A partial
 //! aggregate over a union of scans (`UNION`, `UNION ALL` under an aggregate) becomes the
 //! union of one fused partial aggregate per scan when every scan fuses ([`fuse_union`]).
+//! A left semi / anti hash join without a join filter (`INTERSECT`, `EXCEPT`) reads its
+//! scanned right input deduplicated by such a group-by ([`dedupe_semi_join_input`]).
 //!
 //! When it applies: the aggregate's input is a Basalt scan without a limit (its filter
 //! already evaluated in storage, on codes); there is no grouping set; every group
@@ -49,6 +51,7 @@ use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{
     DataType, Float64Type, Int64Type, SchemaRef, UInt8Type, UInt16Type, UInt32Type, UInt64Type,
 };
+use datafusion::common::JoinType;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{DataFusionError, Result, ScalarValue};
@@ -58,8 +61,11 @@ use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
 use datafusion::physical_expr::expressions::{CastExpr, Column, Literal};
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
-use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
+use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode, PhysicalGroupBy};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::execution_plan::{ChildrenPropertiesMode, ReplaceChildrenOptions};
+use datafusion::physical_plan::joins::HashJoinExec;
+use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::union::UnionExec;
 use datafusion::physical_plan::{
@@ -93,6 +99,12 @@ impl PhysicalOptimizerRule for FuseGroupBy {
             return Ok(plan);
         }
         plan.transform_up(|node| {
+            if let Some(join) = node.downcast_ref::<HashJoinExec>() {
+                return Ok(match dedupe_semi_join_input(join, &node)? {
+                    Some(j) => Transformed::yes(j),
+                    None => Transformed::no(node),
+                });
+            }
             let Some(agg) = node.downcast_ref::<AggregateExec>() else {
                 return Ok(Transformed::no(node));
             };
@@ -156,6 +168,72 @@ fn fuse_union(agg: &AggregateExec) -> Result<Option<Arc<dyn ExecutionPlan>>> {
         return Ok(None);
     }
     UnionExec::try_new(parts).map(Some)
+}
+
+/// A left semi or anti join (`INTERSECT`, `EXCEPT`, `IN` / `EXISTS` with the table on the
+/// right) only asks whether a right row with the key exists, so its right input, a Basalt
+/// scan (possibly under a hash repartition), may be deduplicated first: each scan partition
+/// becomes a fused group-by on all of its columns. Duplicates across partitions remain and
+/// are harmless; NULL keys keep one row. Not with a join filter, which could read other
+/// right columns row by row.
+fn dedupe_semi_join_input(
+    join: &HashJoinExec,
+    node: &Arc<dyn ExecutionPlan>,
+) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    if !matches!(join.join_type(), JoinType::LeftSemi | JoinType::LeftAnti)
+        || join.filter().is_some()
+    {
+        return Ok(None);
+    }
+    let [left, right] = [join.left(), join.right()];
+    let (repartition, scan) = match right.downcast_ref::<RepartitionExec>() {
+        Some(r) => (Some(r), r.input()),
+        None => (None, right),
+    };
+    if scan.downcast_ref::<ScanExec>().is_none() {
+        return Ok(None);
+    }
+    let schema = scan.schema();
+    let keys: Vec<(Arc<dyn PhysicalExpr>, String)> = schema
+        .fields()
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            (Arc::new(Column::new(f.name(), i)) as Arc<dyn PhysicalExpr>, f.name().clone())
+        })
+        .collect();
+    let agg = AggregateExec::try_new(
+        AggregateMode::Partial,
+        PhysicalGroupBy::new_single(keys),
+        Vec::new(),
+        Vec::new(),
+        scan.clone(),
+        schema.clone(),
+    )?;
+    let Some(mut g) = GroupByExec::fuse(&agg)? else { return Ok(None) };
+    // The deduplicated input has the scan's columns; keep its exact fields.
+    if g.schema.fields().len() != schema.fields().len()
+        || g.schema
+            .fields()
+            .iter()
+            .zip(schema.fields())
+            .any(|(a, b)| a.data_type() != b.data_type())
+    {
+        return Ok(None);
+    }
+    g.schema = schema;
+    g.props = Arc::new(PlanProperties::new(
+        EquivalenceProperties::new(g.schema.clone()),
+        g.props.partitioning.clone(),
+        EmissionType::Final,
+        Boundedness::Bounded,
+    ));
+    let mut right: Arc<dyn ExecutionPlan> = Arc::new(g);
+    let recompute = ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute);
+    if let Some(r) = repartition {
+        right = Arc::new(r.clone()).replace_children(vec![right], recompute)?;
+    }
+    node.clone().replace_children(vec![left.clone(), right], recompute).map(Some)
 }
 
 /// Group-by on dictionary codes over a Basalt snapshot, with DataFusion's accumulators.
