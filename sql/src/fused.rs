@@ -30,8 +30,8 @@
 //! already evaluated in storage, on codes); there is no grouping set; every group
 //! expression is a column of the scan that is dictionary-encoded in every row group of the
 //! snapshot (or there is none, see above); every aggregate supports groups accumulators
-//! and has no DISTINCT, ORDER BY or FILTER; the mode is `Partial` or `Single`. Memtable rows (values, not codes) are grouped
-//! through the same per-value map. The rule is off when the connection's fast paths are
+//! and has no DISTINCT, ORDER BY or FILTER; the mode is `Partial` or `Single`. Memtable
+//! rows (values, not codes) are grouped through the same per-value map. The rule is off when the connection's fast paths are
 //! off (`Connection::set_fast_paths(false)`), which is how the tests compare the two.
 //!
 //! What this module must not do: change what a query returns, or read storage other than
@@ -147,21 +147,10 @@ fn fuse_union(agg: &AggregateExec) -> Result<Option<Arc<dyn ExecutionPlan>>> {
             child.clone(),
             child.schema(),
         )?;
-        let Some(mut g) = GroupByExec::fuse(&one)? else { return Ok(None) };
         // The same columns as the aggregate's (nullability may differ by input).
-        let (ours, want) = (g.schema.fields(), agg.schema());
-        if ours.len() != want.fields().len()
-            || ours.iter().zip(want.fields()).any(|(a, b)| a.data_type() != b.data_type())
-        {
+        let Some(g) = GroupByExec::fuse(&one)?.and_then(|g| g.with_schema(agg.schema())) else {
             return Ok(None);
-        }
-        g.schema = agg.schema();
-        g.props = Arc::new(PlanProperties::new(
-            EquivalenceProperties::new(g.schema.clone()),
-            g.props.partitioning.clone(),
-            EmissionType::Final,
-            Boundedness::Bounded,
-        ));
+        };
         parts.push(Arc::new(g));
     }
     if parts.len() < 2 {
@@ -210,24 +199,10 @@ fn dedupe_semi_join_input(
         scan.clone(),
         schema.clone(),
     )?;
-    let Some(mut g) = GroupByExec::fuse(&agg)? else { return Ok(None) };
     // The deduplicated input has the scan's columns; keep its exact fields.
-    if g.schema.fields().len() != schema.fields().len()
-        || g.schema
-            .fields()
-            .iter()
-            .zip(schema.fields())
-            .any(|(a, b)| a.data_type() != b.data_type())
-    {
+    let Some(g) = GroupByExec::fuse(&agg)?.and_then(|g| g.with_schema(schema)) else {
         return Ok(None);
-    }
-    g.schema = schema;
-    g.props = Arc::new(PlanProperties::new(
-        EquivalenceProperties::new(g.schema.clone()),
-        g.props.partitioning.clone(),
-        EmissionType::Final,
-        Boundedness::Bounded,
-    ));
+    };
     let mut right: Arc<dyn ExecutionPlan> = Arc::new(g);
     let recompute = ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute);
     if let Some(r) = repartition {
@@ -317,6 +292,25 @@ impl GroupByExec {
             schema,
             props: Arc::new(props),
         }))
+    }
+
+    /// The same exec declaring `schema` as its output (other field names or nullability),
+    /// when its columns have `schema`'s types.
+    fn with_schema(mut self, schema: SchemaRef) -> Option<GroupByExec> {
+        let ours = self.schema.fields();
+        if ours.len() != schema.fields().len()
+            || ours.iter().zip(schema.fields()).any(|(a, b)| a.data_type() != b.data_type())
+        {
+            return None;
+        }
+        self.props = Arc::new(PlanProperties::new(
+            EquivalenceProperties::new(schema.clone()),
+            self.props.partitioning.clone(),
+            EmissionType::Final,
+            Boundedness::Bounded,
+        ));
+        self.schema = schema;
+        Some(self)
     }
 
     /// Groups and aggregates the units of one partition into one batch.
