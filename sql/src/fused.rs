@@ -100,6 +100,9 @@ impl PhysicalOptimizerRule for FuseGroupBy {
         }
         plan.transform_up(|node| {
             if let Some(join) = node.downcast_ref::<HashJoinExec>() {
+                if let Some(s) = crate::semi::SemiJoinScanExec::reduce(join) {
+                    return Ok(Transformed::yes(Arc::new(s) as Arc<dyn ExecutionPlan>));
+                }
                 return Ok(match dedupe_semi_join_input(join, &node)? {
                     Some(j) => Transformed::yes(j),
                     None => Transformed::no(node),

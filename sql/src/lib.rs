@@ -6,7 +6,7 @@
 //! transaction ([`dml`]), the statement dispatcher that sends each statement to DataFusion
 //! or to storage ([`connection`]), the direct path that runs simple single-table
 //! statements on storage without planning (`direct`), the fused group-by on dictionary
-//! codes ([`fused`]), the rewrites that hide `_id` from `SELECT *`
+//! codes ([`fused`]), the semi-join reduction to a storage `IN` list ([`semi`]), the rewrites that hide `_id` from `SELECT *`
 //! ([`rewrite`]), SQL over files ([`files`]), the `VECTOR(D)` type ([`types`]) and the
 //! scalar functions Basalt adds ([`functions`]).
 //!
@@ -24,6 +24,7 @@ pub mod fused;
 pub mod provider;
 pub mod pushdown;
 pub mod rewrite;
+pub mod semi;
 pub mod types;
 
 pub use connection::{Prepared, SqlConnection, TEMP_TABLE_PREFIX};

@@ -174,7 +174,7 @@ fn literal(e: &Expr, column_type: &DataType) -> Option<Scalar> {
 }
 
 /// A constant of exactly the column's type as a storage scalar.
-fn scalar_of(v: &ScalarValue, column_type: &DataType) -> Option<Scalar> {
+pub(crate) fn scalar_of(v: &ScalarValue, column_type: &DataType) -> Option<Scalar> {
     if v.is_null() {
         return Some(Scalar::Null);
     }
