@@ -8,6 +8,9 @@
 //! pair of plain columns typed Utf8 or Int64 (storage compares those exactly as the hash
 //! join does), the right input a Basalt scan without a limit. NULL build keys never match
 //! (the join's `NullsEqual: false`); with `NullsEqual: true` the rule does not apply.
+//! DataFusion chooses `CollectLeft` only for a build side under its single-partition
+//! thresholds (1 MB / 128k rows by default); each probe partition runs that build side
+//! itself (no shared build yet), which costs little at that size.
 //!
 //! What this module must not do: read storage other than through the snapshot and units
 //! the scan was planned with, or change which rows a query returns.
