@@ -41,7 +41,7 @@ use crate::provider::{ScanExec, ScanParts, partition_units, storage_err};
 use crate::pushdown::scalar_of;
 
 /// A semi join of a Basalt scan against a build side's keys, as a scan (see module docs).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct SemiJoinScanExec {
     build: Arc<dyn ExecutionPlan>,
     /// Build-side column of the key.
@@ -147,9 +147,7 @@ impl ExecutionPlan for SemiJoinScanExec {
         mut children: Vec<Arc<dyn ExecutionPlan>>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let Some(build) = children.pop() else { return Ok(self) };
-        let mut me = SemiJoinScanExec { build, ..clone_parts(&self) };
-        me.props = self.props.clone();
-        Ok(Arc::new(me))
+        Ok(Arc::new(SemiJoinScanExec { build, ..(*self).clone() }))
     }
 
     fn execute(
@@ -158,7 +156,7 @@ impl ExecutionPlan for SemiJoinScanExec {
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
         let units = partition_units(&self.groups, partition, "BasaltSemiJoinScan")?;
-        let me = clone_parts(self);
+        let me = self.clone();
         let schema = self.schema.clone();
         let stream = futures::stream::once(async move {
             let keys = me.build_keys(context).await?;
@@ -216,21 +214,5 @@ impl SemiJoinScanExec {
                 })
             })
             .collect()
-    }
-}
-
-/// A copy of the exec's parts (its build plan shared).
-fn clone_parts(x: &SemiJoinScanExec) -> SemiJoinScanExec {
-    SemiJoinScanExec {
-        build: x.build.clone(),
-        build_key: x.build_key,
-        snapshot: x.snapshot.clone(),
-        projection: x.projection.clone(),
-        predicate: x.predicate.clone(),
-        groups: x.groups.clone(),
-        key: x.key.clone(),
-        key_type: x.key_type.clone(),
-        schema: x.schema.clone(),
-        props: x.props.clone(),
     }
 }
