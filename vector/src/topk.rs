@@ -1,0 +1,417 @@
+//! Exact top-k: validated query sets, bounded heaps, the block scan and the final ranking.
+//! Owns the metric semantics of a scan (scores, zero-norm rows, NaN, ties); must not know
+//! where blocks come from (storage hands them in) nor run threads (callers scan blocks in
+//! parallel, one heap set each, and [`TopK::merge`] the results).
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+use crate::kernel::{self, Isa, Picks, Sum};
+use crate::{Error, Metric, Result};
+
+/// One result: a row's `_id` and its distance to the query.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Neighbor {
+    /// The row's `_id`.
+    pub id: u64,
+    /// Its distance under the search's metric.
+    pub distance: f32,
+}
+
+/// A set of queries, validated and prepared for one metric and dimension.
+#[derive(Debug, Clone)]
+pub struct Queries {
+    metric: Metric,
+    dim: usize,
+    /// Row-major `count × dim`.
+    data: Vec<f32>,
+    /// Squared norms (cosine only, else empty).
+    norms: Vec<f32>,
+    isa: Isa,
+}
+
+impl Queries {
+    /// Validates the queries: at least one, each of dimension `dim` (≥ 1), finite
+    /// components, non-zero under cosine.
+    pub fn new(metric: Metric, dim: usize, queries: &[&[f32]]) -> Result<Queries> {
+        if dim == 0 {
+            return Err(Error::Empty("vector dimension must be at least 1"));
+        }
+        if queries.is_empty() {
+            return Err(Error::Empty("no query vectors given"));
+        }
+        let mut data = Vec::with_capacity(queries.len() * dim);
+        for (query, q) in queries.iter().enumerate() {
+            if q.len() != dim {
+                return Err(Error::Dimension { query, expected: dim, found: q.len() });
+            }
+            if let Some((index, &value)) = q.iter().enumerate().find(|(_, v)| !v.is_finite()) {
+                return Err(Error::NonFinite { query, index, value });
+            }
+            if metric == Metric::Cosine && q.iter().all(|v| *v == 0.0) {
+                return Err(Error::ZeroVector { query });
+            }
+            data.extend_from_slice(q);
+        }
+        let isa = Isa::detect();
+        let mut norms = Vec::new();
+        if metric == Metric::Cosine {
+            norms = vec![0.0; queries.len()];
+            kernel::squared_norms(isa, dim, &data, Picks::All(queries.len()), &mut norms);
+        }
+        Ok(Queries { metric, dim, data, norms, isa })
+    }
+
+    /// The metric.
+    pub fn metric(&self) -> Metric {
+        self.metric
+    }
+
+    /// The dimension.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// How many queries.
+    pub fn len(&self) -> usize {
+        self.data.len() / self.dim
+    }
+
+    /// Never true: a query set holds at least one query.
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+
+    /// One empty heap per query.
+    pub fn heaps(&self, k: usize) -> Vec<TopK> {
+        (0..self.len()).map(|_| TopK::new(k)).collect()
+    }
+
+    /// Turns each query's heap into its neighbours, closest first (ties: smaller `_id`).
+    pub fn finish(&self, heaps: Vec<TopK>) -> Vec<Vec<Neighbor>> {
+        heaps
+            .into_iter()
+            .map(|h| {
+                let mut v = h.heap.into_vec();
+                v.sort_unstable();
+                v.into_iter()
+                    .map(|e| Neighbor {
+                        id: e.id,
+                        distance: if self.metric == Metric::L2 { e.score.sqrt() } else { e.score },
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+}
+
+/// A heap entry: ordered by score, then `_id` (total order; NaN never enters).
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    score: f32,
+    id: u64,
+}
+
+impl Ord for Entry {
+    fn cmp(&self, o: &Self) -> Ordering {
+        self.score.total_cmp(&o.score).then(self.id.cmp(&o.id))
+    }
+}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl PartialEq for Entry {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == Ordering::Equal
+    }
+}
+impl Eq for Entry {}
+
+/// The `k` best (smallest score, then smallest `_id`) rows seen so far for one query.
+#[derive(Debug, Clone)]
+pub struct TopK {
+    k: usize,
+    heap: BinaryHeap<Entry>,
+}
+
+impl TopK {
+    /// An empty heap keeping at most `k` rows.
+    pub fn new(k: usize) -> TopK {
+        TopK { k, heap: BinaryHeap::with_capacity(k.min(1 << 16) + 1) }
+    }
+
+    /// How many rows it holds.
+    pub fn len(&self) -> usize {
+        self.heap.len()
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.heap.is_empty()
+    }
+
+    /// Offers a row; NaN scores are never kept.
+    #[inline]
+    pub fn offer(&mut self, score: f32, id: u64) {
+        if score.is_nan() {
+            return;
+        }
+        let e = Entry { score, id };
+        if self.heap.len() < self.k {
+            self.heap.push(e);
+        } else if let Some(mut top) = self.heap.peek_mut()
+            && e < *top
+        {
+            *top = e;
+        }
+    }
+
+    /// Takes in another heap's rows (of the same query, from other blocks).
+    pub fn merge(&mut self, other: TopK) {
+        for e in other.heap {
+            self.offer(e.score, e.id);
+        }
+    }
+}
+
+/// Rows per kernel call: the sums of one chunk stay in L1.
+const CHUNK: usize = 256;
+
+/// Scans one block of rows for every query: `rows` is row-major with the queries'
+/// dimension, `ids[r]` is row `r`'s `_id`, `picks` the candidate rows (a filter's
+/// selection, live non-NULL rows); `heaps` has one heap per query.
+///
+/// Panics if `rows` and `ids` disagree in length, a pick is outside the block, or `heaps`
+/// does not have one heap per query (caller bugs, not bad input).
+pub fn search_block(
+    queries: &Queries,
+    rows: &[f32],
+    ids: &[u64],
+    picks: Picks<'_>,
+    heaps: &mut [TopK],
+) {
+    let (dim, nq) = (queries.dim, queries.len());
+    assert_eq!(rows.len(), ids.len() * dim, "rows and ids disagree");
+    assert_eq!(heaps.len(), nq, "one heap per query");
+    if heaps.iter().all(|h| h.k == 0) {
+        return;
+    }
+    let sum = match queries.metric {
+        Metric::L2 | Metric::L2Squared => Sum::DiffSquares,
+        Metric::Dot | Metric::Cosine => Sum::Products,
+    };
+    let mut out = vec![0f32; CHUNK.min(picks.len()) * nq];
+    let mut norms = vec![0f32; if queries.metric == Metric::Cosine { CHUNK } else { 0 }];
+    let mut start = 0;
+    while start < picks.len() {
+        let n = CHUNK.min(picks.len() - start);
+        let chunk_picks: Vec<u32>;
+        let chunk = match picks {
+            Picks::All(_) => {
+                // Contiguous rows: hand the kernel the sub-slice.
+                let sub = &rows[start * dim..(start + n) * dim];
+                kernel::sums(queries.isa, sum, dim, sub, Picks::All(n), &queries.data, &mut out);
+                if queries.metric == Metric::Cosine {
+                    kernel::squared_norms(queries.isa, dim, sub, Picks::All(n), &mut norms);
+                }
+                None
+            }
+            Picks::Some(all) => {
+                chunk_picks = all[start..start + n].to_vec();
+                let p = Picks::Some(&chunk_picks);
+                kernel::sums(queries.isa, sum, dim, rows, p, &queries.data, &mut out);
+                if queries.metric == Metric::Cosine {
+                    kernel::squared_norms(queries.isa, dim, rows, p, &mut norms);
+                }
+                Some(&chunk_picks)
+            }
+        };
+        for i in 0..n {
+            let row = chunk.map_or(start + i, |c| c[i] as usize);
+            let id = ids[row];
+            for (q, heap) in heaps.iter_mut().enumerate() {
+                let s = out[i * nq + q];
+                let score = match queries.metric {
+                    Metric::L2 | Metric::L2Squared => s,
+                    Metric::Dot => -s,
+                    Metric::Cosine => {
+                        let xx = norms[i];
+                        if xx == 0.0 {
+                            continue;
+                        }
+                        let denom = f64::from(xx).sqrt() * f64::from(queries.norms[q]).sqrt();
+                        (1.0 - f64::from(s) / denom) as f32
+                    }
+                };
+                heap.offer(score, id);
+            }
+        }
+        start += n;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reference_distance;
+    use proptest::prelude::*;
+
+    /// Brute force in f64: every (distance, id) of the candidates, sorted.
+    fn brute(
+        m: Metric,
+        dim: usize,
+        rows: &[f32],
+        ids: &[u64],
+        picks: &[u32],
+        q: &[f32],
+    ) -> Vec<(f64, u64)> {
+        let mut v: Vec<(f64, u64)> = picks
+            .iter()
+            .filter_map(|&p| {
+                let x = &rows[p as usize * dim..(p as usize + 1) * dim];
+                reference_distance(m, x, q).filter(|d| !d.is_nan()).map(|d| (d, ids[p as usize]))
+            })
+            .collect();
+        v.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        v
+    }
+
+    /// The top-k matches the reference: same length; each rank's distance within `tol` of
+    /// the reference's at that rank, and each id's reference distance within `tol` of the
+    /// distance returned for it (so only near-ties may swap).
+    /// With `exact` (sums exact in `f32`: grid values under L2 / dot) ids must match too.
+    fn agrees(
+        got: &[Neighbor],
+        all: &[(f64, u64)],
+        k: usize,
+        tol: f64,
+        exact: bool,
+    ) -> std::result::Result<(), String> {
+        let want = &all[..k.min(all.len())];
+        if got.len() != want.len() {
+            return Err(format!("{} results, expected {}", got.len(), want.len()));
+        }
+        for (g, w) in got.iter().zip(want) {
+            if (f64::from(g.distance) - w.0).abs() > tol {
+                return Err(format!("distance {} vs {}", g.distance, w.0));
+            }
+            // The id returned really is that far away.
+            match all.iter().find(|(_, id)| *id == g.id) {
+                Some((d, _)) if (d - f64::from(g.distance)).abs() <= tol => {}
+                other => {
+                    return Err(format!(
+                        "id {} returned at {}, reference {other:?}",
+                        g.id, g.distance
+                    ));
+                }
+            }
+            if exact && g.id != w.1 {
+                return Err(format!("id {} where the reference has {}", g.id, w.1));
+            }
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #[test]
+        fn top_k_equals_brute_force_and_batches_equal_single_queries(
+            dim in 1usize..20,
+            nrows in 0usize..300,
+            k in 0usize..12,
+            nq in 1usize..4,
+            seed in any::<u64>(),
+            filtered in any::<bool>(),
+        ) {
+            // A small deterministic generator: values on a coarse grid make exact ties.
+            let mut s = seed | 1;
+            let mut next = || { s ^= s << 13; s ^= s >> 7; s ^= s << 17; ((s >> 40) % 9) as f32 * 0.5 - 2.0 };
+            let rows: Vec<f32> = (0..nrows * dim).map(|_| next()).collect();
+            let ids: Vec<u64> = (0..nrows as u64).map(|i| i * 3 + 1).collect();
+            let mut qv: Vec<Vec<f32>> = (0..nq).map(|_| (0..dim).map(|_| next()).collect()).collect();
+            for q in &mut qv { if q.iter().all(|v| *v == 0.0) { q[0] = 1.0; } }
+            let picks: Vec<u32> = if filtered {
+                (0..nrows as u32).filter(|r| r % 3 != 1).collect()
+            } else {
+                (0..nrows as u32).collect()
+            };
+            for m in Metric::ALL {
+                let refs: Vec<&[f32]> = qv.iter().map(|q| q.as_slice()).collect();
+                let queries = Queries::new(m, dim, &refs).unwrap();
+                let mut heaps = queries.heaps(k);
+                let p = if filtered { Picks::Some(&picks) } else { Picks::All(nrows) };
+                // Two blocks, merged, as storage scans row groups.
+                let half = nrows / 2;
+                if filtered {
+                    search_block(&queries, &rows, &ids, p, &mut heaps);
+                } else {
+                    let mut h2 = queries.heaps(k);
+                    search_block(&queries, &rows[..half * dim], &ids[..half], Picks::All(half), &mut heaps);
+                    search_block(&queries, &rows[half * dim..], &ids[half..], Picks::All(nrows - half), &mut h2);
+                    for (a, b) in heaps.iter_mut().zip(h2) { a.merge(b); }
+                }
+                let batch = queries.finish(heaps);
+                for (qi, q) in qv.iter().enumerate() {
+                    let want = brute(m, dim, &rows, &ids, &picks, q);
+                    let r = agrees(&batch[qi], &want, k, 1e-3 * dim as f64, m != Metric::Cosine);
+                    prop_assert!(r.is_ok(), "{m} query {qi}: {r:?}");
+                    let single = Queries::new(m, dim, &[q]).unwrap();
+                    let mut h = single.heaps(k);
+                    search_block(&single, &rows, &ids, p, &mut h);
+                    let one = single.finish(h);
+                    prop_assert_eq!(&one[0], &batch[qi], "{} batch vs single", m);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn exact_ties_break_by_the_smaller_id() {
+        let rows = vec![1.0f32, 0.0, 1.0, 0.0, 1.0, 0.0, 5.0, 5.0];
+        let ids = [40u64, 7, 19, 2];
+        let q = Queries::new(Metric::L2, 2, &[&[1.0, 0.0]]).unwrap();
+        let mut h = q.heaps(2);
+        search_block(&q, &rows, &ids, Picks::All(4), &mut h);
+        let got = q.finish(h);
+        assert_eq!(
+            got[0],
+            vec![Neighbor { id: 7, distance: 0.0 }, Neighbor { id: 19, distance: 0.0 }]
+        );
+    }
+
+    #[test]
+    fn bad_queries_are_typed_errors() {
+        assert!(matches!(
+            Queries::new(Metric::L2, 3, &[&[1.0, 2.0]]),
+            Err(Error::Dimension { expected: 3, found: 2, .. })
+        ));
+        assert!(matches!(
+            Queries::new(Metric::Dot, 2, &[&[1.0, 2.0], &[f32::NAN, 0.0]]),
+            Err(Error::NonFinite { query: 1, index: 0, .. })
+        ));
+        assert!(matches!(
+            Queries::new(Metric::L2, 1, &[&[f32::INFINITY]]),
+            Err(Error::NonFinite { .. })
+        ));
+        assert!(matches!(
+            Queries::new(Metric::Cosine, 2, &[&[0.0, 0.0]]),
+            Err(Error::ZeroVector { query: 0 })
+        ));
+        assert!(matches!(Queries::new(Metric::L2, 2, &[]), Err(Error::Empty(_))));
+        assert!(matches!(Queries::new(Metric::L2, 0, &[&[]]), Err(Error::Empty(_))));
+    }
+
+    #[test]
+    fn zero_rows_are_skipped_under_cosine_and_nan_rows_always() {
+        let rows = vec![0.0f32, 0.0, 1.0, 1.0, f32::NAN, 1.0];
+        let ids = [1u64, 2, 3];
+        for (m, want) in [(Metric::Cosine, vec![2u64]), (Metric::L2, vec![2, 1])] {
+            let q = Queries::new(m, 2, &[&[1.0, 1.0]]).unwrap();
+            let mut h = q.heaps(10);
+            search_block(&q, &rows, &ids, Picks::All(3), &mut h);
+            let got: Vec<u64> = q.finish(h)[0].iter().map(|n| n.id).collect();
+            assert_eq!(got, want, "{m}");
+        }
+    }
+}
