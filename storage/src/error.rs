@@ -155,6 +155,18 @@ pub enum Error {
         /// The dimension supplied.
         found: usize,
     },
+    /// A vector search's query is invalid: wrong dimension, NaN or infinite components, a
+    /// zero vector under cosine, no queries.
+    #[error("vector search on table '{table}', column '{column}': {source}")]
+    VectorQuery {
+        /// The table.
+        table: String,
+        /// The vector column.
+        column: String,
+        /// What is wrong with the query.
+        #[source]
+        source: basalt_vector::Error,
+    },
     /// A NULL was given for a NOT NULL column (or a required column was missing).
     #[error("table '{table}', column '{column}' is NOT NULL but a null (or no value) was given")]
     NullViolation {

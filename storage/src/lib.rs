@@ -40,3 +40,6 @@ pub use store::{
 pub use txn::{Savepoint, Transaction};
 pub use types::{ID_COLUMN, TableSchema, vector_type};
 pub use wal::Durability;
+
+/// The vector search types storage answers with ([`TableSnapshot::vector_topk`]).
+pub use basalt_vector::{Metric, Neighbor};

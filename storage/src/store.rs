@@ -2523,3 +2523,6 @@ fn clone_table(t: &TableSnapshot) -> TableSnapshot {
 #[cfg(test)]
 #[path = "store_tests.rs"]
 mod tests;
+
+#[path = "knn.rs"]
+mod knn;

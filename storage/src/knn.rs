@@ -1,0 +1,369 @@
+//! Exact vector top-k over a table snapshot ([`TableSnapshot::vector_topk`]).
+//!
+//! Owns the walk over a table's rows for a vector search: row groups in parallel (rayon),
+//! then the memtable; deleted rows, NULL vectors and rows a filter rejects are removed from
+//! the candidates before any distance is computed; zone maps skip row groups a filter rules
+//! out. Vector chunks are never compressed, so a row group's vectors are read in place from
+//! the mapped segment file. The arithmetic, heaps and metric semantics are
+//! `basalt_vector`'s; this module must not compute distances itself.
+
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::Float32Type;
+use arrow_array::{Array, FixedSizeListArray, UInt64Array};
+use arrow_buffer::BooleanBuffer;
+use basalt_vector::kernel::Picks;
+use basalt_vector::{Metric, Neighbor, Queries, TopK, search_block};
+use rayon::prelude::*;
+
+use super::{ScanUnit, TableSnapshot};
+use crate::encoding::DecodeMode;
+use crate::error::{Error, Result};
+use crate::predicate::Predicate;
+
+impl TableSnapshot {
+    /// The `k` rows closest to each query vector in the `VECTOR(D)` column `column` under
+    /// `metric`, closest first (ties: smaller `_id`), among the rows where `predicate` is
+    /// true (every row for `None`). One list per query; a batch of queries reads each
+    /// row group once. Rows with a NULL vector are never returned, nor rows without a
+    /// distance (see `basalt_vector`'s semantics: zero vectors under cosine, NaN).
+    ///
+    /// Errors: an unknown or non-vector column, queries of the wrong dimension, with NaN or
+    /// infinite components, a zero query under cosine, no queries.
+    pub fn vector_topk(
+        self: &Arc<Self>,
+        column: &str,
+        queries: &[&[f32]],
+        k: usize,
+        metric: Metric,
+        predicate: Option<&Predicate>,
+    ) -> Result<Vec<Vec<Neighbor>>> {
+        let col = self.vector_column(column)?;
+        let dim = match self.schema.full_schema().field(col).data_type() {
+            arrow_schema::DataType::FixedSizeList(_, d) => *d as usize,
+            _ => unreachable!("vector_column checked the type"),
+        };
+        let queries = Queries::new(metric, dim, queries).map_err(|source| Error::VectorQuery {
+            table: self.name.clone(),
+            column: column.to_string(),
+            source,
+        })?;
+        if let Some(p) = predicate {
+            self.resolve(&p.columns())?;
+        }
+        let units = self.scan_units();
+        let per_unit = units
+            .par_iter()
+            .map(|&u| {
+                let mut heaps = queries.heaps(k);
+                self.search_unit(u, col, &queries, predicate, &mut heaps)?;
+                Ok(heaps)
+            })
+            .collect::<Result<Vec<Vec<TopK>>>>()?;
+        let mut heaps = queries.heaps(k);
+        for unit in per_unit {
+            for (h, u) in heaps.iter_mut().zip(unit) {
+                h.merge(u);
+            }
+        }
+        Ok(queries.finish(heaps))
+    }
+
+    /// The full-schema position of a `VECTOR(D)` column.
+    fn vector_column(&self, column: &str) -> Result<usize> {
+        let col = self.schema.index_of(column).ok_or_else(|| Error::ColumnNotFound {
+            table: self.name.clone(),
+            column: column.to_string(),
+        })?;
+        match self.schema.full_schema().field(col).data_type() {
+            arrow_schema::DataType::FixedSizeList(f, _)
+                if f.data_type() == &arrow_schema::DataType::Float32 =>
+            {
+                Ok(col)
+            }
+            other => Err(Error::InvalidInput {
+                table: self.name.clone(),
+                reason: format!("column '{column}' is {other}, not a VECTOR column"),
+            }),
+        }
+    }
+
+    fn search_unit(
+        self: &Arc<Self>,
+        unit: ScanUnit,
+        col: usize,
+        queries: &Queries,
+        predicate: Option<&Predicate>,
+        heaps: &mut [TopK],
+    ) -> Result<()> {
+        match unit {
+            ScanUnit::RowGroup { segment, rg } => {
+                let ls = &self.segments[segment];
+                let mut keep = ls.keep_mask(rg).map(|m| m.values().clone());
+                if let Some(p) = predicate {
+                    match self.select_in_row_group(segment, rg, p)? {
+                        None => return Ok(()),
+                        Some(sel) => keep = Some(keep.map_or(sel.clone(), |k| &k & &sel)),
+                    }
+                }
+                if keep.as_ref().is_some_and(|k| k.count_set_bits() == 0) {
+                    return Ok(());
+                }
+                let mut cols = self.read_row_group(segment, rg, &[col], DecodeMode::Values)?;
+                let vectors = cols.pop().ok_or_else(|| self.not_vectors())?;
+                let ids = ls.segment.ids(rg)?;
+                self.search_arrays(&vectors, &ids, keep, queries, heaps)
+            }
+            ScanUnit::Memtable => {
+                let scan = self.scan_units_filtered(
+                    &[0, col],
+                    predicate.cloned(),
+                    vec![ScanUnit::Memtable],
+                )?;
+                for b in scan {
+                    let b = b?;
+                    self.search_arrays(b.column(1), b.column(0), None, queries, heaps)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Scans one block: `vectors` (a `FixedSizeList<Float32>` array) with its `_id`s; `keep`
+    /// (if any) selects the candidates, NULL vectors are dropped.
+    fn search_arrays(
+        &self,
+        vectors: &dyn Array,
+        ids: &dyn Array,
+        keep: Option<BooleanBuffer>,
+        queries: &Queries,
+        heaps: &mut [TopK],
+    ) -> Result<()> {
+        let list: &FixedSizeListArray =
+            vectors.as_fixed_size_list_opt().ok_or_else(|| self.not_vectors())?;
+        let ids: &UInt64Array = ids.as_primitive_opt().ok_or_else(|| self.not_vectors())?;
+        let values =
+            list.values().as_primitive_opt::<Float32Type>().ok_or_else(|| self.not_vectors())?;
+        let dim = queries.dim();
+        let n = list.len();
+        // A sliced list shares its child: the block starts at the list's first row.
+        let start = list.value_offset(0).max(0) as usize;
+        let rows = values.values().get(start..start + n * dim).ok_or_else(|| self.not_vectors())?;
+        if ids.len() != n {
+            return Err(self.not_vectors());
+        }
+        let keep = match (keep, list.nulls()) {
+            (Some(k), Some(v)) => Some(&k & v.inner()),
+            (Some(k), None) => Some(k),
+            (None, Some(v)) => Some(v.inner().clone()),
+            (None, None) => None,
+        };
+        match keep {
+            None => search_block(queries, rows, ids.values(), Picks::All(n), heaps),
+            Some(k) => {
+                let picks: Vec<u32> = k.set_indices().map(|i| i as u32).collect();
+                search_block(queries, rows, ids.values(), Picks::Some(&picks), heaps)
+            }
+        }
+        Ok(())
+    }
+
+    fn not_vectors(&self) -> Error {
+        Error::InvalidInput {
+            table: self.name.clone(),
+            reason: "vector column data is not a list of float32 vectors with _ids".into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use arrow_array::{Int64Array, RecordBatch};
+    use arrow_schema::{DataType, Field, Schema};
+    use basalt_vector::reference_distance;
+
+    use super::*;
+    use crate::io::MemFs;
+    use crate::predicate::CmpOp;
+    use crate::store::{Store, StoreOptions};
+    use crate::types::vector_type;
+
+    const DIM: usize = 5;
+
+    struct Gen(u64);
+    impl Gen {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 >> 20
+        }
+        /// Grid values: sums of their products and squared differences are exact in f32.
+        fn value(&mut self) -> f32 {
+            (self.next() % 9) as f32 * 0.5 - 2.0
+        }
+    }
+
+    fn batch(g: &mut Gen, n: usize) -> RecordBatch {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("grp", DataType::Int64, false),
+            Field::new("v", vector_type(DIM), true),
+        ]));
+        let grp = Int64Array::from_iter_values((0..n).map(|_| (g.next() % 4) as i64));
+        let mut values = Vec::with_capacity(n * DIM);
+        let mut valid = Vec::with_capacity(n);
+        for _ in 0..n {
+            values.extend((0..DIM).map(|_| g.value()));
+            valid.push(!g.next().is_multiple_of(11));
+        }
+        let DataType::FixedSizeList(item, _) = vector_type(DIM) else { unreachable!() };
+        let list = FixedSizeListArray::new(
+            item,
+            DIM as i32,
+            Arc::new(arrow_array::Float32Array::from(values)),
+            Some(valid.into()),
+        );
+        RecordBatch::try_new(schema, vec![Arc::new(grp), Arc::new(list)]).unwrap()
+    }
+
+    /// A table with several segments (with deletes), updated rows and memtable rows, some
+    /// NULL vectors and some zero vectors.
+    fn table(seed: u64) -> (Store, Arc<TableSnapshot>) {
+        let fs = Arc::new(MemFs::new());
+        let opts = StoreOptions { bulk_insert_rows: 100, ..StoreOptions::default() };
+        let store = Store::open(fs, Path::new("/db"), Path::new(":memory:"), opts).expect("open");
+        store
+            .create_table(
+                "t",
+                &Schema::new(vec![
+                    Field::new("grp", DataType::Int64, false),
+                    Field::new("v", vector_type(DIM), true),
+                ]),
+            )
+            .expect("create");
+        let mut g = Gen(seed | 1);
+        for n in [150, 300, 120] {
+            store.insert("t", &[batch(&mut g, n)]).expect("bulk insert");
+        }
+        store.insert("t", &[batch(&mut g, 60)]).expect("memtable insert");
+        let zero = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![Field::new("v", vector_type(DIM), true)])),
+            vec![Arc::new(FixedSizeListArray::new(
+                match vector_type(DIM) {
+                    DataType::FixedSizeList(item, _) => item,
+                    _ => unreachable!(),
+                },
+                DIM as i32,
+                Arc::new(arrow_array::Float32Array::from(vec![0.0; DIM])),
+                None,
+            ))],
+        )
+        .expect("zero row");
+        store.update("t", &[7], &zero).expect("update to a zero vector");
+        let dels: Vec<u64> = (1..640).filter(|i| i % 7 == 3).collect();
+        store.delete("t", &dels).expect("delete");
+        let ups: Vec<u64> = (1..640).filter(|i| i % 13 == 5).collect();
+        let new = batch(&mut g, ups.len());
+        store.update("t", &ups, &new).expect("update");
+        let t = store.snapshot().table("t").expect("table").clone();
+        assert!(t.segments().len() >= 3 && t.memtable().rows() > 0);
+        (store, t)
+    }
+
+    /// Every live candidate as (id, grp, vector).
+    fn rows(t: &Arc<TableSnapshot>) -> Vec<(u64, i64, Option<Vec<f32>>)> {
+        let mut out = Vec::new();
+        for b in t.scan(&[0, 1, 2]).expect("scan") {
+            let b = b.expect("batch");
+            let ids = b.column(0).as_primitive::<arrow_array::types::UInt64Type>();
+            let grp = b.column(1).as_primitive::<arrow_array::types::Int64Type>();
+            let v = b.column(2).as_fixed_size_list();
+            for i in 0..b.num_rows() {
+                let vec = v
+                    .is_valid(i)
+                    .then(|| v.value(i).as_primitive::<Float32Type>().values().to_vec());
+                out.push((ids.value(i), grp.value(i), vec));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn top_k_equals_brute_force_over_segments_memtable_deletes_updates_and_filters() {
+        for seed in [3u64, 99, 12345] {
+            let (_store, t) = table(seed);
+            let all = rows(&t);
+            let mut g = Gen(seed * 7 + 1);
+            let qs: Vec<Vec<f32>> = (0..3)
+                .map(|_| {
+                    let mut q: Vec<f32> = (0..DIM).map(|_| g.value()).collect();
+                    q[0] = 1.0; // never a zero query
+                    q
+                })
+                .collect();
+            let refs: Vec<&[f32]> = qs.iter().map(|q| q.as_slice()).collect();
+            let filter = Predicate::cmp("grp", CmpOp::Lt, 2i64);
+            for metric in Metric::ALL {
+                for pred in [None, Some(&filter)] {
+                    for k in [0usize, 1, 7, 10_000] {
+                        let got = t.vector_topk("v", &refs, k, metric, pred).expect("top-k");
+                        assert_eq!(got.len(), qs.len());
+                        for (qi, q) in qs.iter().enumerate() {
+                            let mut want: Vec<(f64, u64)> = all
+                                .iter()
+                                .filter(|(_, grp, _)| pred.is_none() || *grp < 2)
+                                .filter_map(|(id, _, v)| {
+                                    reference_distance(metric, v.as_ref()?, q).map(|d| (d, *id))
+                                })
+                                .collect();
+                            want.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+                            want.truncate(k);
+                            let ctx = format!(
+                                "seed {seed} {metric} filter {} k {k} q {qi}",
+                                pred.is_some()
+                            );
+                            assert_eq!(got[qi].len(), want.len(), "{ctx}");
+                            for (n, w) in got[qi].iter().zip(&want) {
+                                assert!(
+                                    (f64::from(n.distance) - w.0).abs() < 1e-4,
+                                    "{ctx}: {n:?} vs {w:?}"
+                                );
+                                if metric != Metric::Cosine {
+                                    assert_eq!(n.id, w.1, "{ctx}");
+                                }
+                            }
+                            // A single query returns what it returned inside the batch.
+                            let one = t.vector_topk("v", &[q], k, metric, pred).expect("one");
+                            assert_eq!(one[0], got[qi], "{ctx}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn bad_vector_searches_are_clear_errors() {
+        let (_store, t) = table(5);
+        let e = t.vector_topk("v", &[&[1.0, 2.0]], 3, Metric::L2, None).unwrap_err();
+        assert!(e.to_string().contains("dimension 5, got 2"), "{e}");
+        let nan = [f32::NAN, 0.0, 0.0, 0.0, 0.0];
+        let e = t.vector_topk("v", &[&nan], 3, Metric::L2, None).unwrap_err();
+        assert!(e.to_string().contains("not a finite number"), "{e}");
+        let e = t.vector_topk("v", &[&[0.0; DIM]], 3, Metric::Cosine, None).unwrap_err();
+        assert!(e.to_string().contains("zero vector"), "{e}");
+        let e = t.vector_topk("grp", &[&[1.0; DIM]], 3, Metric::L2, None).unwrap_err();
+        assert!(e.to_string().contains("not a VECTOR column"), "{e}");
+        let e = t.vector_topk("nope", &[&[1.0; DIM]], 3, Metric::L2, None).unwrap_err();
+        assert!(matches!(e, Error::ColumnNotFound { .. }), "{e}");
+        let bad = Predicate::cmp("missing", CmpOp::Eq, 1i64);
+        assert!(t.vector_topk("v", &[&[1.0; DIM]], 3, Metric::L2, Some(&bad)).is_err());
+        assert!(matches!(
+            t.vector_topk("v", &[], 3, Metric::L2, None),
+            Err(Error::VectorQuery { .. })
+        ));
+    }
+}
