@@ -56,7 +56,7 @@ use parking_lot::Mutex;
 
 pub use basalt_storage::{
     CmpOp, CommitEvent, CommitHook, CompactionReport, CompressionPolicy, Durability, IdRange,
-    Predicate, ROW_GROUP_ROWS, SEGMENT_FORMAT_VERSION, Scalar, vector_type,
+    Metric, Neighbor, Predicate, ROW_GROUP_ROWS, SEGMENT_FORMAT_VERSION, Scalar, vector_type,
 };
 pub use error::{Error, Result};
 pub use sql::{SqlRows, Statement};
@@ -588,6 +588,75 @@ impl Table {
         let snap = self.snap()?;
         let proj = snap.resolve(columns)?;
         Ok(Scan { inner: snap.scan_filtered(&proj, Some(predicate.clone()))? })
+    }
+
+    /// The `k` rows whose `VECTOR(D)` column `column` is closest to `query` under `metric`,
+    /// closest first; ties in distance go to the smaller `_id`. Exact: every live row is
+    /// compared (row groups in parallel, memtable rows included). Rows with a NULL vector are
+    /// never returned, nor, under [`Metric::Cosine`], rows whose vector is zero (they have no
+    /// cosine distance; SQL's `cosine_distance` is NULL for them). `k = 0` returns nothing;
+    /// a `k` larger than the table returns every candidate.
+    ///
+    /// Errors ([`StorageError::VectorQuery`]): a query of the wrong dimension, with NaN or
+    /// infinite components, or a zero query under cosine; an unknown or non-vector column.
+    pub fn topk(
+        &self,
+        column: &str,
+        query: &[f32],
+        k: usize,
+        metric: Metric,
+    ) -> Result<Vec<Neighbor>> {
+        Ok(self.search(column, &[query], k, metric, None)?.pop().unwrap_or_default())
+    }
+
+    /// Like [`Table::topk`] among the rows where `predicate` is true: the filter selects the
+    /// candidates before any distance is computed (zone maps skip row groups it rules out),
+    /// so the result is never under-filled by the filter.
+    pub fn topk_where(
+        &self,
+        column: &str,
+        query: &[f32],
+        k: usize,
+        metric: Metric,
+        predicate: &Predicate,
+    ) -> Result<Vec<Neighbor>> {
+        Ok(self.search(column, &[query], k, metric, Some(predicate))?.pop().unwrap_or_default())
+    }
+
+    /// [`Table::topk`] for several queries in one pass over the data: each block of vectors
+    /// is read once for all of them. Returns one list per query, in order; each equals what
+    /// [`Table::topk`] returns for that query alone.
+    pub fn batch_topk(
+        &self,
+        column: &str,
+        queries: &[&[f32]],
+        k: usize,
+        metric: Metric,
+    ) -> Result<Vec<Vec<Neighbor>>> {
+        self.search(column, queries, k, metric, None)
+    }
+
+    /// [`Table::batch_topk`] among the rows where `predicate` is true.
+    pub fn batch_topk_where(
+        &self,
+        column: &str,
+        queries: &[&[f32]],
+        k: usize,
+        metric: Metric,
+        predicate: &Predicate,
+    ) -> Result<Vec<Vec<Neighbor>>> {
+        self.search(column, queries, k, metric, Some(predicate))
+    }
+
+    fn search(
+        &self,
+        column: &str,
+        queries: &[&[f32]],
+        k: usize,
+        metric: Metric,
+        predicate: Option<&Predicate>,
+    ) -> Result<Vec<Vec<Neighbor>>> {
+        Ok(self.snap()?.vector_topk(column, queries, k, metric, predicate)?)
     }
 
     /// Updates several rows as one commit: row `i` of `values` holds the new values of the

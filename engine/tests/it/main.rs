@@ -9,3 +9,4 @@ mod process;
 mod roundtrip;
 mod slt;
 mod sql;
+mod vector;
