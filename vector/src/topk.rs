@@ -6,7 +6,7 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-use crate::kernel::{self, Isa, Picks, Sum};
+use crate::kernel::{self, Block, Isa, Picks, Sum};
 use crate::{Error, Metric, Result};
 
 /// One result: a row's `_id` and its distance to the query.
@@ -134,12 +134,22 @@ impl Eq for Entry {}
 pub struct TopK {
     k: usize,
     heap: BinaryHeap<Entry>,
+    /// Candidates offered that have no distance (NaN, zero vectors under cosine).
+    unranked: u64,
 }
 
 impl TopK {
     /// An empty heap keeping at most `k` rows.
     pub fn new(k: usize) -> TopK {
-        TopK { k, heap: BinaryHeap::with_capacity(k.min(1 << 16) + 1) }
+        TopK { k, heap: BinaryHeap::with_capacity(k.min(1 << 16) + 1), unranked: 0 }
+    }
+
+    /// How many candidates had no distance: NaN scores and zero vectors under cosine. SQL
+    /// sorts such rows after (or before) every distance, so a caller answering an
+    /// `ORDER BY` needs to know whether there were any. (A heap with `k = 0` sees no
+    /// candidates and counts none.)
+    pub fn unranked(&self) -> u64 {
+        self.unranked
     }
 
     /// How many rows it holds.
@@ -152,10 +162,21 @@ impl TopK {
         self.heap.is_empty()
     }
 
+    /// The score a row must not exceed to enter: the worst kept one once `k` rows are
+    /// kept, +∞ before.
+    #[inline]
+    pub fn worst(&self) -> f32 {
+        match self.heap.peek() {
+            Some(e) if self.heap.len() >= self.k => e.score,
+            _ => f32::INFINITY,
+        }
+    }
+
     /// Offers a row; NaN scores are never kept.
     #[inline]
     pub fn offer(&mut self, score: f32, id: u64) {
         if score.is_nan() {
+            self.unranked += 1;
             return;
         }
         let e = Entry { score, id };
@@ -170,6 +191,7 @@ impl TopK {
 
     /// Takes in another heap's rows (of the same query, from other blocks).
     pub fn merge(&mut self, other: TopK) {
+        self.unranked += other.unranked;
         for e in other.heap {
             self.offer(e.score, e.id);
         }
@@ -202,36 +224,36 @@ pub fn search_block(
         Metric::L2 | Metric::L2Squared => Sum::DiffSquares,
         Metric::Dot | Metric::Cosine => Sum::Products,
     };
+    let cosine = queries.metric == Metric::Cosine;
     let mut out = vec![0f32; CHUNK.min(picks.len()) * nq];
-    let mut norms = vec![0f32; if queries.metric == Metric::Cosine { CHUNK } else { 0 }];
+    let mut norms = vec![0f32; if cosine { CHUNK.min(picks.len()) } else { 0 }];
     let mut start = 0;
     while start < picks.len() {
         let n = CHUNK.min(picks.len() - start);
         let chunk_picks: Vec<u32>;
+        let nr = if cosine { Some(&mut norms[..n]) } else { None };
         let chunk = match picks {
             Picks::All(_) => {
                 // Contiguous rows: hand the kernel the sub-slice.
                 let sub = &rows[start * dim..(start + n) * dim];
-                kernel::sums(queries.isa, sum, dim, sub, Picks::All(n), &queries.data, &mut out);
-                if queries.metric == Metric::Cosine {
-                    kernel::squared_norms(queries.isa, dim, sub, Picks::All(n), &mut norms);
-                }
+                let block = Block { dim, rows: sub, picks: Picks::All(n) };
+                kernel::sums(queries.isa, sum, block, &queries.data, &mut out, nr);
                 None
             }
             Picks::Some(all) => {
                 chunk_picks = all[start..start + n].to_vec();
                 let p = Picks::Some(&chunk_picks);
-                kernel::sums(queries.isa, sum, dim, rows, p, &queries.data, &mut out);
-                if queries.metric == Metric::Cosine {
-                    kernel::squared_norms(queries.isa, dim, rows, p, &mut norms);
-                }
+                let block = Block { dim, rows, picks: p };
+                kernel::sums(queries.isa, sum, block, &queries.data, &mut out, nr);
                 Some(&chunk_picks)
             }
         };
-        for i in 0..n {
-            let row = chunk.map_or(start + i, |c| c[i] as usize);
-            let id = ids[row];
-            for (q, heap) in heaps.iter_mut().enumerate() {
+        let row_of = |i: usize| chunk.map_or(start + i, |c| c[i] as usize);
+        for (q, heap) in heaps.iter_mut().enumerate() {
+            // Rows scoring above the heap's worst cannot enter: one comparison each.
+            let mut worst = heap.worst();
+            let qnorm = queries.norms.get(q).map_or(1.0, |n| n.sqrt());
+            for i in 0..n {
                 let s = out[i * nq + q];
                 let score = match queries.metric {
                     Metric::L2 | Metric::L2Squared => s,
@@ -239,13 +261,17 @@ pub fn search_block(
                     Metric::Cosine => {
                         let xx = norms[i];
                         if xx == 0.0 {
+                            heap.unranked += 1;
                             continue;
                         }
-                        let denom = f64::from(xx).sqrt() * f64::from(queries.norms[q]).sqrt();
-                        (1.0 - f64::from(s) / denom) as f32
+                        1.0 - s / (xx.sqrt() * qnorm)
                     }
                 };
-                heap.offer(score, id);
+                if score > worst {
+                    continue;
+                }
+                heap.offer(score, ids[row_of(i)]);
+                worst = heap.worst();
             }
         }
         start += n;
@@ -410,6 +436,9 @@ mod tests {
             let q = Queries::new(m, 2, &[&[1.0, 1.0]]).unwrap();
             let mut h = q.heaps(10);
             search_block(&q, &rows, &ids, Picks::All(3), &mut h);
+            // Cosine: the zero row and the NaN row; L2: the NaN row.
+            let unranked = if m == Metric::Cosine { 2 } else { 1 };
+            assert_eq!(h[0].unranked(), unranked, "{m}");
             let got: Vec<u64> = q.finish(h)[0].iter().map(|n| n.id).collect();
             assert_eq!(got, want, "{m}");
         }
