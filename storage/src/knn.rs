@@ -22,6 +22,18 @@ use crate::encoding::DecodeMode;
 use crate::error::{Error, Result};
 use crate::predicate::Predicate;
 
+/// What [`TableSnapshot::vector_search`] found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VectorSearch {
+    /// Per query, the closest rows, closest first.
+    pub neighbors: Vec<Vec<Neighbor>>,
+    /// Per query, how many candidates with a vector had no distance: a zero vector under
+    /// cosine, or a NaN distance (0 when `k = 0`: nothing is scanned).
+    pub no_distance: Vec<u64>,
+    /// How many candidates had a NULL vector (0 when `k = 0`).
+    pub null_vectors: u64,
+}
+
 impl TableSnapshot {
     /// The `k` rows closest to each query vector in the `VECTOR(D)` column `column` under
     /// `metric`, closest first (ties: smaller `_id`), among the rows where `predicate` is
@@ -39,10 +51,23 @@ impl TableSnapshot {
         metric: Metric,
         predicate: Option<&Predicate>,
     ) -> Result<Vec<Vec<Neighbor>>> {
+        Ok(self.vector_search(column, queries, k, metric, predicate)?.neighbors)
+    }
+
+    /// [`TableSnapshot::vector_topk`], also counting the candidates left unranked (NULL
+    /// vector, or no distance) — what SQL sorts after or before every distance.
+    pub fn vector_search(
+        self: &Arc<Self>,
+        column: &str,
+        queries: &[&[f32]],
+        k: usize,
+        metric: Metric,
+        predicate: Option<&Predicate>,
+    ) -> Result<VectorSearch> {
         let col = self.vector_column(column)?;
         let dim = match self.schema.full_schema().field(col).data_type() {
             arrow_schema::DataType::FixedSizeList(_, d) => *d as usize,
-            _ => unreachable!("vector_column checked the type"),
+            _ => return Err(self.not_vectors()),
         };
         let queries = Queries::new(metric, dim, queries).map_err(|source| Error::VectorQuery {
             table: self.name.clone(),
@@ -57,17 +82,20 @@ impl TableSnapshot {
             .par_iter()
             .map(|&u| {
                 let mut heaps = queries.heaps(k);
-                self.search_unit(u, col, &queries, predicate, &mut heaps)?;
-                Ok(heaps)
+                let nulls = self.search_unit(u, col, &queries, predicate, &mut heaps)?;
+                Ok((heaps, nulls))
             })
-            .collect::<Result<Vec<Vec<TopK>>>>()?;
+            .collect::<Result<Vec<(Vec<TopK>, u64)>>>()?;
         let mut heaps = queries.heaps(k);
-        for unit in per_unit {
+        let mut null_vectors = 0;
+        for (unit, nulls) in per_unit {
+            null_vectors += nulls;
             for (h, u) in heaps.iter_mut().zip(unit) {
                 h.merge(u);
             }
         }
-        Ok(queries.finish(heaps))
+        let no_distance = heaps.iter().map(TopK::unranked).collect();
+        Ok(VectorSearch { neighbors: queries.finish(heaps), no_distance, null_vectors })
     }
 
     /// The full-schema position of a `VECTOR(D)` column.
@@ -96,19 +124,19 @@ impl TableSnapshot {
         queries: &Queries,
         predicate: Option<&Predicate>,
         heaps: &mut [TopK],
-    ) -> Result<()> {
+    ) -> Result<u64> {
         match unit {
             ScanUnit::RowGroup { segment, rg } => {
                 let ls = &self.segments[segment];
                 let mut keep = ls.keep_mask(rg).map(|m| m.values().clone());
                 if let Some(p) = predicate {
                     match self.select_in_row_group(segment, rg, p)? {
-                        None => return Ok(()),
+                        None => return Ok(0),
                         Some(sel) => keep = Some(keep.map_or(sel.clone(), |k| &k & &sel)),
                     }
                 }
                 if keep.as_ref().is_some_and(|k| k.count_set_bits() == 0) {
-                    return Ok(());
+                    return Ok(0);
                 }
                 let mut cols = self.read_row_group(segment, rg, &[col], DecodeMode::Values)?;
                 let vectors = cols.pop().ok_or_else(|| self.not_vectors())?;
@@ -121,17 +149,18 @@ impl TableSnapshot {
                     predicate.cloned(),
                     vec![ScanUnit::Memtable],
                 )?;
+                let mut nulls = 0;
                 for b in scan {
                     let b = b?;
-                    self.search_arrays(b.column(1), b.column(0), None, queries, heaps)?;
+                    nulls += self.search_arrays(b.column(1), b.column(0), None, queries, heaps)?;
                 }
-                Ok(())
+                Ok(nulls)
             }
         }
     }
 
     /// Scans one block: `vectors` (a `FixedSizeList<Float32>` array) with its `_id`s; `keep`
-    /// (if any) selects the candidates, NULL vectors are dropped.
+    /// (if any) selects the candidates, NULL vectors are dropped (and counted: the result).
     fn search_arrays(
         &self,
         vectors: &dyn Array,
@@ -139,7 +168,7 @@ impl TableSnapshot {
         keep: Option<BooleanBuffer>,
         queries: &Queries,
         heaps: &mut [TopK],
-    ) -> Result<()> {
+    ) -> Result<u64> {
         let list: &FixedSizeListArray =
             vectors.as_fixed_size_list_opt().ok_or_else(|| self.not_vectors())?;
         let ids: &UInt64Array = ids.as_primitive_opt().ok_or_else(|| self.not_vectors())?;
@@ -153,20 +182,26 @@ impl TableSnapshot {
         if ids.len() != n {
             return Err(self.not_vectors());
         }
+        let candidates = keep.as_ref().map_or(n, BooleanBuffer::count_set_bits);
         let keep = match (keep, list.nulls()) {
             (Some(k), Some(v)) => Some(&k & v.inner()),
             (Some(k), None) => Some(k),
             (None, Some(v)) => Some(v.inner().clone()),
             (None, None) => None,
         };
-        match keep {
-            None => search_block(queries, rows, ids.values(), Picks::All(n), heaps),
+        let ranked = match keep {
+            None => {
+                search_block(queries, rows, ids.values(), Picks::All(n), heaps);
+                n
+            }
             Some(k) => {
                 let picks: Vec<u32> = k.set_indices().map(|i| i as u32).collect();
-                search_block(queries, rows, ids.values(), Picks::Some(&picks), heaps)
+                search_block(queries, rows, ids.values(), Picks::Some(&picks), heaps);
+                picks.len()
             }
-        }
-        Ok(())
+        };
+        // The NULL vectors among the candidates.
+        Ok((candidates - ranked) as u64)
     }
 
     fn not_vectors(&self) -> Error {
@@ -334,6 +369,28 @@ mod tests {
                                 if metric != Metric::Cosine {
                                     assert_eq!(n.id, w.1, "{ctx}");
                                 }
+                            }
+                            if k > 0 {
+                                let search =
+                                    t.vector_search("v", &[q], k, metric, pred).expect("search");
+                                let candidates: Vec<_> = all
+                                    .iter()
+                                    .filter(|(_, grp, _)| pred.is_none() || *grp < 2)
+                                    .collect();
+                                let nulls =
+                                    candidates.iter().filter(|(_, _, v)| v.is_none()).count()
+                                        as u64;
+                                let no_distance = candidates
+                                    .iter()
+                                    .filter(|(_, _, v)| {
+                                        v.as_ref().is_some_and(|v| {
+                                            reference_distance(metric, v, q).is_none()
+                                        })
+                                    })
+                                    .count()
+                                    as u64;
+                                assert_eq!(search.null_vectors, nulls, "{ctx}");
+                                assert_eq!(search.no_distance, vec![no_distance], "{ctx}");
                             }
                             // A single query returns what it returned inside the batch.
                             let one = t.vector_topk("v", &[q], k, metric, pred).expect("one");

@@ -35,7 +35,7 @@ pub use segment::{ROW_GROUP_ROWS, SEGMENT_FORMAT_VERSION, WriteOptions};
 pub use session::{ReadView, Session, WriteStatement};
 pub use store::{
     AlterColumn, CommitEvent, CommitHook, CompactionReport, DbSnapshot, IdRange, RowLocation, Scan,
-    ScanUnit, Store, StoreOptions, TableSnapshot,
+    ScanUnit, Store, StoreOptions, TableSnapshot, VectorSearch,
 };
 pub use txn::{Savepoint, Transaction};
 pub use types::{ID_COLUMN, TableSchema, vector_type};

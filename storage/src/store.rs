@@ -2526,3 +2526,4 @@ mod tests;
 
 #[path = "knn.rs"]
 mod knn;
+pub use knn::VectorSearch;
