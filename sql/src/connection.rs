@@ -172,11 +172,18 @@ impl SqlConnection {
             .with_default_features()
             .with_type_planner(Arc::new(VectorTypes))
             .with_physical_optimizer_rule(Arc::new(FuseGroupBy::new(fast_paths.clone())))
+            .with_physical_optimizer_rule(Arc::new(crate::vector::VectorTopKRule::new(
+                fast_paths.clone(),
+            )))
             .build();
         let ctx = SessionContext::new_with_state(state);
-        for f in crate::functions::all() {
+        for f in crate::functions::all().into_iter().chain(crate::vector::functions()) {
             ctx.register_udf(f);
         }
+        ctx.register_udtf(
+            "vector_topk",
+            Arc::new(crate::vector::VectorTopKFunction::new(binding.clone())),
+        );
         let catalog = ctx.catalog("datafusion").ok_or_else(|| {
             Error::sql("the default catalog 'datafusion' is missing from the session")
         })?;

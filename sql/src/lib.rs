@@ -6,9 +6,10 @@
 //! transaction ([`dml`]), the statement dispatcher that sends each statement to DataFusion
 //! or to storage ([`connection`]), the direct path that runs simple single-table
 //! statements on storage without planning (`direct`), the fused group-by on dictionary
-//! codes ([`fused`]), the semi-join reduction to a storage `IN` list ([`semi`]), the rewrites that hide `_id` from `SELECT *`
-//! ([`rewrite`]), SQL over files ([`files`]), the `VECTOR(D)` type ([`types`]) and the
-//! scalar functions Basalt adds ([`functions`]).
+//! codes ([`fused`]), the semi-join reduction to a storage `IN` list ([`semi`]), vector
+//! search in SQL — distance functions, `vector_topk` and the top-k rule ([`vector`]) — the
+//! rewrites that hide `_id` from `SELECT *` ([`rewrite`]), SQL over files ([`files`]), the
+//! `VECTOR(D)` type ([`types`]) and the scalar functions Basalt adds ([`functions`]).
 //!
 //! What this crate must not do: touch files of its own (storage does), or be used by
 //! anything but `basalt` (the engine crate), which wraps it in the public API.
@@ -26,6 +27,7 @@ pub mod pushdown;
 pub mod rewrite;
 pub mod semi;
 pub mod types;
+pub mod vector;
 
 pub use connection::{Prepared, SqlConnection, TEMP_TABLE_PREFIX};
 pub use error::{Error, Result};
