@@ -142,3 +142,184 @@ fn bad_vector_queries_are_typed_errors() {
     assert_eq!(t.topk("emb", &[1.0; 4], 50, Metric::L2).unwrap().len(), 1);
     assert!("manhattan".parse::<Metric>().is_err());
 }
+
+/// Each row as `a|b|…`, in the order returned.
+fn lines(batches: &[basalt::arrow::array::RecordBatch]) -> Vec<String> {
+    let opts = arrow::util::display::FormatOptions::default().with_null("NULL");
+    let mut out = Vec::new();
+    for b in batches {
+        let fmts: Vec<_> = b
+            .columns()
+            .iter()
+            .map(|c| arrow::util::display::ArrayFormatter::try_new(c.as_ref(), &opts).unwrap())
+            .collect();
+        for r in 0..b.num_rows() {
+            out.push(fmts.iter().map(|f| f.value(r).to_string()).collect::<Vec<_>>().join("|"));
+        }
+    }
+    out
+}
+
+fn literal(v: &[f32]) -> String {
+    format!("[{}]", v.iter().map(|x| format!("{x:?}")).collect::<Vec<_>>().join(", "))
+}
+
+/// A table `docs (tag, emb VECTOR(4))` of pseudo-random vectors (no exact distance ties),
+/// some NULL, one zero vector, in two segments and the memtable, with deletes.
+fn sql_table(db: &Database) -> basalt::Table {
+    let t = db.create_table("docs", &schema()).unwrap();
+    let mut s = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        ((s >> 40) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0
+    };
+    for i in 0..400u64 {
+        let tag = if i % 3 == 0 { "red" } else { "blue" };
+        let mut row = Row::new().set("tag", tag);
+        if i % 17 != 5 {
+            let v: Vec<f32> = if i == 42 { vec![0.0; 4] } else { (0..4).map(|_| next()).collect() };
+            row = row.set("emb", v);
+        }
+        t.insert_row(row).unwrap();
+        if i == 150 || i == 300 {
+            db.flush().unwrap();
+        }
+    }
+    t.delete_many(&[2, 160, 390]).unwrap();
+    t
+}
+
+#[test]
+fn sql_distance_functions_vector_topk_and_the_top_k_rule_agree_with_plain_datafusion() {
+    let db = Database::open_in_memory().unwrap();
+    let t = sql_table(&db);
+    let on = db.connect();
+    let off = db.connect();
+    off.set_fast_paths(false).unwrap();
+    let q = [0.5f32, -1.25, 1.0, 0.25];
+    let lit = literal(&q);
+
+    // l2_distance / l2sq_distance compute what array_distance computes (f64, NULL rules).
+    let cmp = on
+        .sql(&format!(
+            "SELECT count(*) FROM docs WHERE (l2_distance(emb, {lit}) IS DISTINCT FROM array_distance(emb, {lit})) \
+             OR (abs(l2sq_distance(emb, {lit}) - power(array_distance(emb, {lit}), 2)) > 1e-9)"
+        ))
+        .unwrap();
+    assert_eq!(lines(&cmp), vec!["0"]);
+    let nulls = on
+        .sql(&format!("SELECT count(*) FROM docs WHERE l2_distance(emb, {lit}) IS NULL"))
+        .unwrap();
+    assert_eq!(lines(&nulls), vec![(400 / 17 + 1).to_string()], "NULL vectors give NULL");
+    let scalar = on
+        .sql("SELECT l2_distance([3.0, 4.0], [0.0, 0.0]), l2sq_distance([1, 2], [1, 4])")
+        .unwrap();
+    assert_eq!(lines(&scalar), vec!["5.0|4.0"]);
+    let e = on.sql("SELECT l2_distance(emb, [1.0, 2.0]) FROM docs").unwrap_err();
+    assert!(e.to_string().contains("different dimensions"), "{e}");
+    let e = on.sql("SELECT l2_distance('a', [1.0])").unwrap_err();
+    assert!(e.to_string().contains("takes two vectors"), "{e}");
+
+    // vector_topk returns what Table::topk returns.
+    for (name, metric) in [
+        ("l2", Metric::L2),
+        ("l2sq", Metric::L2Squared),
+        ("cosine", Metric::Cosine),
+        ("dot", Metric::Dot),
+    ] {
+        let got = on
+            .sql(&format!(
+                "SELECT _id, distance FROM vector_topk('docs', 'emb', {lit}, 7, '{name}')"
+            ))
+            .unwrap();
+        let want: Vec<String> = t
+            .topk("emb", &q, 7, metric)
+            .unwrap()
+            .iter()
+            .map(|n| format!("{}|{:?}", n.id, f64::from(n.distance)))
+            .collect();
+        assert_eq!(lines(&got), want, "{name}");
+    }
+    let joined = on
+        .sql(&format!("SELECT d.tag FROM vector_topk('docs', 'emb', {lit}, 3) v JOIN docs d ON d._id = v._id ORDER BY v.distance"))
+        .unwrap();
+    assert_eq!(lines(&joined).len(), 3);
+    for bad in [
+        format!("vector_topk('docs', 'emb', {lit})"),
+        format!("vector_topk('nope', 'emb', {lit}, 3)"),
+        format!("vector_topk('docs', 'tag', {lit}, 3)"),
+        format!("vector_topk('docs', 'emb', {lit}, -1)"),
+        format!("vector_topk('docs', 'emb', {lit}, 3, 'manhattan')"),
+        "vector_topk('docs', 'emb', [1.0, 2.0], 3)".to_string(),
+        "vector_topk('docs', 'emb', [0.0, 0.0, 0.0, 0.0], 3, 'cosine')".to_string(),
+    ] {
+        assert!(on.sql(&format!("SELECT * FROM {bad}")).is_err(), "{bad}");
+    }
+
+    // ORDER BY <distance> LIMIT k: the rule's answer is plain DataFusion's, and EXPLAIN shows it.
+    let queries = [
+        format!("SELECT _id, array_distance(emb, {lit}) AS d FROM docs ORDER BY d LIMIT 10"),
+        format!(
+            "SELECT _id, tag FROM docs WHERE tag = 'red' ORDER BY l2_distance(emb, {lit}) LIMIT 5"
+        ),
+        format!(
+            "SELECT _id, l2sq_distance(emb, {lit}) AS d FROM docs ORDER BY d ASC LIMIT 4 OFFSET 3"
+        ),
+        format!("SELECT _id, cosine_distance(emb, {lit}) AS d FROM docs ORDER BY d LIMIT 8"),
+        format!(
+            "SELECT _id FROM docs WHERE _id > 100 ORDER BY cosine_distance(emb, {lit}) LIMIT 8"
+        ),
+        // Ranked rows fewer than the LIMIT: NULL-distance rows fill it (the scan runs instead).
+        format!(
+            "SELECT _id, array_distance(emb, {lit}) AS d FROM docs WHERE _id > 380 ORDER BY d LIMIT 30"
+        ),
+        // NULLs first: the scan runs instead.
+        format!(
+            "SELECT _id, array_distance(emb, {lit}) AS d FROM docs ORDER BY d NULLS FIRST LIMIT 5"
+        ),
+        // inner_product DESC puts NULLs first by default: the scan runs instead.
+        format!("SELECT _id, inner_product(emb, {lit}) AS s FROM docs ORDER BY s DESC LIMIT 6"),
+        format!(
+            "SELECT _id, inner_product(emb, {lit}) AS s FROM docs WHERE emb IS NOT NULL ORDER BY s DESC NULLS LAST LIMIT 6"
+        ),
+    ];
+    // Rows whose sort key is NULL tie, and either engine may return any of them.
+    let ties = |v: Vec<String>| -> Vec<String> {
+        v.into_iter()
+            .map(|l| if l.ends_with("|NULL") { "<a NULL key>".into() } else { l })
+            .collect()
+    };
+    for sql in &queries {
+        let a = ties(lines(&on.sql(sql).unwrap()));
+        let b = ties(lines(&off.sql(sql).unwrap()));
+        assert_eq!(a, b, "{sql}");
+        assert!(!a.is_empty(), "{sql}");
+        let plan = lines(&on.sql(&format!("EXPLAIN {sql}")).unwrap()).join("\n");
+        assert!(plan.contains("BasaltVectorTopK"), "{sql}\n{plan}");
+        let plan = lines(&off.sql(&format!("EXPLAIN {sql}")).unwrap()).join("\n");
+        assert!(!plan.contains("BasaltVectorTopK"), "{sql}\n{plan}");
+    }
+    // The search answers when it can, and says so; otherwise the scan runs.
+    let analyze = |sql: &str| lines(&on.sql(&format!("EXPLAIN ANALYZE {sql}")).unwrap()).join("\n");
+    let plan = analyze(&queries[0]);
+    assert!(plan.contains("rows_ranked=28") && plan.contains("scan_fallbacks=0"), "{plan}");
+    let plan = analyze(&queries[6]);
+    assert!(plan.contains("scan_fallbacks=1"), "{plan}");
+    let plan = analyze(&queries[8]);
+    assert!(plan.contains("scan_fallbacks=0"), "{plan}");
+
+    // Shapes the rule leaves alone: the farthest rows, two sort keys, a computed filter.
+    for sql in [
+        format!("SELECT _id FROM docs ORDER BY array_distance(emb, {lit}) DESC LIMIT 3"),
+        format!("SELECT _id FROM docs ORDER BY array_distance(emb, {lit}), _id LIMIT 3"),
+        format!(
+            "SELECT _id FROM docs WHERE length(tag) > 3 ORDER BY array_distance(emb, {lit}) LIMIT 3"
+        ),
+    ] {
+        assert_eq!(lines(&on.sql(&sql).unwrap()), lines(&off.sql(&sql).unwrap()), "{sql}");
+        let plan = lines(&on.sql(&format!("EXPLAIN {sql}")).unwrap()).join("\n");
+        assert!(!plan.contains("BasaltVectorTopK"), "{sql}\n{plan}");
+    }
+}
