@@ -156,16 +156,16 @@ impl Engine for DuckEngine {
 /// then times each metric's top-10 query (one, and 10 sequential ones for the batch).
 pub fn vector_figures(
     rows: usize,
+    data: &[f32],
+    queries: &[f32],
     warmup: usize,
     iterations: usize,
-    _work: &Path,
-) -> Res<std::collections::BTreeMap<String, f64>> {
-    use crate::vector::{DIM, METRICS, literal, vectors};
+) -> Res<crate::vector::Figures> {
+    use crate::vector::{DIM, METRICS, literal};
     use duckdb::arrow::array::{FixedSizeListArray, Float32Array};
     let c = duckdb::Connection::open_in_memory().map_err(err)?;
     c.execute_batch(&format!("SET threads = 2; CREATE TABLE vecs (id BIGINT, vec FLOAT[{DIM}])"))
         .map_err(err)?;
-    let data = vectors(rows, 42);
     let item = Arc::new(Field::new("item", DataType::Float32, true));
     let schema = Arc::new(Schema::new(vec![
         Field::new("id", DataType::Int64, false),
@@ -186,8 +186,7 @@ pub fn vector_figures(
         }
         app.flush().map_err(err)?;
     }
-    let queries = vectors(11, 7);
-    let mut out = std::collections::BTreeMap::new();
+    let mut out = crate::vector::Figures::default();
     for (name, func) in METRICS {
         let sql_for = |q: &[f32]| {
             format!(
@@ -195,21 +194,34 @@ pub fn vector_figures(
                 literal(q)
             )
         };
-        let one = |q: &[f32]| -> Res<usize> {
+        let one = |q: &[f32]| -> Res<Vec<u64>> {
             let mut st = c.prepare(&sql_for(q)).map_err(err)?;
             let b: Vec<RecordBatch> = st.query_arrow([]).map_err(err)?.collect();
-            Ok(b.iter().map(|b| b.num_rows()).sum())
+            let mut ids = Vec::new();
+            for b in &b {
+                let col = b
+                    .column(0)
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .ok_or("top-10 ids are not BIGINT")?;
+                ids.extend(col.values().iter().map(|v| *v as u64));
+            }
+            Ok(ids)
         };
         for batch in [false, true] {
-            let run = || -> Res<()> {
+            let run = || -> Res<Vec<u64>> {
                 let qs = if batch { 1..11 } else { 0..1 };
+                let mut first = Vec::new();
                 for i in qs {
                     let got = one(&queries[i * DIM..(i + 1) * DIM])?;
-                    if got != 10.min(rows) {
-                        return Err(format!("top-10 {name} returned {got} rows"));
+                    if got.len() != 10.min(rows) {
+                        return Err(format!("top-10 {name} returned {} rows", got.len()));
+                    }
+                    if first.is_empty() {
+                        first = got;
                     }
                 }
-                Ok(())
+                Ok(first)
             };
             for _ in 0..warmup {
                 run()?;
@@ -217,11 +229,14 @@ pub fn vector_figures(
             let mut t = Vec::new();
             for _ in 0..iterations.max(1) {
                 let s = std::time::Instant::now();
-                run()?;
+                let top = run()?;
                 t.push(s.elapsed().as_secs_f64());
+                if !batch {
+                    out.top.insert(name.to_string(), top);
+                }
             }
             let id = format!("VEC-{name}{}", if batch { "-batch10" } else { "" });
-            out.insert(id, crate::run::median(t));
+            out.secs.insert(id, crate::run::median(t));
         }
     }
     Ok(out)

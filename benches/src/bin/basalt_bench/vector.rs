@@ -1,7 +1,9 @@
 //! WORKLOAD.md §3, the vector module: 1M × 128 float32 vectors uniform in [0, 1), k = 10;
-//! top-k by L2, cosine and dot, one query and a batch of 10. Basalt's vector search has not
-//! landed (issue 7) and SQLite needs the sqlite-vector extension, so both report N/A;
-//! DuckDB runs `ORDER BY array_distance(...) LIMIT 10` per query.
+//! top-k by L2, cosine and dot, one query and a batch of 10. Basalt runs `Table::topk` /
+//! `Table::batch_topk`; DuckDB runs `ORDER BY array_distance(...) LIMIT 10` per query;
+//! SQLite needs the sqlite-vector extension (not bundled) and reports N/A. The top-10 rows
+//! of the first query must agree across engines, and the run measures the machine's memory
+//! read bandwidth over the same number of bytes to put Basalt's scan speed in proportion.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -20,7 +22,6 @@ pub const METRICS: [(&str, &str); 3] = [
     ("dot", "array_negative_inner_product"),
 ];
 
-#[cfg_attr(not(feature = "duckdb"), allow(dead_code))]
 /// Uniform [0, 1) floats from a seeded generator.
 pub fn vectors(rows: usize, seed: u64) -> Vec<f32> {
     let mut rng = basalt_benches::Rng::new(seed);
@@ -34,6 +35,16 @@ pub fn literal(v: &[f32]) -> String {
     format!("[{}]::FLOAT[{DIM}]", parts.join(", "))
 }
 
+/// What one engine measured: seconds per metric id, and the ids (0-based row numbers) of
+/// the top-10 of query 0 per metric name, for the cross-engine check.
+#[derive(Debug, Default)]
+pub struct Figures {
+    /// Metric id → median seconds.
+    pub secs: BTreeMap<String, f64>,
+    /// Metric name → top-10 row numbers of query 0, closest first.
+    pub top: BTreeMap<String, Vec<u64>>,
+}
+
 /// Runs §3 and returns its report lines and a Markdown note.
 pub fn run(
     rows: usize,
@@ -44,24 +55,48 @@ pub fn run(
     failures: &mut Vec<String>,
 ) -> Res<(Vec<Line>, String)> {
     let mut lines = Vec::new();
-    let figures = duck_figures(rows, engines, warmup, iterations, work).unwrap_or_else(|e| {
-        failures.push(format!("VEC on duckdb: {e}"));
-        BTreeMap::new()
-    });
+    let data = vectors(rows, 42);
+    let queries = vectors(11, 7);
+    let mut figures: BTreeMap<Kind, Figures> = BTreeMap::new();
+    let mut note = String::new();
+    if engines.contains(&Kind::Basalt) {
+        match basalt_figures(rows, &data, &queries, warmup, iterations, work) {
+            Ok((f, n)) => {
+                figures.insert(Kind::Basalt, f);
+                note = n;
+            }
+            Err(e) => failures.push(format!("VEC on basalt: {e}")),
+        }
+    }
+    match duck_figures(rows, &data, &queries, engines, warmup, iterations) {
+        Ok(Some(f)) => {
+            figures.insert(Kind::Duckdb, f);
+        }
+        Ok(None) => {}
+        Err(e) => failures.push(format!("VEC on duckdb: {e}")),
+    }
+    drop(data);
+    let bandwidth = read_bandwidth(rows * DIM, iterations);
     for (name, _) in METRICS {
+        // Agreement: every engine that ran returns the same top-10 rows for query 0.
+        let tops: Vec<(Kind, &Vec<u64>)> =
+            figures.iter().filter_map(|(k, f)| f.top.get(name).map(|t| (*k, t))).collect();
+        let mismatch = tops.windows(2).find(|w| w[0].1 != w[1].1).map(|w| {
+            format!("top-10 {name}: {:?} {:?} vs {:?} {:?}", w[0].0, w[0].1, w[1].0, w[1].1)
+        });
         for batch in [false, true] {
             let id = format!("VEC-{name}{}", if batch { "-batch10" } else { "" });
             let mut cells = BTreeMap::new();
             for k in engines {
-                let c = match k {
-                    Kind::Basalt => Cell::Na("vector search has not landed (issue 7)".into()),
-                    Kind::Sqlite => {
+                let c = match (k, figures.get(k)) {
+                    (Kind::Sqlite, _) => {
                         Cell::Na("needs the sqlite-vector extension (not bundled)".into())
                     }
-                    Kind::Duckdb => match figures.get(&id) {
+                    (_, Some(f)) => match f.secs.get(&id) {
                         Some(s) => Cell::Secs(*s),
                         None => Cell::Error("no figure".into()),
                     },
+                    (_, None) => Cell::Error("did not run (see failures)".into()),
                 };
                 cells.insert(*k, c);
             }
@@ -75,39 +110,179 @@ pub fn run(
                 mode: "median",
                 ranked: true,
                 cells,
-                mismatch: None,
+                mismatch: mismatch.clone(),
             });
         }
     }
-    let md = format!(
-        "\n## Vector module (WORKLOAD.md §3)\n\n{rows} × {DIM} float32 vectors uniform in [0, 1), k = 10; \
-         DuckDB: `ORDER BY <distance>(vec, [...]::FLOAT[{DIM}]) LIMIT 10` materialised through Arrow, the \
-         batch as 10 sequential queries. Basalt reports N/A until its vector search lands.\n"
+    let bytes = (rows * DIM * 4) as f64;
+    let mut md = format!(
+        "\n## Vector module (WORKLOAD.md §3)\n\n{rows} × {DIM} float32 vectors uniform in [0, 1), k = 10. \
+         Basalt: `Table::topk` / `Table::batch_topk` (exact, one pass over the vectors for the \
+         batch). DuckDB: `ORDER BY <distance>(vec, [...]::FLOAT[{DIM}]) LIMIT 10` materialised \
+         through Arrow, the batch as 10 sequential queries. The top-10 rows of the first query \
+         are compared across engines.\n\n\
+         Memory read bandwidth of this machine in this run (2 threads summing {:.0} MB of f32): \
+         **{:.1} GB/s**.\n",
+        bytes / 1e6,
+        bytes / bandwidth / 1e9
     );
+    if let Some(f) = figures.get(&Kind::Basalt) {
+        for (name, _) in METRICS {
+            if let Some(s) = f.secs.get(&format!("VEC-{name}")) {
+                md.push_str(&format!(
+                    "- Basalt top-10 {name}: {:.1} ms, {:.1} GB/s of vectors = {:.0}% of that bandwidth\n",
+                    s * 1e3,
+                    bytes / s / 1e9,
+                    100.0 * bandwidth / s
+                ));
+            }
+        }
+    }
+    md.push_str(&note);
     Ok((lines, md))
+}
+
+/// Seconds (median) for two threads to read `floats` f32 values once: the bandwidth a scan
+/// of the same bytes can hope for.
+fn read_bandwidth(floats: usize, iterations: usize) -> f64 {
+    let data: Vec<f32> = (0..floats).map(|i| (i % 7) as f32).collect();
+    let half = floats / 2;
+    let mut t = Vec::new();
+    for _ in 0..iterations.max(1) + 1 {
+        let s = std::time::Instant::now();
+        let sums: Vec<f32> = std::thread::scope(|sc| {
+            let hs: Vec<_> = [&data[..half], &data[half..]]
+                .into_iter()
+                .map(|part| {
+                    sc.spawn(move || {
+                        let mut acc = [0f32; 16];
+                        for c in part.chunks_exact(16) {
+                            for l in 0..16 {
+                                acc[l] += c[l];
+                            }
+                        }
+                        acc.iter().sum::<f32>()
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap_or(0.0)).collect()
+        });
+        std::hint::black_box(sums);
+        t.push(s.elapsed().as_secs_f64());
+    }
+    t.remove(0);
+    crate::run::median(t)
+}
+
+/// §3 on Basalt: a table `vecs (id BIGINT, vec VECTOR(128))` loaded through bulk inserts
+/// and flushed, then `topk` / `batch_topk` per metric.
+fn basalt_figures(
+    rows: usize,
+    data: &[f32],
+    queries: &[f32],
+    warmup: usize,
+    iterations: usize,
+    work: &Path,
+) -> Res<(Figures, String)> {
+    use basalt::arrow::array::{FixedSizeListArray, Float32Array, Int64Array, RecordBatch};
+    use basalt::arrow::schema::{Field, Schema};
+    use basalt::{Database, Metric};
+    use std::sync::Arc;
+    let err = |e: basalt::Error| e.to_string();
+    let path = work.join("vectors.basalt");
+    if path.exists() {
+        std::fs::remove_dir_all(&path).map_err(|e| e.to_string())?;
+    }
+    let db = Database::open(&path).map_err(err)?;
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", basalt::arrow::schema::DataType::Int64, false),
+        Field::new("vec", basalt::vector_type(DIM), false),
+    ]));
+    let t = db.create_table("vecs", &schema).map_err(err)?;
+    let basalt::arrow::schema::DataType::FixedSizeList(item, _) = basalt::vector_type(DIM) else {
+        return Err("vector type".into());
+    };
+    let load = std::time::Instant::now();
+    for start in (0..rows).step_by(100_000) {
+        let n = 100_000.min(rows - start);
+        let values = Float32Array::from(data[start * DIM..(start + n) * DIM].to_vec());
+        let list = FixedSizeListArray::try_new(item.clone(), DIM as i32, Arc::new(values), None)
+            .map_err(|e| e.to_string())?;
+        let ids = Int64Array::from_iter_values(start as i64..(start + n) as i64);
+        let b = RecordBatch::try_new(schema.clone(), vec![Arc::new(ids), Arc::new(list)])
+            .map_err(|e| e.to_string())?;
+        t.insert(&b).map_err(err)?;
+    }
+    db.flush().map_err(err)?;
+    let load = load.elapsed().as_secs_f64();
+    let q = |i: usize| &queries[i * DIM..(i + 1) * DIM];
+    let batch: Vec<&[f32]> = (1..11).map(q).collect();
+    let mut f = Figures::default();
+    for ((name, _), metric) in METRICS.iter().zip([Metric::L2, Metric::Cosine, Metric::Dot]) {
+        for is_batch in [false, true] {
+            let run = || -> Res<Vec<u64>> {
+                if is_batch {
+                    let r = t.batch_topk("vec", &batch, 10, metric).map_err(err)?;
+                    if r.iter().any(|r| r.len() != 10.min(rows)) {
+                        return Err(format!("batch top-10 {name} returned too few rows"));
+                    }
+                    Ok(Vec::new())
+                } else {
+                    let r = t.topk("vec", q(0), 10, metric).map_err(err)?;
+                    // `_id`s are 1-based in insertion order; row numbers are 0-based.
+                    Ok(r.iter().map(|n| n.id - 1).collect())
+                }
+            };
+            for _ in 0..warmup {
+                run()?;
+            }
+            let mut times = Vec::new();
+            for _ in 0..iterations.max(1) {
+                let s = std::time::Instant::now();
+                let top = run()?;
+                times.push(s.elapsed().as_secs_f64());
+                if !is_batch {
+                    f.top.insert(name.to_string(), top);
+                }
+            }
+            let id = format!("VEC-{name}{}", if is_batch { "-batch10" } else { "" });
+            f.secs.insert(id, crate::run::median(times));
+        }
+    }
+    db.close().map_err(err)?;
+    let note = format!(
+        "- Basalt load: {rows} vectors in {:.2} s (bulk inserts of 100k rows, then flush).\n",
+        load
+    );
+    Ok((f, note))
 }
 
 #[cfg(feature = "duckdb")]
 fn duck_figures(
     rows: usize,
+    data: &[f32],
+    queries: &[f32],
     engines: &[Kind],
     warmup: usize,
     iterations: usize,
-    work: &Path,
-) -> Res<BTreeMap<String, f64>> {
+) -> Res<Option<Figures>> {
     if !engines.contains(&Kind::Duckdb) {
-        return Ok(BTreeMap::new());
+        return Ok(None);
     }
-    crate::duck::vector_figures(rows, warmup, iterations, work)
+    crate::duck::vector_figures(rows, data, queries, warmup, iterations).map(Some)
 }
 
 #[cfg(not(feature = "duckdb"))]
 fn duck_figures(
     _rows: usize,
-    _engines: &[Kind],
+    _data: &[f32],
+    _queries: &[f32],
+    engines: &[Kind],
     _warmup: usize,
     _iterations: usize,
-    _work: &Path,
-) -> Res<BTreeMap<String, f64>> {
-    Ok(BTreeMap::new())
+) -> Res<Option<Figures>> {
+    if engines.contains(&Kind::Duckdb) {
+        return Err("built without the `duckdb` feature".into());
+    }
+    Ok(None)
 }
