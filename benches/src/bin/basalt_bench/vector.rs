@@ -249,11 +249,71 @@ fn basalt_figures(
             f.secs.insert(id, crate::run::median(times));
         }
     }
-    db.close().map_err(err)?;
-    let note = format!(
+    // The same searches through SQL (DataFusion's own distance functions; the top-k rule
+    // answers them from storage), reported beside the API figures.
+    let mut note = format!(
         "- Basalt load: {rows} vectors in {:.2} s (bulk inserts of 100k rows, then flush).\n",
         load
     );
+    let lit = |v: &[f32]| {
+        format!("[{}]", v.iter().map(|x| format!("{x:?}")).collect::<Vec<_>>().join(", "))
+    };
+    for (name, sql) in [
+        (
+            "L2",
+            format!(
+                "SELECT id, array_distance(vec, {}) AS d FROM vecs ORDER BY d LIMIT 10",
+                lit(q(0))
+            ),
+        ),
+        (
+            "cosine",
+            format!(
+                "SELECT id, cosine_distance(vec, {}) AS d FROM vecs ORDER BY d LIMIT 10",
+                lit(q(0))
+            ),
+        ),
+        (
+            "dot",
+            format!(
+                "SELECT id, inner_product(vec, {}) AS s FROM vecs ORDER BY s DESC LIMIT 10",
+                lit(q(0))
+            ),
+        ),
+    ] {
+        let conn = db.connect();
+        let run = || -> Res<Vec<u64>> {
+            let b = conn.sql(&sql).map_err(err)?;
+            let mut ids = Vec::new();
+            for b in &b {
+                let c = b
+                    .column(0)
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .ok_or("SQL top-10 ids are not BIGINT")?;
+                ids.extend(c.values().iter().map(|v| *v as u64));
+            }
+            Ok(ids)
+        };
+        for _ in 0..warmup {
+            run()?;
+        }
+        let mut times = Vec::new();
+        let mut ids = Vec::new();
+        for _ in 0..iterations.max(1) {
+            let s = std::time::Instant::now();
+            ids = run()?;
+            times.push(s.elapsed().as_secs_f64());
+        }
+        let same = f.top.get(name).is_some_and(|t| *t == ids);
+        note.push_str(&format!(
+            "- Basalt top-10 {name} through SQL (`{}…`): {:.1} ms, {} the API's rows\n",
+            &sql[..sql.find('[').unwrap_or(sql.len())],
+            crate::run::median(times) * 1e3,
+            if same { "same as" } else { "DIFFERENT from" }
+        ));
+    }
+    db.close().map_err(err)?;
     Ok((f, note))
 }
 
