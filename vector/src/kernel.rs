@@ -8,6 +8,10 @@
 //! the same operations in the same order whatever the tile shape, so one query alone and
 //! the same query inside a batch get identical sums.
 //!
+//! Rows may be stored as `f32`, as IEEE half floats, or as int8 codes (x ≈ code · scale +
+//! offset): each element is widened to `f32` as it is loaded and the same arithmetic
+//! follows (asymmetric distances: the queries stay `f32`).
+//!
 //! This module owns arithmetic only: no heaps, no metric semantics (see [`crate::topk`]).
 
 /// Which sum a pass computes for each (row, query) pair.
@@ -26,7 +30,7 @@ pub struct Isa(Kind);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
-    /// AVX2 + FMA on x86-64.
+    /// AVX2 + FMA + F16C on x86-64.
     Avx2Fma,
     /// Portable Rust.
     Portable,
@@ -39,6 +43,7 @@ impl Isa {
         {
             if std::arch::is_x86_feature_detected!("avx2")
                 && std::arch::is_x86_feature_detected!("fma")
+                && std::arch::is_x86_feature_detected!("f16c")
             {
                 return Isa(Kind::Avx2Fma);
             }
@@ -90,13 +95,129 @@ impl Picks<'_> {
     }
 }
 
+/// Stored row values, row-major.
+#[derive(Debug, Clone, Copy)]
+pub enum Rows<'a> {
+    /// Single floats.
+    F32(&'a [f32]),
+    /// IEEE 754 half floats (bit patterns).
+    F16(&'a [u16]),
+    /// Int8 codes: xᵢ ≈ codeᵢ · scale + offset.
+    I8 {
+        /// The codes.
+        codes: &'a [i8],
+        /// Step between codes.
+        scale: f32,
+        /// Value of code 0.
+        offset: f32,
+    },
+}
+
+impl<'a> Rows<'a> {
+    /// Values `start..end` (whole rows, row-major).
+    pub fn slice(&self, start: usize, end: usize) -> Rows<'a> {
+        match *self {
+            Rows::F32(v) => Rows::F32(&v[start..end]),
+            Rows::F16(v) => Rows::F16(&v[start..end]),
+            Rows::I8 { codes, scale, offset } => {
+                Rows::I8 { codes: &codes[start..end], scale, offset }
+            }
+        }
+    }
+
+    /// How many values (rows × dimension).
+    pub fn len(&self) -> usize {
+        match self {
+            Rows::F32(v) => v.len(),
+            Rows::F16(v) => v.len(),
+            Rows::I8 { codes, .. } => codes.len(),
+        }
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// How int8 codes widen to `f32` (unused for the float kinds).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Deq {
+    scale: f32,
+    offset: f32,
+}
+
+/// A stored element kind.
+pub(crate) trait Elem: Copy {
+    /// The value as `f32`.
+    fn get(self, d: Deq) -> f32;
+
+    /// Eight values from `p`, widened to `f32`.
+    ///
+    /// # Safety
+    /// AVX2, FMA and F16C must be available and `p` must address 8 readable elements.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn load8(p: *const Self, d: Deq) -> std::arch::x86_64::__m256;
+}
+
+impl Elem for f32 {
+    #[inline(always)]
+    fn get(self, _d: Deq) -> f32 {
+        self
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn load8(p: *const f32, _d: Deq) -> std::arch::x86_64::__m256 {
+        // SAFETY: forwarded from the caller.
+        unsafe { std::arch::x86_64::_mm256_loadu_ps(p) }
+    }
+}
+
+impl Elem for u16 {
+    #[inline(always)]
+    fn get(self, _d: Deq) -> f32 {
+        half::f16::from_bits(self).to_f32()
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn load8(p: *const u16, _d: Deq) -> std::arch::x86_64::__m256 {
+        use std::arch::x86_64::*;
+        // SAFETY: forwarded from the caller (16 readable bytes, F16C available).
+        unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p.cast())) }
+    }
+}
+
+impl Elem for i8 {
+    #[inline(always)]
+    fn get(self, d: Deq) -> f32 {
+        f32::from(self) * d.scale + d.offset
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn load8(p: *const i8, d: Deq) -> std::arch::x86_64::__m256 {
+        use std::arch::x86_64::*;
+        // SAFETY: forwarded from the caller (8 readable bytes, AVX2 + FMA available).
+        unsafe {
+            let wide = _mm256_cvtepi8_epi32(_mm_loadl_epi64(p.cast()));
+            _mm256_fmadd_ps(
+                _mm256_cvtepi32_ps(wide),
+                _mm256_set1_ps(d.scale),
+                _mm256_set1_ps(d.offset),
+            )
+        }
+    }
+}
+
 /// The rows a pass reads: `rows` is row-major with `dim` columns; `picks` says which.
 #[derive(Debug, Clone, Copy)]
 pub struct Block<'a> {
     /// Columns per row.
     pub dim: usize,
     /// Row-major values.
-    pub rows: &'a [f32],
+    pub rows: Rows<'a>,
     /// The rows to read.
     pub picks: Picks<'a>,
 }
@@ -125,15 +246,43 @@ pub fn sums(
     if let Some(last) = (0..picks.len()).map(|i| picks.get(i)).max() {
         assert!((last + 1) * dim <= rows.len(), "pick outside the block");
     }
+    let none = Deq { scale: 1.0, offset: 0.0 };
+    let pass = Pass { sum, dim, picks, queries };
+    match rows {
+        Rows::F32(v) => run(isa, pass, v, none, out, norms),
+        Rows::F16(v) => run(isa, pass, v, none, out, norms),
+        Rows::I8 { codes, scale, offset } => {
+            run(isa, pass, codes, Deq { scale, offset }, out, norms)
+        }
+    }
+}
+
+/// What one pass computes, apart from the rows and outputs.
+#[derive(Clone, Copy)]
+struct Pass<'a> {
+    sum: Sum,
+    dim: usize,
+    picks: Picks<'a>,
+    queries: &'a [f32],
+}
+
+fn run<T: Elem>(
+    isa: Isa,
+    pass: Pass<'_>,
+    rows: &[T],
+    d: Deq,
+    out: &mut [f32],
+    norms: Option<&mut [f32]>,
+) {
     match isa.0 {
         #[cfg(target_arch = "x86_64")]
         Kind::Avx2Fma => {
             // SAFETY: `Kind::Avx2Fma` is only chosen by `Isa::detect` after the CPU reported
-            // AVX2 and FMA; every pick indexes a whole row inside `rows`, and `out` / `norms`
-            // hold what the picks need (all asserted above).
-            unsafe { avx2::sums(sum, dim, rows, picks, queries, out, norms) }
+            // AVX2, FMA and F16C; every pick indexes a whole row inside `rows`, and `out` /
+            // `norms` hold what the picks need (all asserted by `sums`).
+            unsafe { avx2::sums(pass, rows, d, out, norms) }
         }
-        _ => portable_sums(sum, dim, rows, picks, queries, out, norms),
+        _ => portable_sums(pass, rows, d, out, norms),
     }
 }
 
@@ -144,26 +293,44 @@ pub fn squared_norms(isa: Isa, dim: usize, rows: &[f32], picks: Picks<'_>, out: 
     for i in 0..picks.len() {
         let r = picks.get(i);
         let row = &rows[r * dim..(r + 1) * dim];
-        let one = Block { dim, rows: row, picks: Picks::All(1) };
+        let one = Block { dim, rows: Rows::F32(row), picks: Picks::All(1) };
         sums(isa, Sum::Products, one, row, &mut out[i..i + 1], None);
     }
 }
 
+/// Converts `values` to IEEE half floats (bit patterns), rounding to nearest even: with
+/// F16C eight at a time, otherwise one by one.
+pub fn to_f16(isa: Isa, values: &[f32], out: &mut [u16]) {
+    assert!(out.len() >= values.len(), "output too short");
+    let mut done = 0;
+    #[cfg(target_arch = "x86_64")]
+    if isa.0 == Kind::Avx2Fma {
+        // SAFETY: `Kind::Avx2Fma` means the CPU reported F16C (see `Isa::detect`); the
+        // function reads and writes within the two slices.
+        done = unsafe { avx2::to_f16(values, out) };
+    }
+    for (o, v) in out[done..].iter_mut().zip(&values[done..]) {
+        *o = half::f16::from_f32(*v).to_bits();
+    }
+}
+
 /// Portable: 8 lanes per pair, summed in the same order as the AVX2 reduction.
-fn portable_sums(
-    sum: Sum,
-    dim: usize,
-    rows: &[f32],
-    picks: Picks<'_>,
-    queries: &[f32],
+fn portable_sums<T: Elem>(
+    pass: Pass<'_>,
+    rows: &[T],
+    d: Deq,
     out: &mut [f32],
     mut norms: Option<&mut [f32]>,
 ) {
+    let Pass { sum, dim, picks, queries } = pass;
     let nq = queries.len() / dim;
     let body = dim - dim % 8;
+    let mut x = vec![0f32; dim];
     for i in 0..picks.len() {
         let r = picks.get(i);
-        let x = &rows[r * dim..(r + 1) * dim];
+        for (v, e) in x.iter_mut().zip(&rows[r * dim..(r + 1) * dim]) {
+            *v = e.get(d);
+        }
         if let Some(n) = norms.as_deref_mut() {
             let mut lanes = [0f32; 8];
             for xc in x[..body].chunks_exact(8) {
@@ -214,45 +381,63 @@ fn reduce8(l: [f32; 8]) -> f32 {
 mod avx2 {
     use std::arch::x86_64::*;
 
-    use super::{Picks, Sum, reduce8};
+    use super::{Deq, Elem, Pass, Picks, Sum, reduce8};
+
+    /// Converts the first multiple of 8 of `values` to half floats; returns how many.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn to_f16(values: &[f32], out: &mut [u16]) -> usize {
+        let n = values.len() - values.len() % 8;
+        let mut i = 0;
+        while i < n {
+            // SAFETY: `i + 8 <= n <= values.len() <= out.len()` (asserted by the caller).
+            unsafe {
+                let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm256_loadu_ps(
+                    values.as_ptr().add(i),
+                ));
+                _mm_storeu_si128(out.as_mut_ptr().add(i).cast(), h);
+            }
+            i += 8;
+        }
+        n
+    }
 
     /// How far ahead (in rows) a contiguous block is prefetched.
     const PREFETCH_ROWS: usize = 16;
 
-    /// See [`super::sums`]; the caller guarantees AVX2 + FMA and in-bounds picks and outputs.
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn sums(
-        sum: Sum,
-        dim: usize,
-        rows: &[f32],
-        picks: Picks<'_>,
-        queries: &[f32],
+    /// See [`super::sums`]; the caller guarantees AVX2 + FMA + F16C and in-bounds picks and
+    /// outputs.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn sums<T: Elem>(
+        pass: Pass<'_>,
+        rows: &[T],
+        d: Deq,
         out: &mut [f32],
         norms: Option<&mut [f32]>,
     ) {
         // SAFETY: forwarded from the caller.
         unsafe {
-            match sum {
-                Sum::DiffSquares => pass::<true>(dim, rows, picks, queries, out, norms),
-                Sum::Products => pass::<false>(dim, rows, picks, queries, out, norms),
+            match pass.sum {
+                Sum::DiffSquares => run::<T, true>(pass, rows, d, out, norms),
+                Sum::Products => run::<T, false>(pass, rows, d, out, norms),
             }
         }
     }
 
     /// One pass; `DIFF` chooses Σ (x − q)² over Σ x·q at compile time.
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn pass<const DIFF: bool>(
-        dim: usize,
-        rows: &[f32],
-        picks: Picks<'_>,
-        queries: &[f32],
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn run<T: Elem, const DIFF: bool>(
+        pass: Pass<'_>,
+        rows: &[T],
+        d: Deq,
         out: &mut [f32],
         mut norms: Option<&mut [f32]>,
     ) {
+        let Pass { dim, picks, queries, .. } = pass;
         let nq = queries.len() / dim;
         let n = picks.len();
         let qp = queries.as_ptr();
         let rp = rows.as_ptr();
+        let row_bytes = dim * std::mem::size_of::<T>();
         let mut i = 0;
         while i + 4 <= n {
             // SAFETY: picks index whole rows inside `rows` (asserted by the caller).
@@ -270,19 +455,19 @@ mod avx2 {
                 && i + 4 + PREFETCH_ROWS <= n
             {
                 // SAFETY: the addresses are inside `rows` (the picks up to `n` are).
-                let ahead = unsafe { rp.add((i + PREFETCH_ROWS) * dim) };
+                let ahead = unsafe { rp.add((i + PREFETCH_ROWS) * dim) }.cast::<i8>();
                 let mut off = 0;
-                while off < 4 * dim {
+                while off < 4 * row_bytes {
                     // SAFETY: prefetching is a hint; the address is inside `rows`.
-                    unsafe { _mm_prefetch::<_MM_HINT_T0>(ahead.add(off).cast::<i8>()) };
-                    off += 16;
+                    unsafe { _mm_prefetch::<_MM_HINT_T0>(ahead.add(off)) };
+                    off += 64;
                 }
             }
             let mut q = 0;
             if let Some(nr) = norms.as_deref_mut() {
                 // The first query alone, with the rows' norms in the same pass.
-                // SAFETY: query 0 exists; every pointer addresses `dim` readable floats.
-                let (s, m) = unsafe { tile::<4, 1, DIFF, true>(dim, r, [qp]) };
+                // SAFETY: query 0 exists; every pointer addresses `dim` readable values.
+                let (s, m) = unsafe { tile::<T, 4, 1, DIFF, true>(dim, r, [qp], d) };
                 for a in 0..4 {
                     out[(i + a) * nq] = s[a][0];
                     nr[i + a] = m[a];
@@ -292,8 +477,8 @@ mod avx2 {
             while q + 2 <= nq {
                 // SAFETY: queries q and q + 1 exist (q + 2 <= nq).
                 let qs = unsafe { [qp.add(q * dim), qp.add((q + 1) * dim)] };
-                // SAFETY: every pointer addresses `dim` readable floats.
-                let (s, _) = unsafe { tile::<4, 2, DIFF, false>(dim, r, qs) };
+                // SAFETY: every pointer addresses `dim` readable values.
+                let (s, _) = unsafe { tile::<T, 4, 2, DIFF, false>(dim, r, qs, d) };
                 for (a, row) in s.iter().enumerate() {
                     out[(i + a) * nq + q] = row[0];
                     out[(i + a) * nq + q + 1] = row[1];
@@ -304,7 +489,7 @@ mod avx2 {
                 // SAFETY: query q exists.
                 let qs = unsafe { [qp.add(q * dim)] };
                 // SAFETY: as above.
-                let (s, _) = unsafe { tile::<4, 1, DIFF, false>(dim, r, qs) };
+                let (s, _) = unsafe { tile::<T, 4, 1, DIFF, false>(dim, r, qs, d) };
                 for (a, row) in s.iter().enumerate() {
                     out[(i + a) * nq + q] = row[0];
                 }
@@ -315,8 +500,8 @@ mod avx2 {
             // SAFETY: the pick indexes a whole row inside `rows`.
             let r = unsafe { [rp.add(picks.get(i) * dim)] };
             for q in 0..nq {
-                // SAFETY: query q exists; both pointers address `dim` floats.
-                let (s, m) = unsafe { tile::<1, 1, DIFF, true>(dim, r, [qp.add(q * dim)]) };
+                // SAFETY: query q exists; both pointers address `dim` values.
+                let (s, m) = unsafe { tile::<T, 1, 1, DIFF, true>(dim, r, [qp.add(q * dim)], d) };
                 out[i * nq + q] = s[0][0];
                 if q == 0
                     && let Some(nr) = norms.as_deref_mut()
@@ -333,15 +518,17 @@ mod avx2 {
     /// term, as the portable path does.
     ///
     /// # Safety
-    /// AVX2 + FMA must be available and every pointer must address `dim` readable floats.
+    /// AVX2 + FMA + F16C must be available and every pointer must address `dim` readable
+    /// values.
     #[inline(always)]
-    unsafe fn tile<const R: usize, const Q: usize, const DIFF: bool, const NORMS: bool>(
+    unsafe fn tile<T: Elem, const R: usize, const Q: usize, const DIFF: bool, const NORMS: bool>(
         dim: usize,
-        rows: [*const f32; R],
+        rows: [*const T; R],
         qs: [*const f32; Q],
+        d: Deq,
     ) -> ([[f32; Q]; R], [f32; R]) {
         // SAFETY: the caller guarantees the CPU features and that every pointer reads `dim`
-        // floats; loads stay below `body <= dim`, the tail below `dim`.
+        // values; loads stay below `body <= dim`, the tail below `dim`.
         unsafe {
             let mut acc = [[_mm256_setzero_ps(); Q]; R];
             let mut nrm = [_mm256_setzero_ps(); R];
@@ -350,7 +537,7 @@ mod avx2 {
             while j < body {
                 let mut x = [_mm256_setzero_ps(); R];
                 for r in 0..R {
-                    x[r] = _mm256_loadu_ps(rows[r].add(j));
+                    x[r] = T::load8(rows[r].add(j), d);
                     if NORMS {
                         nrm[r] = _mm256_fmadd_ps(x[r], x[r], nrm[r]);
                     }
@@ -359,8 +546,8 @@ mod avx2 {
                     let y = _mm256_loadu_ps(qs[q].add(j));
                     for r in 0..R {
                         acc[r][q] = if DIFF {
-                            let d = _mm256_sub_ps(x[r], y);
-                            _mm256_fmadd_ps(d, d, acc[r][q])
+                            let diff = _mm256_sub_ps(x[r], y);
+                            _mm256_fmadd_ps(diff, diff, acc[r][q])
                         } else {
                             _mm256_fmadd_ps(x[r], y, acc[r][q])
                         };
@@ -376,7 +563,7 @@ mod avx2 {
                     _mm256_storeu_ps(lanes.as_mut_ptr(), acc[r][q]);
                     let mut s = reduce8(lanes);
                     for t in body..dim {
-                        let (a, b) = (*rows[r].add(t), *qs[q].add(t));
+                        let (a, b) = ((*rows[r].add(t)).get(d), *qs[q].add(t));
                         s += if DIFF { (a - b) * (a - b) } else { a * b };
                     }
                     out[r][q] = s;
@@ -385,7 +572,7 @@ mod avx2 {
                     _mm256_storeu_ps(lanes.as_mut_ptr(), nrm[r]);
                     let mut s = reduce8(lanes);
                     for t in body..dim {
-                        let a = *rows[r].add(t);
+                        let a = (*rows[r].add(t)).get(d);
                         s += a * a;
                     }
                     norms[r] = s;
@@ -410,7 +597,7 @@ mod tests {
             sums(
                 isa,
                 sum,
-                Block { dim, rows, picks: Picks::Some(picks) },
+                Block { dim, rows: Rows::F32(rows), picks: Picks::Some(picks) },
                 queries,
                 &mut out,
                 Some(&mut norms),
@@ -426,7 +613,7 @@ mod tests {
             sums(
                 isa,
                 sum,
-                Block { dim, rows, picks: Picks::Some(picks) },
+                Block { dim, rows: Rows::F32(rows), picks: Picks::Some(picks) },
                 queries,
                 &mut plain,
                 None,
@@ -452,7 +639,14 @@ mod tests {
                     );
                     // The same pair alone: bit-identical.
                     let mut one = [0f32];
-                    sums(isa, sum, Block { dim, rows: x, picks: Picks::All(1) }, y, &mut one, None);
+                    sums(
+                        isa,
+                        sum,
+                        Block { dim, rows: Rows::F32(x), picks: Picks::All(1) },
+                        y,
+                        &mut one,
+                        None,
+                    );
                     assert_eq!(one[0].to_bits(), out[i * nq + q].to_bits(), "{sum:?} tile shape");
                 }
             }
@@ -473,6 +667,26 @@ mod tests {
             let picks: Vec<u32> = picks.into_iter().filter(|p| (*p as usize) < nrows).collect();
             check(Isa::detect(), dim, rows, queries, &picks);
             check(Isa::portable(), dim, rows, queries, &picks);
+        }
+    }
+
+    #[test]
+    fn half_conversion_matches_the_reference_conversion() {
+        let values: Vec<f32> = (0..1000)
+            .map(|i| (i as f32 - 500.0) * 131.7)
+            .chain([f32::NAN, f32::INFINITY, -0.0, 1e-8, 65504.0, 65520.0, 1e6])
+            .collect();
+        for isa in [Isa::detect(), Isa::portable()] {
+            let mut out = vec![0u16; values.len()];
+            to_f16(isa, &values, &mut out);
+            for (v, h) in values.iter().zip(&out) {
+                let want = half::f16::from_f32(*v);
+                assert!(
+                    want.to_bits() == *h || (want.is_nan() && half::f16::from_bits(*h).is_nan()),
+                    "{v}: {h:#x} vs {:#x}",
+                    want.to_bits()
+                );
+            }
         }
     }
 

@@ -14,8 +14,10 @@
 //!   (row, query) pair is accumulated in the same order whatever the tile shape, so a batch
 //!   of queries returns bit for bit what the queries return one by one.
 //! - [`topk`]: validated query sets ([`Queries`]), bounded heaps ([`TopK`]), the block scan
-//!   ([`search_block`]) and the final ranking ([`Neighbor`]). Ties in distance are broken by
-//!   the smaller `_id`.
+//!   ([`search_block`], [`search_rows`]) and the final ranking ([`Neighbor`]). Ties in
+//!   distance are broken by the smaller `_id`.
+//! - [`quant`]: half-float and int8 copies of a block ([`Quantized`]) for approximate scans
+//!   whose candidates are rescored exactly, and the [`Precision`] a search asks for.
 //!
 //! ## Semantics (what every layer above inherits)
 //! - `l2sq`: Σ (xᵢ − qᵢ)²; `l2`: its square root; `dot`: −Σ xᵢ·qᵢ (inner product as a
@@ -29,10 +31,12 @@
 
 pub mod kernel;
 pub mod metric;
+pub mod quant;
 pub mod topk;
 
 pub use metric::{Metric, distance, reference_distance};
-pub use topk::{Neighbor, Queries, TopK, search_block};
+pub use quant::{Precision, Quantization, Quantized};
+pub use topk::{Neighbor, Queries, TopK, search_block, search_rows};
 
 /// Result alias of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -6,7 +6,7 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-use crate::kernel::{self, Block, Isa, Picks, Sum};
+use crate::kernel::{self, Block, Isa, Picks, Rows, Sum};
 use crate::{Error, Metric, Result};
 
 /// One result: a row's `_id` and its distance to the query.
@@ -82,6 +82,13 @@ impl Queries {
         self.data.is_empty()
     }
 
+    /// Query `i` alone, as its own set (for rescoring its candidates).
+    pub fn one(&self, i: usize) -> Option<Queries> {
+        let data = self.data.get(i * self.dim..(i + 1) * self.dim)?.to_vec();
+        let norms = self.norms.get(i).map(|n| vec![*n]).unwrap_or_default();
+        Some(Queries { metric: self.metric, dim: self.dim, data, norms, isa: self.isa })
+    }
+
     /// One empty heap per query.
     pub fn heaps(&self, k: usize) -> Vec<TopK> {
         (0..self.len()).map(|_| TopK::new(k)).collect()
@@ -152,6 +159,11 @@ impl TopK {
         self.unranked
     }
 
+    /// The most rows it keeps.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
     /// How many rows it holds.
     pub fn len(&self) -> usize {
         self.heap.len()
@@ -189,6 +201,11 @@ impl TopK {
         }
     }
 
+    /// The rows kept, as (score, id) in no particular order.
+    pub fn entries(&self) -> impl Iterator<Item = (f32, u64)> + '_ {
+        self.heap.iter().map(|e| (e.score, e.id))
+    }
+
     /// Takes in another heap's rows (of the same query, from other blocks).
     pub fn merge(&mut self, other: TopK) {
         self.unranked += other.unranked;
@@ -214,6 +231,18 @@ pub fn search_block(
     picks: Picks<'_>,
     heaps: &mut [TopK],
 ) {
+    search_rows(queries, Rows::F32(rows), ids, picks, heaps);
+}
+
+/// [`search_block`] over rows stored in any [`Rows`] kind (half floats and int8 codes give
+/// approximate scores, to be rescored on the `f32` rows).
+pub fn search_rows(
+    queries: &Queries,
+    rows: Rows<'_>,
+    ids: &[u64],
+    picks: Picks<'_>,
+    heaps: &mut [TopK],
+) {
     let (dim, nq) = (queries.dim, queries.len());
     assert_eq!(rows.len(), ids.len() * dim, "rows and ids disagree");
     assert_eq!(heaps.len(), nq, "one heap per query");
@@ -235,7 +264,7 @@ pub fn search_block(
         let chunk = match picks {
             Picks::All(_) => {
                 // Contiguous rows: hand the kernel the sub-slice.
-                let sub = &rows[start * dim..(start + n) * dim];
+                let sub = rows.slice(start * dim, (start + n) * dim);
                 let block = Block { dim, rows: sub, picks: Picks::All(n) };
                 kernel::sums(queries.isa, sum, block, &queries.data, &mut out, nr);
                 None
