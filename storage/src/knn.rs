@@ -14,13 +14,24 @@ use arrow_array::types::Float32Type;
 use arrow_array::{Array, FixedSizeListArray, UInt64Array};
 use arrow_buffer::BooleanBuffer;
 use basalt_vector::kernel::Picks;
-use basalt_vector::{Metric, Neighbor, Queries, TopK, search_block};
+use basalt_vector::{
+    Metric, Neighbor, Precision, Quantization, Queries, TopK, search_block, search_rows,
+};
 use rayon::prelude::*;
 
 use super::{ScanUnit, TableSnapshot};
 use crate::encoding::DecodeMode;
 use crate::error::{Error, Result};
 use crate::predicate::Predicate;
+
+/// A row group's quantised copy to rank on, and how many candidates to rescore.
+struct Quant<'a> {
+    segment: &'a crate::segment::Segment,
+    rg: usize,
+    pos: usize,
+    kind: Quantization,
+    candidates: usize,
+}
 
 /// What [`TableSnapshot::vector_search`] found.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,6 +75,25 @@ impl TableSnapshot {
         metric: Metric,
         predicate: Option<&Predicate>,
     ) -> Result<VectorSearch> {
+        self.vector_search_with(column, queries, k, metric, predicate, Precision::Exact)
+    }
+
+    /// [`TableSnapshot::vector_search`] at a chosen [`Precision`]. Quantised: each row
+    /// group's candidates are ranked on its quantised copy (built on first use and kept with
+    /// the segment), the best `precision.candidates(k)` of them per query are rescored on
+    /// the `f32` vectors, and only exact distances are returned (bit for bit those of an
+    /// exact search); a row the copy ranks too low is missed (recall below 1 is possible).
+    /// Memtable rows are always compared exactly. The unranked counts then cover only the
+    /// rescored candidates and the NULL vectors.
+    pub fn vector_search_with(
+        self: &Arc<Self>,
+        column: &str,
+        queries: &[&[f32]],
+        k: usize,
+        metric: Metric,
+        predicate: Option<&Predicate>,
+        precision: Precision,
+    ) -> Result<VectorSearch> {
         let col = self.vector_column(column)?;
         let dim = match self.schema.full_schema().field(col).data_type() {
             arrow_schema::DataType::FixedSizeList(_, d) => *d as usize,
@@ -82,7 +112,7 @@ impl TableSnapshot {
             .par_iter()
             .map(|&u| {
                 let mut heaps = queries.heaps(k);
-                let nulls = self.search_unit(u, col, &queries, predicate, &mut heaps)?;
+                let nulls = self.search_unit(u, col, &queries, predicate, precision, &mut heaps)?;
                 Ok((heaps, nulls))
             })
             .collect::<Result<Vec<(Vec<TopK>, u64)>>>()?;
@@ -123,6 +153,7 @@ impl TableSnapshot {
         col: usize,
         queries: &Queries,
         predicate: Option<&Predicate>,
+        precision: Precision,
         heaps: &mut [TopK],
     ) -> Result<u64> {
         match unit {
@@ -141,7 +172,18 @@ impl TableSnapshot {
                 let mut cols = self.read_row_group(segment, rg, &[col], DecodeMode::Values)?;
                 let vectors = cols.pop().ok_or_else(|| self.not_vectors())?;
                 let ids = ls.segment.ids(rg)?;
-                self.search_arrays(&vectors, &ids, keep, queries, heaps)
+                let pos = ls.segment.meta().position_of(self.schema.column_id_at(col));
+                let quant = match (precision.quantization(), pos) {
+                    (Some(kind), Some(pos)) => Some(Quant {
+                        segment: &ls.segment,
+                        rg,
+                        pos,
+                        kind,
+                        candidates: precision.candidates(heaps.first().map_or(0, TopK::k)),
+                    }),
+                    _ => None,
+                };
+                self.search_arrays(&vectors, &ids, keep, queries, quant, heaps)
             }
             ScanUnit::Memtable => {
                 let scan = self.scan_units_filtered(
@@ -152,7 +194,8 @@ impl TableSnapshot {
                 let mut nulls = 0;
                 for b in scan {
                     let b = b?;
-                    nulls += self.search_arrays(b.column(1), b.column(0), None, queries, heaps)?;
+                    nulls +=
+                        self.search_arrays(b.column(1), b.column(0), None, queries, None, heaps)?;
                 }
                 Ok(nulls)
             }
@@ -167,6 +210,7 @@ impl TableSnapshot {
         ids: &dyn Array,
         keep: Option<BooleanBuffer>,
         queries: &Queries,
+        quant: Option<Quant<'_>>,
         heaps: &mut [TopK],
     ) -> Result<u64> {
         let list: &FixedSizeListArray =
@@ -189,17 +233,30 @@ impl TableSnapshot {
             (None, Some(v)) => Some(v.inner().clone()),
             (None, None) => None,
         };
-        let ranked = match keep {
-            None => {
-                search_block(queries, rows, ids.values(), Picks::All(n), heaps);
-                n
-            }
-            Some(k) => {
-                let picks: Vec<u32> = k.set_indices().map(|i| i as u32).collect();
-                search_block(queries, rows, ids.values(), Picks::Some(&picks), heaps);
-                picks.len()
-            }
+        let picked: Option<Vec<u32>> = keep.map(|k| k.set_indices().map(|i| i as u32).collect());
+        let picks = match &picked {
+            None => Picks::All(n),
+            Some(p) => Picks::Some(p),
         };
+        let ranked = picks.len();
+        match quant {
+            None => search_block(queries, rows, ids.values(), picks, heaps),
+            Some(z) => {
+                // Rank on the quantised copy (heap entries carry row positions), then
+                // rescore each query's candidates on the f32 rows.
+                let copy = z.segment.quantized(z.rg, z.pos, z.kind, rows);
+                let positions: Vec<u64> = (0..n as u64).collect();
+                let mut approx = queries.heaps(z.candidates);
+                search_rows(queries, copy.rows(), &positions, picks, &mut approx);
+                for (qi, (a, heap)) in approx.iter().zip(heaps.iter_mut()).enumerate() {
+                    let mut cands: Vec<u32> = a.entries().map(|(_, p)| p as u32).collect();
+                    cands.sort_unstable();
+                    let one = queries.one(qi).ok_or_else(|| self.not_vectors())?;
+                    let exact = std::slice::from_mut(heap);
+                    search_block(&one, rows, ids.values(), Picks::Some(&cands), exact);
+                }
+            }
+        }
         // The NULL vectors among the candidates.
         Ok((candidates - ranked) as u64)
     }
@@ -395,6 +452,58 @@ mod tests {
                             // A single query returns what it returned inside the batch.
                             let one = t.vector_topk("v", &[q], k, metric, pred).expect("one");
                             assert_eq!(one[0], got[qi], "{ctx}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn quantised_searches_return_exact_distances_and_with_enough_candidates_the_exact_answer() {
+        for seed in [3u64, 77] {
+            let (_store, t) = table(seed);
+            let all = rows(&t);
+            let q = [1.0f32, -0.5, 2.0, 0.0, -1.5];
+            let filter = Predicate::cmp("grp", CmpOp::Gt, 0i64);
+            for metric in Metric::ALL {
+                for pred in [None, Some(&filter)] {
+                    let exact = t.vector_search("v", &[&q], 9, metric, pred).expect("exact");
+                    for precision in [
+                        Precision::Float16 { oversample: 1000 },
+                        Precision::Int8 { oversample: 1000 },
+                        Precision::Float16 { oversample: 2 },
+                        Precision::Int8 { oversample: 1 },
+                    ] {
+                        let ctx =
+                            format!("seed {seed} {metric} {precision:?} filter {}", pred.is_some());
+                        let got = t
+                            .vector_search_with("v", &[&q], 9, metric, pred, precision)
+                            .expect("quantised");
+                        // Enough candidates to rescore every row: the exact answer, bit for bit.
+                        if matches!(
+                            precision,
+                            Precision::Float16 { oversample: 1000 }
+                                | Precision::Int8 { oversample: 1000 }
+                        ) {
+                            assert_eq!(got.neighbors, exact.neighbors, "{ctx}");
+                            continue;
+                        }
+                        // Few candidates: whatever is returned carries its exact distance, in order.
+                        let n = &got.neighbors[0];
+                        assert_eq!(n.len(), exact.neighbors[0].len(), "{ctx}");
+                        for w in n.windows(2) {
+                            assert!(w[0].distance <= w[1].distance, "{ctx}");
+                        }
+                        for nb in n {
+                            let (_, _, v) =
+                                all.iter().find(|(id, _, _)| *id == nb.id).expect("row");
+                            let d = reference_distance(metric, v.as_ref().expect("vector"), &q)
+                                .expect("distance");
+                            assert!(
+                                (d - f64::from(nb.distance)).abs() < 1e-4,
+                                "{ctx}: {nb:?} vs {d}"
+                            );
                         }
                     }
                 }

@@ -42,4 +42,4 @@ pub use types::{ID_COLUMN, TableSchema, vector_type};
 pub use wal::Durability;
 
 /// The vector search types storage answers with ([`TableSnapshot::vector_topk`]).
-pub use basalt_vector::{Metric, Neighbor};
+pub use basalt_vector::{Metric, Neighbor, Precision};

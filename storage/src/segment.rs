@@ -401,7 +401,15 @@ pub struct Segment {
     /// The decoded `_id` column per row group, filled on first use by [`Segment::ids`]
     /// (8 bytes per row, only for row groups looked up by binary search).
     ids: Vec<std::sync::OnceLock<ArrayRef>>,
+    /// Quantised copies of vector chunks, keyed by (row group, column position, kind),
+    /// built on first use by [`Segment::quantized`] and kept with the segment.
+    quantized: parking_lot::Mutex<QuantCache>,
 }
+
+type QuantCache = std::collections::HashMap<
+    (usize, usize, basalt_vector::Quantization),
+    Arc<basalt_vector::Quantized>,
+>;
 
 /// A FIFO cache of decompressed blocks, bounded by their bytes.
 #[derive(Debug, Default)]
@@ -472,7 +480,15 @@ impl Segment {
         let nblocks = meta.row_groups.len() * meta.column_ids.len();
         let verified = (0..nblocks).map(|_| AtomicU8::new(UNVERIFIED)).collect();
         let ids = (0..meta.row_groups.len()).map(|_| std::sync::OnceLock::new()).collect();
-        Ok(Segment { path, buf, meta, verified, cache: Default::default(), ids })
+        Ok(Segment {
+            path,
+            buf,
+            meta,
+            verified,
+            cache: Default::default(),
+            ids,
+            quantized: Default::default(),
+        })
     }
 
     /// The decoded footer.
@@ -488,6 +504,25 @@ impl Segment {
     /// File size in bytes.
     pub fn size(&self) -> usize {
         self.buf.len()
+    }
+
+    /// The quantised copy of vector chunk (`rg`, `col`), built from `values` (the chunk's
+    /// `f32` values, row-major) the first time it is asked for and kept with the segment
+    /// (D bytes per row for int8, 2·D for half floats). Concurrent first users may both
+    /// build it; one copy is kept.
+    pub fn quantized(
+        &self,
+        rg: usize,
+        col: usize,
+        kind: basalt_vector::Quantization,
+        values: &[f32],
+    ) -> Arc<basalt_vector::Quantized> {
+        let key = (rg, col, kind);
+        if let Some(q) = self.quantized.lock().get(&key) {
+            return q.clone();
+        }
+        let q = Arc::new(basalt_vector::Quantized::encode(kind, values));
+        self.quantized.lock().entry(key).or_insert(q).clone()
     }
 
     /// The uncompressed block of chunk (`rg`, `col`), verifying its checksum on first touch.
