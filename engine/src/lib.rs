@@ -56,7 +56,8 @@ use parking_lot::Mutex;
 
 pub use basalt_storage::{
     CmpOp, CommitEvent, CommitHook, CompactionReport, CompressionPolicy, Durability, IdRange,
-    Metric, Neighbor, Predicate, ROW_GROUP_ROWS, SEGMENT_FORMAT_VERSION, Scalar, vector_type,
+    Metric, Neighbor, Precision, Predicate, ROW_GROUP_ROWS, SEGMENT_FORMAT_VERSION, Scalar,
+    vector_type,
 };
 pub use error::{Error, Result};
 pub use sql::{SqlRows, Statement};
@@ -648,6 +649,26 @@ impl Table {
         self.search(column, queries, k, metric, Some(predicate))
     }
 
+    /// The general form of the searches above: several queries, an optional filter, and a
+    /// [`Precision`]. `Precision::Int8 { oversample }` / `Float16 { oversample }` rank each
+    /// row group on a quantised copy of its vectors (a quarter / half of the bytes; built on
+    /// first use and kept in memory with the segment: D or 2·D bytes per row) and rescore the
+    /// best `k × oversample` of each row group on the float32 vectors, so every distance
+    /// returned is exact and a row the copy ranks too low can be missed (recall below 1;
+    /// larger `oversample`, fewer misses). Memtable rows are always compared exactly.
+    pub fn batch_topk_with(
+        &self,
+        column: &str,
+        queries: &[&[f32]],
+        k: usize,
+        metric: Metric,
+        predicate: Option<&Predicate>,
+        precision: Precision,
+    ) -> Result<Vec<Vec<Neighbor>>> {
+        let snap = self.snap()?;
+        Ok(snap.vector_search_with(column, queries, k, metric, predicate, precision)?.neighbors)
+    }
+
     fn search(
         &self,
         column: &str,
@@ -656,7 +677,7 @@ impl Table {
         metric: Metric,
         predicate: Option<&Predicate>,
     ) -> Result<Vec<Vec<Neighbor>>> {
-        Ok(self.snap()?.vector_topk(column, queries, k, metric, predicate)?)
+        self.batch_topk_with(column, queries, k, metric, predicate, Precision::Exact)
     }
 
     /// Updates several rows as one commit: row `i` of `values` holds the new values of the
