@@ -223,20 +223,12 @@ pub fn vector_figures(
                 }
                 Ok(first)
             };
-            for _ in 0..warmup {
-                run()?;
-            }
-            let mut t = Vec::new();
-            for _ in 0..iterations.max(1) {
-                let s = std::time::Instant::now();
-                let top = run()?;
-                t.push(s.elapsed().as_secs_f64());
-                if !batch {
-                    out.top.insert(name.to_string(), top);
-                }
+            let (secs, top) = crate::vector::timed(warmup, iterations, run)?;
+            if !batch {
+                out.top.insert(name.to_string(), top);
             }
             let id = format!("VEC-{name}{}", if batch { "-batch10" } else { "" });
-            out.secs.insert(id, crate::run::median(t));
+            out.secs.insert(id, secs);
         }
     }
     Ok(out)

@@ -28,6 +28,27 @@ const QUANTISED: [(&str, basalt::Precision); 2] = [
     ("f16", basalt::Precision::Float16 { oversample: 2 }),
 ];
 
+/// Runs `run` `warmup` times untimed, then `iterations` (at least once) timed: the median
+/// seconds and the last result.
+pub fn timed<T>(
+    warmup: usize,
+    iterations: usize,
+    mut run: impl FnMut() -> Res<T>,
+) -> Res<(f64, T)> {
+    for _ in 0..warmup {
+        run()?;
+    }
+    let mut times = Vec::new();
+    let mut last = None;
+    for _ in 0..iterations.max(1) {
+        let s = std::time::Instant::now();
+        last = Some(run()?);
+        times.push(s.elapsed().as_secs_f64());
+    }
+    let last = last.ok_or("no timed iteration")?;
+    Ok((crate::run::median(times), last))
+}
+
 /// Uniform [0, 1) floats from a seeded generator.
 pub fn vectors(rows: usize, seed: u64) -> Vec<f32> {
     let mut rng = basalt_benches::Rng::new(seed);
@@ -260,20 +281,12 @@ fn basalt_figures(
                     Ok(r.iter().map(|n| n.id - 1).collect())
                 }
             };
-            for _ in 0..warmup {
-                run()?;
-            }
-            let mut times = Vec::new();
-            for _ in 0..iterations.max(1) {
-                let s = std::time::Instant::now();
-                let top = run()?;
-                times.push(s.elapsed().as_secs_f64());
-                if !is_batch {
-                    f.top.insert(name.to_string(), top);
-                }
+            let (secs, top) = timed(warmup, iterations, run)?;
+            if !is_batch {
+                f.top.insert(name.to_string(), top);
             }
             let id = format!("VEC-{name}{}", if is_batch { "-batch10" } else { "" });
-            f.secs.insert(id, crate::run::median(times));
+            f.secs.insert(id, secs);
         }
     }
     let mut note = format!(
@@ -291,15 +304,7 @@ fn basalt_figures(
         let build = s.elapsed().as_secs_f64();
         let run =
             || t.batch_topk_with("vec", &[q(0)], 10, Metric::L2, None, precision).map_err(err);
-        for _ in 0..warmup {
-            run()?;
-        }
-        let mut times = Vec::new();
-        for _ in 0..iterations.max(1) {
-            let s = std::time::Instant::now();
-            run()?;
-            times.push(s.elapsed().as_secs_f64());
-        }
+        let (secs, _) = timed(warmup, iterations, run)?;
         let got = t.batch_topk_with("vec", &all, 10, Metric::L2, None, precision).map_err(err)?;
         let (mut hit, mut total) = (0usize, 0usize);
         for (g, e) in got.iter().zip(&exact) {
@@ -307,7 +312,6 @@ fn basalt_figures(
             hit += g.iter().filter(|n| e.iter().any(|x| x.id == n.id)).count();
         }
         let recall = hit as f64 / total.max(1) as f64;
-        let secs = crate::run::median(times);
         f.secs.insert(format!("VEC-L2-{label}"), secs);
         note.push_str(&format!(
             "- Basalt top-10 L2 on the {label} copy ({precision:?}, exact rescoring): {:.1} ms, \
@@ -358,21 +362,12 @@ fn basalt_figures(
             }
             Ok(ids)
         };
-        for _ in 0..warmup {
-            run()?;
-        }
-        let mut times = Vec::new();
-        let mut ids = Vec::new();
-        for _ in 0..iterations.max(1) {
-            let s = std::time::Instant::now();
-            ids = run()?;
-            times.push(s.elapsed().as_secs_f64());
-        }
+        let (secs, ids) = timed(warmup, iterations, run)?;
         let same = f.top.get(name).is_some_and(|t| *t == ids);
         note.push_str(&format!(
             "- Basalt top-10 {name} through SQL (`{}…`): {:.1} ms, {} the API's rows\n",
             &sql[..sql.find('[').unwrap_or(sql.len())],
-            crate::run::median(times) * 1e3,
+            secs * 1e3,
             if same { "same as" } else { "DIFFERENT from" }
         ));
     }
