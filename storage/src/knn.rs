@@ -408,7 +408,8 @@ mod tests {
                                 .iter()
                                 .filter(|(_, grp, _)| pred.is_none() || *grp < 2)
                                 .filter_map(|(id, _, v)| {
-                                    reference_distance(metric, v.as_ref()?, q).map(|d| (d, *id))
+                                    reference_distance(metric, v.as_ref()?, q)
+                                        .map(|d| (d + 0.0, *id))
                                 })
                                 .collect();
                             want.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));

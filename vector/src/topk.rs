@@ -184,14 +184,14 @@ impl TopK {
         }
     }
 
-    /// Offers a row; NaN scores are never kept.
+    /// Offers a row; NaN scores are never kept. −0 counts as +0 (a tie, broken by `_id`).
     #[inline]
     pub fn offer(&mut self, score: f32, id: u64) {
         if score.is_nan() {
             self.unranked += 1;
             return;
         }
-        let e = Entry { score, id };
+        let e = Entry { score: score + 0.0, id };
         if self.heap.len() < self.k {
             self.heap.push(e);
         } else if let Some(mut top) = self.heap.peek_mut()
@@ -326,7 +326,10 @@ mod tests {
             .iter()
             .filter_map(|&p| {
                 let x = &rows[p as usize * dim..(p as usize + 1) * dim];
-                reference_distance(m, x, q).filter(|d| !d.is_nan()).map(|d| (d, ids[p as usize]))
+                // + 0.0: −0 and +0 tie (broken by id), as in the heap.
+                reference_distance(m, x, q)
+                    .filter(|d| !d.is_nan())
+                    .map(|d| (d + 0.0, ids[p as usize]))
             })
             .collect();
         v.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));

@@ -29,7 +29,7 @@ fn reference(
     let mut v: Vec<(f64, u64)> = rows
         .iter()
         .filter(|(_, t, _)| tag.is_none_or(|want| t == want))
-        .filter_map(|(id, _, e)| basalt_reference(metric, e, q).map(|d| (d, *id)))
+        .filter_map(|(id, _, e)| basalt_reference(metric, e, q).map(|d| (d + 0.0, *id)))
         .collect();
     v.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
     v.into_iter().take(k).map(|(d, id)| (id, d as f32)).collect()
