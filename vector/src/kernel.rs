@@ -314,6 +314,23 @@ pub fn to_f16(isa: Isa, values: &[f32], out: &mut [u16]) {
     }
 }
 
+/// Int8 codes of `values`: `round((v − offset) / scale)` (half away from zero) clamped to
+/// −127..=127, NaN to 0 — with AVX2 32 at a time, otherwise one by one; both give the same
+/// codes.
+pub fn to_i8(isa: Isa, values: &[f32], offset: f32, scale: f32, out: &mut [i8]) {
+    assert!(out.len() >= values.len(), "output too short");
+    let mut done = 0;
+    #[cfg(target_arch = "x86_64")]
+    if isa.0 == Kind::Avx2Fma {
+        // SAFETY: `Kind::Avx2Fma` means the CPU reported AVX2 (see `Isa::detect`); the
+        // function reads and writes within the two slices.
+        done = unsafe { avx2::to_i8(values, offset, scale, out) };
+    }
+    for (o, v) in out[done..].iter_mut().zip(&values[done..]) {
+        *o = ((v - offset) / scale).round().clamp(-127.0, 127.0) as i8;
+    }
+}
+
 /// Portable: 8 lanes per pair, summed in the same order as the AVX2 reduction.
 fn portable_sums<T: Elem>(
     pass: Pass<'_>,
@@ -397,6 +414,47 @@ mod avx2 {
                 _mm_storeu_si128(out.as_mut_ptr().add(i).cast(), h);
             }
             i += 8;
+        }
+        n
+    }
+
+    /// [`super::to_i8`] for the first multiple of 32 of `values`; returns how many.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn to_i8(values: &[f32], offset: f32, scale: f32, out: &mut [i8]) -> usize {
+        let n = values.len() - values.len() % 32;
+        let (off, sc) = (_mm256_set1_ps(offset), _mm256_set1_ps(scale));
+        let (half, one) = (_mm256_set1_ps(0.5), _mm256_set1_ps(1.0));
+        let (lo, hi) = (_mm256_set1_ps(-127.0), _mm256_set1_ps(127.0));
+        let sign = _mm256_set1_ps(-0.0);
+        // The 32-bit lanes `packs` leaves interleaved by 128-bit halves, back in order.
+        let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+        let mut i = 0;
+        while i < n {
+            let mut ints = [_mm256_setzero_si256(); 4];
+            for (k, slot) in ints.iter_mut().enumerate() {
+                // SAFETY: `i + 32 <= n <= values.len()`.
+                let v = unsafe { _mm256_loadu_ps(values.as_ptr().add(i + 8 * k)) };
+                let x = _mm256_div_ps(_mm256_sub_ps(v, off), sc);
+                // round(): truncate, then step away from zero when the rest is ≥ 0.5.
+                let t = _mm256_round_ps::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(x);
+                let rest = _mm256_andnot_ps(sign, _mm256_sub_ps(x, t));
+                let away = _mm256_or_ps(_mm256_and_ps(x, sign), one);
+                let up = _mm256_cmp_ps::<_CMP_GE_OQ>(rest, half);
+                let r = _mm256_add_ps(t, _mm256_and_ps(up, away));
+                let r = _mm256_min_ps(_mm256_max_ps(r, lo), hi);
+                // NaN → 0 (`max` / `min` above pass a NaN in `r` through as the bound, so
+                // mask on `x`).
+                let r = _mm256_and_ps(r, _mm256_cmp_ps::<_CMP_ORD_Q>(x, x));
+                *slot = _mm256_cvttps_epi32(r);
+            }
+            let words = _mm256_packs_epi16(
+                _mm256_packs_epi32(ints[0], ints[1]),
+                _mm256_packs_epi32(ints[2], ints[3]),
+            );
+            let bytes = _mm256_permutevar8x32_epi32(words, order);
+            // SAFETY: `i + 32 <= n <= out.len()` (asserted by the caller).
+            unsafe { _mm256_storeu_si256(out.as_mut_ptr().add(i).cast(), bytes) };
+            i += 32;
         }
         n
     }
@@ -687,6 +745,22 @@ mod tests {
                     want.to_bits()
                 );
             }
+        }
+    }
+
+    #[test]
+    fn int8_codes_are_the_same_on_both_paths() {
+        let values: Vec<f32> = (0..2000)
+            .map(|i| (i as f32 - 1000.0) * 0.0173)
+            .chain([f32::NAN, f32::INFINITY, f32::NEG_INFINITY, -0.0, 0.5, -0.5, 1.5, 2.5])
+            .chain((0..100).map(|i| i as f32 * 0.5 - 25.0))
+            .collect();
+        for (offset, scale) in [(0.0, 1.0), (0.3, 0.1), (-1.0, 0.5), (2.0, 0.0173)] {
+            let mut a = vec![0i8; values.len()];
+            let mut b = vec![0i8; values.len()];
+            to_i8(Isa::detect(), &values, offset, scale, &mut a);
+            to_i8(Isa::portable(), &values, offset, scale, &mut b);
+            assert_eq!(a, b, "offset {offset} scale {scale}");
         }
     }
 

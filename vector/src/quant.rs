@@ -94,10 +94,8 @@ impl Quantized {
                 }
                 let offset = lo / 2.0 + hi / 2.0;
                 let scale = if hi > lo { (hi / 2.0 - lo / 2.0) / 127.0 } else { 1.0 };
-                let codes = values
-                    .iter()
-                    .map(|v| ((v - offset) / scale).round().clamp(-127.0, 127.0) as i8)
-                    .collect();
+                let mut codes = vec![0i8; values.len()];
+                crate::kernel::to_i8(Isa::detect(), values, offset, scale, &mut codes);
                 Quantized::Int8 { codes, scale, offset }
             }
         }
