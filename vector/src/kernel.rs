@@ -55,11 +55,6 @@ impl Isa {
     pub fn portable() -> Isa {
         Isa(Kind::Portable)
     }
-
-    /// Whether this is the portable code.
-    pub fn is_portable(self) -> bool {
-        self.0 == Kind::Portable
-    }
 }
 
 /// Which rows of a block a pass covers: the first `n`, or the listed row indices.
