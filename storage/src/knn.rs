@@ -94,11 +94,7 @@ impl TableSnapshot {
         predicate: Option<&Predicate>,
         precision: Precision,
     ) -> Result<VectorSearch> {
-        let col = self.vector_column(column)?;
-        let dim = match self.schema.full_schema().field(col).data_type() {
-            arrow_schema::DataType::FixedSizeList(_, d) => *d as usize,
-            _ => return Err(self.not_vectors()),
-        };
+        let (col, dim) = self.vector_column(column)?;
         let queries = Queries::new(metric, dim, queries).map_err(|source| Error::VectorQuery {
             table: self.name.clone(),
             column: column.to_string(),
@@ -128,17 +124,17 @@ impl TableSnapshot {
         Ok(VectorSearch { neighbors: queries.finish(heaps), no_distance, null_vectors })
     }
 
-    /// The full-schema position of a `VECTOR(D)` column.
-    fn vector_column(&self, column: &str) -> Result<usize> {
+    /// The full-schema position and dimension of a `VECTOR(D)` column.
+    fn vector_column(&self, column: &str) -> Result<(usize, usize)> {
         let col = self.schema.index_of(column).ok_or_else(|| Error::ColumnNotFound {
             table: self.name.clone(),
             column: column.to_string(),
         })?;
         match self.schema.full_schema().field(col).data_type() {
-            arrow_schema::DataType::FixedSizeList(f, _)
+            arrow_schema::DataType::FixedSizeList(f, d)
                 if f.data_type() == &arrow_schema::DataType::Float32 =>
             {
-                Ok(col)
+                Ok((col, *d as usize))
             }
             other => Err(Error::InvalidInput {
                 table: self.name.clone(),
