@@ -655,6 +655,17 @@ struct Special {
     prefix: bool,
 }
 
+impl Drop for FtsIndex {
+    fn drop(&mut self) {
+        // Let background merges finish, so that the directory is quiet once the handle is
+        // gone (a rebuild or a drop may delete it next). Errors cannot be reported here;
+        // uncommitted changes are discarded, as after a crash.
+        if let Some(w) = self.writer.get_mut().take() {
+            let _ = w.wait_merging_threads();
+        }
+    }
+}
+
 fn hit_order(a: &Hit, b: &Hit) -> std::cmp::Ordering {
     b.score.total_cmp(&a.score).then(a.id.cmp(&b.id))
 }

@@ -167,6 +167,16 @@ pub enum Error {
         #[source]
         source: basalt_vector::Error,
     },
+    /// A full-text index operation failed: a malformed query, an unknown tokenizer, or an
+    /// error of the index files.
+    #[error("full-text index of table '{table}': {source}")]
+    Fts {
+        /// The table.
+        table: String,
+        /// The cause.
+        #[source]
+        source: basalt_fts::Error,
+    },
     /// A NULL was given for a NOT NULL column (or a required column was missing).
     #[error("table '{table}', column '{column}' is NOT NULL but a null (or no value) was given")]
     NullViolation {

@@ -68,6 +68,11 @@ pub trait Vfs: Send + Sync + Debug {
     /// Creates `path` as a new, empty log file (replacing any file of that name), written
     /// only at its logical end through the returned handle.
     fn create_log(&self, path: &Path) -> Result<Box<dyn AppendFile>>;
+    /// Whether paths name real files of the operating system (so that other libraries, such
+    /// as the full-text index, can keep their files there); in-memory file systems say no.
+    fn native(&self) -> bool {
+        false
+    }
 }
 
 /// Smallest step by which a log file is preallocated.
@@ -199,6 +204,10 @@ impl Drop for OsLock {
 pub struct OsFs;
 
 impl Vfs for OsFs {
+    fn native(&self) -> bool {
+        true
+    }
+
     fn create_dir_all(&self, path: &Path) -> Result<()> {
         std::fs::create_dir_all(path).map_err(|e| Error::io("create directory", path, e))
     }

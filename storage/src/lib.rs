@@ -41,5 +41,7 @@ pub use txn::{Savepoint, Transaction};
 pub use types::{ID_COLUMN, TableSchema, vector_type};
 pub use wal::Durability;
 
+/// Full-text search types, re-exported for the layers above.
+pub use basalt_fts::{Hit as TextHit, Tokenizer};
 /// The vector search types storage answers with ([`TableSnapshot::vector_topk`]).
 pub use basalt_vector::{Metric, Neighbor, Precision};

@@ -1,6 +1,6 @@
 //! The manifest: the single source of truth for which tables and segments exist.
 //!
-//! # Byte layout (format version 2), file `MANIFEST`
+//! # Byte layout (format version 3), file `MANIFEST`
 //!
 //! ```text
 //! magic "BSLTMAN\0" (8) | format version u32 | body length u64 | body | CRC-32C u32
@@ -13,8 +13,10 @@
 //! count (u32) and ids (u32 each), the user schema as an Arrow IPC flatbuffer, segment count
 //! (u32) and per segment: id, rows, min `_id`, max `_id`, file size, delete-file generation
 //! (0 = none) and deleted rows (u64 each); then (since version 2) view count (u32) and per
-//! view its name and its SQL text. Version 1 files (no views) are still read; every install
-//! writes version 2.
+//! view its name and its SQL text; then (since version 3) full-text index count (u32) and per
+//! index its table id (u64), directory id (u64), tokenizer name and column count (u32) with
+//! the column ids (u32 each). Versions 1 (no views) and 2 (no full-text indexes) are still
+//! read; every install writes version 3.
 //!
 //! # Atomic replacement
 //!
@@ -32,7 +34,7 @@ use crate::io::Vfs;
 use crate::types::{ColumnDef, TableSchema};
 
 /// Current manifest format version.
-pub const MANIFEST_FORMAT_VERSION: u32 = 2;
+pub const MANIFEST_FORMAT_VERSION: u32 = 3;
 /// Oldest manifest format version still read.
 pub const MANIFEST_OLDEST_VERSION: u32 = 1;
 /// File name of the manifest inside the database directory.
@@ -73,6 +75,25 @@ pub struct TableEntry {
     pub next_row_id: u64,
     /// Live segments, oldest first.
     pub segments: Vec<SegmentEntry>,
+    /// The table's full-text index, if it has one.
+    pub fts: Option<FtsEntry>,
+}
+
+/// A full-text index as the manifest records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FtsEntry {
+    /// Names its directory, `t<table>/fts-<dir_id>` (never reused: a new index gets a new
+    /// directory, so a crash cannot mix the files of two definitions).
+    pub dir_id: u64,
+    /// Tokenizer name (see `basalt_fts::Tokenizer`).
+    pub tokenizer: String,
+    /// Indexed columns, by column id (renames keep the index; drops are refused).
+    pub columns: Vec<u32>,
+}
+
+/// Directory of a table's full-text index.
+pub fn fts_dir(root: &Path, table_id: u64, dir_id: u64) -> PathBuf {
+    table_dir(root, table_id).join(format!("fts-{dir_id}"))
 }
 
 /// The whole manifest.
@@ -160,6 +181,18 @@ impl Manifest {
             b.str(name);
             b.str(sql);
         }
+        let fts: Vec<(u64, &FtsEntry)> =
+            self.tables.iter().filter_map(|t| t.fts.as_ref().map(|f| (t.id, f))).collect();
+        b.u32(fts.len() as u32);
+        for (table_id, f) in fts {
+            b.u64(table_id);
+            b.u64(f.dir_id);
+            b.str(&f.tokenizer);
+            b.u32(f.columns.len() as u32);
+            for c in &f.columns {
+                b.u32(*c);
+            }
+        }
         let body = b.finish();
         let mut out = Vec::with_capacity(body.len() + 24);
         out.extend_from_slice(MAGIC);
@@ -242,7 +275,7 @@ impl Manifest {
                     deleted: d.u64("deleted rows")?,
                 });
             }
-            m.tables.push(TableEntry { id, name, schema, next_row_id, segments });
+            m.tables.push(TableEntry { id, name, schema, next_row_id, segments, fts: None });
         }
         if version >= 2 {
             let nviews = d.count(8, "view count")?;
@@ -250,6 +283,24 @@ impl Manifest {
                 let name = d.str("view name")?.to_string();
                 let sql = d.str("view text")?.to_string();
                 m.views.push((name, sql));
+            }
+        }
+        if version >= 3 {
+            let n = d.count(24, "full-text index count")?;
+            for _ in 0..n {
+                let table_id = d.u64("full-text table id")?;
+                let dir_id = d.u64("full-text directory id")?;
+                let tokenizer = d.str("full-text tokenizer")?.to_string();
+                let ncols = d.count(4, "full-text column count")?;
+                let mut columns = Vec::with_capacity(ncols);
+                for _ in 0..ncols {
+                    columns.push(d.u32("full-text column id")?);
+                }
+                let Some(t) = m.tables.iter_mut().find(|t| t.id == table_id && t.fts.is_none())
+                else {
+                    return Err(d.err(format!("full-text index of unknown table {table_id}")));
+                };
+                t.fts = Some(FtsEntry { dir_id, tokenizer, columns });
             }
         }
         d.finish("manifest")?;
@@ -306,6 +357,7 @@ mod tests {
                     deletes_gen: 2,
                     deleted: 3,
                 }],
+                fts: Some(FtsEntry { dir_id: 5, tokenizer: "english".into(), columns: vec![2, 1] }),
             }],
             views: vec![("v".into(), "SELECT a FROM t WHERE b = 'x'".into())],
         }
@@ -318,30 +370,40 @@ mod tests {
         assert_eq!(Manifest::decode(&bytes, Path::new("M")).unwrap(), m);
     }
 
+    /// Re-frames the first `body_len` bytes of `m`'s current body as format `version`.
+    fn older(m: &Manifest, version: u32, cut: usize) -> Vec<u8> {
+        let cur = m.encode();
+        let body_len = cur.len() - 24 - cut;
+        let mut out = Vec::new();
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&version.to_le_bytes());
+        out.extend_from_slice(&(body_len as u64).to_le_bytes());
+        out.extend_from_slice(&cur[20..20 + body_len]);
+        let c = crc(&out);
+        out.extend_from_slice(&c.to_le_bytes());
+        out
+    }
+
     #[test]
-    fn version_1_files_without_views_are_read() {
+    fn older_versions_are_read() {
         let mut m = sample();
+        for t in &mut m.tables {
+            t.fts = None;
+        }
+        // A version-2 body is the version-3 body without the trailing index count; a
+        // version-1 body also lacks the view count before it.
+        assert_eq!(Manifest::decode(&older(&m, 2, 4), Path::new("M")).unwrap(), m);
         m.views.clear();
-        let v2 = m.encode();
-        // A version-1 body is the version-2 body without the trailing view count.
-        let body_len = v2.len() - 24 - 4;
-        let mut v1 = Vec::new();
-        v1.extend_from_slice(MAGIC);
-        v1.extend_from_slice(&1u32.to_le_bytes());
-        v1.extend_from_slice(&(body_len as u64).to_le_bytes());
-        v1.extend_from_slice(&v2[20..20 + body_len]);
-        let c = crc(&v1);
-        v1.extend_from_slice(&c.to_le_bytes());
-        assert_eq!(Manifest::decode(&v1, Path::new("M")).unwrap(), m);
+        assert_eq!(Manifest::decode(&older(&m, 1, 8), Path::new("M")).unwrap(), m);
         // A version from the future is refused, not guessed at.
-        let mut v3 = v2.clone();
-        v3[8] = 3;
-        let n = v3.len() - 4;
-        let c = crc(&v3[..n]);
-        v3[n..].copy_from_slice(&c.to_le_bytes());
+        let mut v4 = m.encode();
+        v4[8] = 4;
+        let n = v4.len() - 4;
+        let c = crc(&v4[..n]);
+        v4[n..].copy_from_slice(&c.to_le_bytes());
         assert!(matches!(
-            Manifest::decode(&v3, Path::new("M")),
-            Err(Error::UnsupportedFormatVersion { found: 3, .. })
+            Manifest::decode(&v4, Path::new("M")),
+            Err(Error::UnsupportedFormatVersion { found: 4, .. })
         ));
     }
 

@@ -210,6 +210,8 @@ pub struct TableSnapshot {
     segments: Vec<LiveSegment>,
     memtable: Memtable,
     index: Arc<IdIndex>,
+    /// The table's full-text index definition, if it has one.
+    fts: Option<Arc<manifest::FtsEntry>>,
 }
 
 impl TableSnapshot {
@@ -1267,6 +1269,7 @@ impl DbSnapshot {
                 schema: (*t.schema).clone(),
                 next_row_id: t.next_row_id,
                 segments: t.segments.iter().map(|s| s.entry.clone()).collect(),
+                fts: t.fts.as_deref().cloned(),
             })
             .collect();
         tables.sort_by_key(|t| t.id);
@@ -1313,6 +1316,8 @@ pub struct Store {
     hook: RwLock<Option<HookSlot>>,
     /// Files named by checkpoints: never deleted while a checkpoint names them.
     pins: RwLock<std::collections::BTreeSet<PathBuf>>,
+    /// Open full-text indexes.
+    fts: fts::Registry,
 }
 
 /// Holds the commit hook; opaque in `Debug` output.
@@ -1389,6 +1394,7 @@ impl Store {
             writer_lock: Arc::new(WriterLock::default()),
             hook: RwLock::new(None),
             pins: RwLock::new(Default::default()),
+            fts: fts::Registry::default(),
         };
         store.reload_pins()?;
         if !opts.read_only {
@@ -1407,6 +1413,8 @@ impl Store {
             // First forget files no manifest names (so no new file ever lands on an orphan's
             // name), then absorb the replayed log into segments and forget the log.
             store.remove_orphans()?;
+            // Indexes catch up with the replayed log before the log can be trimmed.
+            store.fts_open_all(false)?;
             if replayed.files > 0 {
                 let mut head = store.head.lock();
                 // Only records past the manifest's `wal_lsn` need absorbing; files kept for
@@ -1419,6 +1427,8 @@ impl Store {
                 let keep = store.retention(&head);
                 wal::remove_through(store.vfs.as_ref(), &root.join(WAL_DIR), keep, next_lsn - 1)?;
             }
+        } else {
+            store.fts_open_all(false)?;
         }
         Ok(store)
     }
@@ -1525,6 +1535,17 @@ impl Store {
                 }
                 Some(t) => {
                     for f in self.vfs.list_dir(&dir)? {
+                        if let Some(rest) = f.strip_prefix("fts-") {
+                            let current = t.fts.as_ref().is_some_and(|e| {
+                                rest == e.dir_id.to_string()
+                                    || rest == format!("{}.unclean", e.dir_id)
+                            });
+                            if !current {
+                                self.vfs.remove_dir_all(&dir.join(&f))?;
+                                self.vfs.remove_file(&dir.join(&f))?;
+                            }
+                            continue;
+                        }
                         let keep = t.segments.iter().any(|s| {
                             s.entry
                                 .files(&self.root, id)
@@ -1634,7 +1655,10 @@ impl Store {
         }
         let next = Arc::new(next);
         *head = next.clone();
-        self.publish(next)
+        let version = next.version;
+        self.publish(next)?;
+        self.fts.note_install(version);
+        Ok(())
     }
 
     /// Creates a table with the given user columns.
@@ -1662,6 +1686,7 @@ impl Store {
             segments: Vec::new(),
             memtable: Memtable::default(),
             index: Arc::new(IdIndex::default()),
+            fts: None,
         };
         next.tables.insert(name.to_string(), Arc::new(t));
         self.install_replacing(head, next, old)
@@ -1784,7 +1809,20 @@ impl Store {
                 }
                 t.schema.with_added(f)?
             }
-            AlterColumn::Drop(name) => t.schema.with_dropped(table, name)?,
+            AlterColumn::Drop(name) => {
+                if let Some(e) = &t.fts
+                    && t.resolve(&[name.as_str()])
+                        .is_ok_and(|p| e.columns.contains(&t.schema.column_id_at(p[0])))
+                {
+                    return Err(Error::InvalidInput {
+                        table: table.to_string(),
+                        reason: format!(
+                            "column '{name}' is in the full-text index: drop the index first"
+                        ),
+                    });
+                }
+                t.schema.with_dropped(table, name)?
+            }
             AlterColumn::Rename { from, to } => t.schema.with_renamed(table, from, to)?,
         };
         let mut nt = (*t).clone();
@@ -1909,12 +1947,16 @@ impl Store {
     }
 
     fn remove_table_files(&self, table_id: u64) {
+        self.fts.forget(table_id);
         let dir = manifest::table_dir(&self.root, table_id);
         if !self.pinned_in(&dir) {
             let _ = self.vfs.remove_dir_all(&dir);
             return;
         }
         for f in self.vfs.list_dir(&dir).unwrap_or_default() {
+            if f.starts_with("fts-") {
+                let _ = self.vfs.remove_dir_all(&dir.join(&f));
+            }
             self.remove_garbage(&dir.join(f));
         }
     }
@@ -2000,11 +2042,13 @@ impl Store {
         }
         next.lsn = next.lsn.max(next.wal_lsn);
         self.install(&mut head, next, true)?;
+        drop(head);
+        // The restored tables' indexes describe other rows: build them again.
+        self.fts_open_all(true)?;
         if let Some(wal) = &self.wal {
-            let keep = self.retention(&head);
+            let keep = self.retention(&self.head.lock());
             self.poison(wal.rotate(keep))?;
         }
-        drop(head);
         self.remove_orphans()
     }
 
@@ -2024,7 +2068,8 @@ impl Store {
     /// The lowest LSN the log must still hold: everything above the segments' `wal_lsn` and
     /// above the position of the slowest change feed.
     fn retention(&self, state: &DbSnapshot) -> u64 {
-        state.feeds.values().copied().fold(state.wal_lsn, u64::min)
+        let keep = state.feeds.values().copied().fold(state.wal_lsn, u64::min);
+        self.fts.retention().map_or(keep, |f| keep.min(f))
     }
 
     /// Creates a durable change feed starting after the newest commit; returns its position.
@@ -2159,6 +2204,7 @@ impl Store {
         &self,
         tables: BTreeMap<String, Arc<TableSnapshot>>,
         ops: &[Op],
+        bulk: &[(u64, IdRange)],
         spilled: bool,
         durability: Durability,
     ) -> Result<(Option<Arc<DbSnapshot>>, Option<u64>)> {
@@ -2168,6 +2214,10 @@ impl Store {
             next.tables.insert(name, t);
         }
         let full = next.tables.values().any(|t| t.memtable.rows() >= self.opts.memtable_flush_rows);
+        // Full-text upkeep learns of the commit before it can be published (both paths below
+        // publish version head.version + 1).
+        let logged = !(spilled || full) && durability != Durability::Buffered && self.wal.is_some();
+        self.fts_mark(head.version + 1, ops, bulk, logged)?;
         if spilled || full {
             self.flush_into(&mut head, next)?;
             return Ok((None, None));
@@ -2265,6 +2315,9 @@ impl Store {
             next.wal_lsn = next.wal_lsn.max(wal.last_lsn());
         }
         self.install(head, next, true)?;
+        // Index commits after the install, so buffered changes it absorbed can clear the
+        // unclean marker and the log can be trimmed past what the indexes hold.
+        self.fts_refresh_all()?;
         if let Some(wal) = &self.wal {
             let keep = self.retention(head);
             self.poison(wal.rotate(keep))?;
@@ -2379,7 +2432,9 @@ impl Store {
             return Ok(());
         }
         let skip = self.opts.read_only || self.poisoned.load(Ordering::Acquire);
-        let r = if skip { Ok(()) } else { self.flush() };
+        let r = if skip { Ok(()) } else { self.flush().and_then(|()| self.fts_refresh_all()) };
+        // Closes the index writers (their lock files go with them).
+        self.fts.handles_clear();
         self.closed.store(true, Ordering::Release);
         *self.lock.lock() = None;
         r
@@ -2461,6 +2516,7 @@ fn state_from_manifest(vfs: &dyn Vfs, root: &Path, manifest: Manifest) -> Result
             segments,
             memtable: Memtable::default(),
             index,
+            fts: t.fts.map(Arc::new),
         };
         tables.insert(t.name, Arc::new(snap));
     }
@@ -2517,6 +2573,7 @@ fn clone_table(t: &TableSnapshot) -> TableSnapshot {
         segments: t.segments.clone(),
         memtable: t.memtable.clone(),
         index: t.index.clone(),
+        fts: t.fts.clone(),
     }
 }
 
@@ -2526,4 +2583,7 @@ mod tests;
 
 #[path = "knn.rs"]
 mod knn;
+
+#[path = "fts.rs"]
+mod fts;
 pub use knn::VectorSearch;

@@ -139,7 +139,8 @@ impl Store {
             return Ok((None, None));
         }
         let spilled = !txn.spilled.is_empty();
-        let (published, lsn) = self.apply_commit(tables, &ops, spilled, txn.durability)?;
+        let (published, lsn) =
+            self.apply_commit(tables, &ops, &txn.bulk, spilled, txn.durability)?;
         txn.spilled.clear(); // now owned by the manifest
         let event = CommitEvent { lsn, ops, bulk_inserts: std::mem::take(&mut txn.bulk) };
         Ok((published, Some(event)))

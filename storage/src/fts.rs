@@ -1,0 +1,898 @@
+//! Full-text index upkeep: keeps each table's tantivy index (crate `basalt-fts`) in step
+//! with the table, through commits, flushes, crashes, drops and restores.
+//!
+//! This module (a child of `store`) owns *when* rows reach the index and what the index
+//! commit records; `basalt-fts` owns the index files and the search. It must not change
+//! table data: the table is the truth, and the index is derived from it.
+//!
+//! # Protocol
+//!
+//! - **Marks.** Every commit that touches an indexed table records, under the head lock and
+//!   before its state is published, a *mark*: the state version that includes it and the
+//!   `_id`s it inserted, updated or deleted (bulk inserts: their id range).
+//! - **Refresh.** Before a search on a writable handle, and after every flush, the index is
+//!   brought up to the published state `S`: marks with version ≤ `S.version` are taken, each
+//!   marked id is deleted from the index (unless it was never indexed) and re-added with its
+//!   text in `S` if it is still live, and the tantivy commit records the payload
+//!   `{lsn: S.lsn, next_row_id}`. Every commit with a version ≤ `S.version` is published,
+//!   and was marked before it was published, so the payload's claims hold. Writes between
+//!   searches cost no tantivy commit; a search after writes costs one (read-your-writes).
+//! - **Log retention.** The log keeps every record above the lowest committed payload LSN
+//!   (like a change feed), and each flush commits the index, so the log does not grow.
+//! - **Recovery** (writer open): the index is rebuilt from the table when it is missing or
+//!   unreadable, when its payload is ahead of the recovered log (commits lost to a power
+//!   failure) or of the table's row-id counter (buffered rows lost), or when the *unclean
+//!   marker* exists. Otherwise the ids of logged records after the payload's LSN and every
+//!   `_id` from the payload's `next_row_id` on are re-indexed: that covers logged commits and
+//!   inserts that bypass the log (bulk inserts and flushes). Updates and deletes that bypass
+//!   the log (buffered durability, or a commit that flushed a full memtable) first create
+//!   the marker file `fts-<dir>.unclean` (synced) before anything of them can be durable;
+//!   it is removed once an index commit covers a state whose manifest install absorbed them.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, RecordBatch, StringArray, UInt64Array};
+use arrow_schema::DataType;
+use basalt_fts::{FtsIndex, Hit, Location, Payload, Tokenizer};
+use parking_lot::{Mutex, RwLock};
+
+use super::{DbSnapshot, Store, TableSnapshot};
+use crate::error::{Error, Result};
+use crate::manifest::{self, FtsEntry};
+use crate::wal::{self, Op, WAL_DIR};
+
+/// The live full-text indexes of a store, by table id.
+#[derive(Debug, Default)]
+pub(crate) struct Registry {
+    handles: RwLock<BTreeMap<u64, Arc<Handle>>>,
+    /// Version of the newest installed manifest (buffered changes up to it are durable).
+    installed: AtomicU64,
+    /// Opens that rebuilt an index / caught up from its payload (for tests and diagnostics).
+    rebuilds: AtomicU64,
+    catch_ups: AtomicU64,
+}
+
+impl Registry {
+    fn get(&self, table_id: u64) -> Option<Arc<Handle>> {
+        self.handles.read().get(&table_id).cloned()
+    }
+
+    fn all(&self) -> Vec<Arc<Handle>> {
+        self.handles.read().values().cloned().collect()
+    }
+
+    /// The lowest LSN an index still needs from the log (`None`: no index needs any).
+    pub(crate) fn retention(&self) -> Option<u64> {
+        self.handles.read().values().map(|h| h.pending.lock().committed.lsn).min()
+    }
+
+    /// Forgets a table's index (closing its writer) without touching files.
+    pub(crate) fn forget(&self, table_id: u64) {
+        self.handles.write().remove(&table_id);
+    }
+
+    /// Closes every index writer.
+    pub(crate) fn handles_clear(&self) {
+        self.handles.write().clear();
+    }
+
+    pub(crate) fn note_install(&self, version: u64) {
+        self.installed.fetch_max(version, Ordering::AcqRel);
+    }
+}
+
+/// One open index.
+#[derive(Debug)]
+struct Handle {
+    table_id: u64,
+    entry: FtsEntry,
+    index: FtsIndex,
+    pending: Mutex<Pending>,
+    /// Serialises refreshes (one tantivy writer, one payload order).
+    refresh: Mutex<()>,
+    /// The unclean-marker file (`None` for in-memory databases).
+    marker: Option<PathBuf>,
+    writable: bool,
+}
+
+#[derive(Debug, Default)]
+struct Pending {
+    /// (state version, ids) of commits not yet in the index.
+    marks: Vec<(u64, Vec<u64>)>,
+    /// Ids from here on were never indexed: adding them needs no delete first.
+    fresh_from: u64,
+    /// What the last index commit recorded.
+    committed: Payload,
+    /// The index reflects the table as of this state version.
+    indexed_version: u64,
+    /// Version of the newest update or delete that bypassed the log and is not yet covered
+    /// by an index commit of an installed state (the marker file exists meanwhile).
+    unlogged: Option<u64>,
+}
+
+/// Positions (in the full schema) of the indexed columns, and their current names.
+fn indexed_columns(t: &TableSnapshot, entry: &FtsEntry) -> Result<(Vec<usize>, Vec<String>)> {
+    let full = t.schema.full_schema();
+    let mut pos = Vec::with_capacity(entry.columns.len());
+    let mut names = Vec::with_capacity(entry.columns.len());
+    for cid in &entry.columns {
+        let p = (0..full.fields().len()).find(|&i| t.schema.column_id_at(i) == *cid).ok_or_else(
+            || Error::InvalidInput {
+                table: t.name.clone(),
+                reason: format!("full-text index column id {cid} is not in the table"),
+            },
+        )?;
+        pos.push(p);
+        names.push(full.field(p).name().clone());
+    }
+    Ok((pos, names))
+}
+
+fn fts_err(table: &str) -> impl FnOnce(basalt_fts::Error) -> Error + '_ {
+    move |source| Error::Fts { table: table.to_string(), source }
+}
+
+/// The indexed columns of a batch (`_id` first, then the text columns) as strings.
+fn text_columns(batch: &RecordBatch) -> Result<Vec<StringArray>> {
+    (1..batch.num_columns())
+        .map(|i| {
+            let c = batch.column(i);
+            let c = if c.data_type() == &DataType::Utf8 {
+                c.clone()
+            } else {
+                arrow_cast::cast(c, &DataType::Utf8)
+                    .map_err(|e| Error::arrow("read full-text columns", e))?
+            };
+            Ok(c.as_string::<i32>().clone())
+        })
+        .collect()
+}
+
+/// Adds every row of `batch` (`_id`, then the indexed columns) to the index.
+fn add_batch(index: &FtsIndex, table: &str, batch: &RecordBatch) -> Result<()> {
+    let ids = batch.column(0).as_primitive::<arrow_array::types::UInt64Type>();
+    let cols = text_columns(batch)?;
+    index
+        .add_many(
+            (0..batch.num_rows()).map(|r| {
+                (ids.value(r), cols.iter().map(move |c| (!c.is_null(r)).then(|| c.value(r))))
+            }),
+        )
+        .map_err(fts_err(table))
+}
+
+impl Store {
+    fn fts_location(&self, table_id: u64, dir_id: u64) -> Location {
+        if self.vfs.native() {
+            Location::Dir(manifest::fts_dir(&self.root, table_id, dir_id))
+        } else {
+            Location::Memory
+        }
+    }
+
+    fn fts_marker(&self, table_id: u64, dir_id: u64) -> Option<PathBuf> {
+        self.vfs.native().then(|| {
+            manifest::table_dir(&self.root, table_id).join(format!("fts-{dir_id}.unclean"))
+        })
+    }
+
+    /// Builds a fresh index of every row of `t` (any old files of that directory go first).
+    fn fts_build(&self, t: &TableSnapshot, entry: &FtsEntry, lsn: u64) -> Result<FtsIndex> {
+        let tokenizer: Tokenizer = entry.tokenizer.parse().map_err(fts_err(&t.name))?;
+        let (pos, names) = indexed_columns(t, entry)?;
+        let location = self.fts_location(t.id, entry.dir_id);
+        if let Location::Dir(dir) = &location {
+            self.vfs.remove_dir_all(dir)?;
+        }
+        // Both cores index; this thread decodes the columns and feeds them.
+        let index = FtsIndex::create(&location, &names, tokenizer, 2).map_err(fts_err(&t.name))?;
+        let mut projection = vec![0];
+        projection.extend(&pos);
+        let snap = Arc::new(super::clone_table(t));
+        for batch in snap.scan(&projection)? {
+            add_batch(&index, &t.name, &batch?)?;
+        }
+        index.commit(Payload { lsn, next_row_id: t.next_row_id }).map_err(fts_err(&t.name))?;
+        index.set_writer_threads(1).map_err(fts_err(&t.name))?;
+        if let Location::Dir(dir) = &location {
+            self.vfs.sync_dir(dir.parent().unwrap_or(dir))?;
+        }
+        Ok(index)
+    }
+
+    /// Creates the full-text index of `table` over `columns` (text columns) and indexes
+    /// every existing row before returning. Writers wait meanwhile; readers do not.
+    pub fn create_fts_index(&self, table: &str, columns: &[&str], tokenizer: &str) -> Result<()> {
+        self.check_writable()?;
+        let tok: Tokenizer = tokenizer.parse().map_err(fts_err(table))?;
+        let _w = self.writer()?;
+        let mut head = self.head.lock();
+        let t = head.table(table)?.clone();
+        if t.fts.is_some() {
+            return Err(Error::InvalidInput {
+                table: table.into(),
+                reason: "the table already has a full-text index (drop it first)".into(),
+            });
+        }
+        if columns.is_empty() {
+            return Err(Error::InvalidInput {
+                table: table.into(),
+                reason: "a full-text index needs at least one column".into(),
+            });
+        }
+        let full = t.schema.full_schema();
+        let mut ids = Vec::with_capacity(columns.len());
+        for (p, c) in t.resolve(columns)?.into_iter().zip(columns) {
+            let f = full.field(p);
+            if !matches!(f.data_type(), DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
+                || p == 0
+            {
+                return Err(Error::InvalidInput {
+                    table: table.into(),
+                    reason: format!(
+                        "column '{c}' is {} — a full-text index takes text columns",
+                        f.data_type()
+                    ),
+                });
+            }
+            let id = t.schema.column_id_at(p);
+            if ids.contains(&id) {
+                return Err(Error::InvalidInput {
+                    table: table.into(),
+                    reason: format!("column '{c}' is listed twice"),
+                });
+            }
+            ids.push(id);
+        }
+        let entry = FtsEntry {
+            dir_id: self.next_segment_id.fetch_add(1, Ordering::AcqRel),
+            tokenizer: tok.name().to_string(),
+            columns: ids,
+        };
+        let dir = manifest::table_dir(&self.root, t.id);
+        if !self.vfs.exists(&dir) {
+            self.vfs.create_dir_all(&dir)?;
+            self.vfs.sync_dir(&self.root)?;
+        }
+        let index = self.fts_build(&t, &entry, head.lsn)?;
+        let mut next = (**head).clone();
+        let mut nt = super::clone_table(&t);
+        nt.fts = Some(Arc::new(entry.clone()));
+        next.tables.insert(table.to_string(), Arc::new(nt));
+        if let Err(e) = self.install(&mut head, next, false) {
+            drop(index);
+            if let Location::Dir(d) = self.fts_location(t.id, entry.dir_id) {
+                let _ = self.vfs.remove_dir_all(&d);
+            }
+            return Err(e);
+        }
+        self.fts_register(&t, entry, index, head.lsn, head.version);
+        Ok(())
+    }
+
+    fn fts_register(
+        &self,
+        t: &TableSnapshot,
+        entry: FtsEntry,
+        index: FtsIndex,
+        lsn: u64,
+        version: u64,
+    ) {
+        let marker = self.fts_marker(t.id, entry.dir_id);
+        let h = Handle {
+            table_id: t.id,
+            entry,
+            index,
+            pending: Mutex::new(Pending {
+                fresh_from: t.next_row_id,
+                committed: Payload { lsn, next_row_id: t.next_row_id },
+                indexed_version: version,
+                ..Pending::default()
+            }),
+            refresh: Mutex::new(()),
+            marker,
+            writable: !self.opts.read_only,
+        };
+        self.fts.handles.write().insert(t.id, Arc::new(h));
+    }
+
+    /// Drops the full-text index of `table` and deletes its files.
+    pub fn drop_fts_index(&self, table: &str) -> Result<()> {
+        self.check_writable()?;
+        let _w = self.writer()?;
+        let mut head = self.head.lock();
+        let t = head.table(table)?.clone();
+        let Some(entry) = t.fts.clone() else {
+            return Err(Error::InvalidInput {
+                table: table.into(),
+                reason: "the table has no full-text index".into(),
+            });
+        };
+        let mut next = (**head).clone();
+        let mut nt = super::clone_table(&t);
+        nt.fts = None;
+        next.tables.insert(table.to_string(), Arc::new(nt));
+        self.install(&mut head, next, false)?;
+        self.fts.forget(t.id);
+        // Garbage now; the next writer open removes what this misses.
+        let _ = self.vfs.remove_dir_all(&manifest::fts_dir(&self.root, t.id, entry.dir_id));
+        if let Some(m) = self.fts_marker(t.id, entry.dir_id) {
+            let _ = self.vfs.remove_file(&m);
+        }
+        Ok(())
+    }
+
+    /// The definition of `table`'s full-text index: column names and tokenizer name.
+    pub fn fts_definition(
+        &self,
+        snap: &DbSnapshot,
+        table: &str,
+    ) -> Result<Option<(Vec<String>, String)>> {
+        let t = snap.table(table)?;
+        let Some(entry) = &t.fts else { return Ok(None) };
+        let (_, names) = indexed_columns(t, entry)?;
+        Ok(Some((names, entry.tokenizer.clone())))
+    }
+
+    /// Records, under the head lock and before the commit is published, which ids of
+    /// indexed tables a commit changes. `version` is the state version that includes it;
+    /// `logged` says whether the commit is in the log.
+    pub(crate) fn fts_mark(
+        &self,
+        version: u64,
+        ops: &[Op],
+        bulk: &[(u64, super::IdRange)],
+        logged: bool,
+    ) -> Result<()> {
+        if self.fts.handles.read().is_empty() {
+            return Ok(());
+        }
+        let mut by_table: BTreeMap<u64, (Vec<u64>, bool)> = BTreeMap::new();
+        for op in ops {
+            match op {
+                Op::Insert { table_id, batch } => {
+                    if self.fts.get(*table_id).is_none() {
+                        continue;
+                    }
+                    let e = by_table.entry(*table_id).or_default();
+                    if let Some(ids) = batch.column(0).as_any().downcast_ref::<UInt64Array>() {
+                        e.0.extend(ids.values().iter().copied());
+                    }
+                }
+                Op::Delete { table_id, ids } => {
+                    if self.fts.get(*table_id).is_none() {
+                        continue;
+                    }
+                    let e = by_table.entry(*table_id).or_default();
+                    e.0.extend(ids.iter().copied());
+                    e.1 = true;
+                }
+            }
+        }
+        for (table_id, range) in bulk {
+            if self.fts.get(*table_id).is_some() {
+                by_table.entry(*table_id).or_default().0.extend(range.ids());
+            }
+        }
+        for (table_id, (ids, deletes)) in by_table {
+            let Some(h) = self.fts.get(table_id) else { continue };
+            let mut p = h.pending.lock();
+            if deletes && !logged {
+                if p.unlogged.is_none()
+                    && let Some(m) = &h.marker
+                {
+                    self.vfs.write_file(m, &[b"unclean"], true)?;
+                    if let Some(dir) = m.parent() {
+                        self.vfs.sync_dir(dir)?;
+                    }
+                }
+                p.unlogged = Some(version);
+            }
+            p.marks.push((version, ids));
+        }
+        Ok(())
+    }
+
+    /// Brings one index up to the published state (see the module docs). With `force`, an
+    /// index without changes still commits when the log moved, so the log can be trimmed.
+    fn fts_refresh(&self, h: &Handle, force: bool) -> Result<()> {
+        if !h.writable {
+            return Ok(());
+        }
+        let _r = h.refresh.lock();
+        let snap = self.snapshot();
+        let Some(t) = snap.table_by_id(h.table_id) else { return Ok(()) };
+        let (mut ids, fresh_from) = {
+            let mut p = h.pending.lock();
+            let mut ids = Vec::new();
+            p.marks.retain_mut(|(v, marked)| {
+                if *v <= snap.version {
+                    ids.append(marked);
+                    false
+                } else {
+                    true
+                }
+            });
+            if ids.is_empty() && !(force && snap.lsn > p.committed.lsn) {
+                if p.marks.is_empty() {
+                    p.indexed_version = p.indexed_version.max(snap.version);
+                }
+                return Ok(());
+            }
+            (ids, p.fresh_from)
+        };
+        ids.sort_unstable();
+        ids.dedup();
+        let (pos, _) = indexed_columns(t, &h.entry)?;
+        h.index
+            .delete_many(ids.iter().copied().filter(|&id| id < fresh_from))
+            .map_err(fts_err(&t.name))?;
+        let mut projection = vec![0];
+        projection.extend(&pos);
+        for chunk in ids.chunks(64 * 1024) {
+            let rows = t.get_many(chunk, &projection)?;
+            add_batch(&h.index, &t.name, &rows)?;
+        }
+        let payload = Payload { lsn: snap.lsn, next_row_id: t.next_row_id };
+        h.index.commit(payload).map_err(fts_err(&t.name))?;
+        let installed = self.fts.installed.load(Ordering::Acquire);
+        let mut p = h.pending.lock();
+        p.committed = payload;
+        p.fresh_from = p.fresh_from.max(t.next_row_id);
+        if p.marks.is_empty() {
+            p.indexed_version = snap.version;
+        }
+        if let Some(u) = p.unlogged
+            && u <= snap.version
+            && u <= installed
+        {
+            if let Some(m) = &h.marker {
+                self.vfs.remove_file(m)?;
+            }
+            p.unlogged = None;
+        }
+        Ok(())
+    }
+
+    /// Refreshes every index (after a flush; see [`Store::fts_refresh`]).
+    pub(crate) fn fts_refresh_all(&self) -> Result<()> {
+        for h in self.fts.all() {
+            self.fts_refresh(&h, true)?;
+        }
+        Ok(())
+    }
+
+    /// Opens the index of every table that has one, rebuilding or catching up as the
+    /// module docs describe (`rebuild`: rebuild every one, as after a restore).
+    pub(crate) fn fts_open_all(&self, rebuild: bool) -> Result<()> {
+        self.fts.handles.write().clear();
+        let snap = self.head_snapshot();
+        for t in snap.tables.values() {
+            let Some(entry) = t.fts.as_deref().cloned() else { continue };
+            if self.opts.read_only {
+                // Searched as last committed; a read-only handle cannot catch up.
+                if let Location::Dir(dir) = self.fts_location(t.id, entry.dir_id)
+                    && let Ok(tok) = entry.tokenizer.parse::<Tokenizer>()
+                    && let Ok((_, names)) = indexed_columns(t, &entry)
+                    && let Ok(index) = FtsIndex::open(&dir, &names, tok, false)
+                {
+                    let lsn = index.payload().ok().flatten().unwrap_or_default().lsn;
+                    self.fts_register(t, entry, index, lsn, 0);
+                }
+                continue;
+            }
+            self.fts_open_one(t, &snap, entry, rebuild)?;
+        }
+        Ok(())
+    }
+
+    fn fts_open_one(
+        &self,
+        t: &TableSnapshot,
+        snap: &DbSnapshot,
+        entry: FtsEntry,
+        rebuild: bool,
+    ) -> Result<()> {
+        let marker = self.fts_marker(t.id, entry.dir_id);
+        let unclean = marker.as_ref().is_some_and(|m| self.vfs.exists(m));
+        let tok: Tokenizer = entry.tokenizer.parse().map_err(fts_err(&t.name))?;
+        let (_, names) = indexed_columns(t, &entry)?;
+        let opened = match self.fts_location(t.id, entry.dir_id) {
+            Location::Dir(dir) if !rebuild && !unclean => {
+                FtsIndex::open(&dir, &names, tok, true).ok().and_then(|ix| match ix.payload() {
+                    Ok(Some(p)) if p.lsn <= snap.lsn && p.next_row_id <= t.next_row_id => {
+                        Some((ix, p))
+                    }
+                    _ => None,
+                })
+            }
+            _ => None,
+        };
+        let Some((index, payload)) = opened else {
+            self.fts.rebuilds.fetch_add(1, Ordering::Relaxed);
+            let index = self.fts_build(t, &entry, snap.lsn)?;
+            if let Some(m) = &marker {
+                self.vfs.remove_file(m)?;
+            }
+            self.fts_register(t, entry, index, snap.lsn, snap.version);
+            return Ok(());
+        };
+        // Catch up: logged changes after the payload, and every row the payload's counter
+        // had not reached.
+        self.fts.catch_ups.fetch_add(1, Ordering::Relaxed);
+        let mut ids: Vec<u64> = (payload.next_row_id..t.next_row_id).collect();
+        let schemas: BTreeMap<u64, arrow_schema::SchemaRef> =
+            snap.tables.values().map(|t| (t.id, t.schema.full_schema().clone())).collect();
+        let schema_of = |id: u64| schemas.get(&id).cloned();
+        wal::replay(
+            self.vfs.as_ref(),
+            &self.root.join(WAL_DIR),
+            payload.lsn,
+            &schema_of,
+            |_, rec| {
+                for op in rec.ops {
+                    match op {
+                        Op::Insert { table_id, batch } if table_id == t.id => {
+                            if let Some(a) = batch.column(0).as_any().downcast_ref::<UInt64Array>()
+                            {
+                                ids.extend(a.values().iter().copied());
+                            }
+                        }
+                        Op::Delete { table_id, ids: d } if table_id == t.id => ids.extend(d),
+                        _ => {}
+                    }
+                }
+                Ok(())
+            },
+        )?;
+        let table_id = t.id;
+        self.fts_register(t, entry, index, payload.lsn, 0);
+        if let Some(h) = self.fts.get(table_id) {
+            {
+                let mut p = h.pending.lock();
+                p.fresh_from = payload.next_row_id;
+                p.committed = payload;
+                if !ids.is_empty() {
+                    p.marks.push((0, ids));
+                }
+            }
+            self.fts_refresh(&h, true)?;
+        }
+        Ok(())
+    }
+
+    /// Full-text search of `table` as of `snap`: BM25 hits (`_id`, score), best first, ties
+    /// by `_id`; `column` restricts unqualified terms to one indexed column; `limit` bounds
+    /// the hits (`None`: every match). The index first catches up with every commit the
+    /// handle has published (read-your-writes). Hits are rows live in `snap`; when `snap`
+    /// is older than the index, a row's text is matched as it is in the newest state.
+    pub fn search_text(
+        &self,
+        snap: &DbSnapshot,
+        table: &str,
+        column: Option<&str>,
+        query: &str,
+        limit: Option<usize>,
+    ) -> Result<Vec<Hit>> {
+        let t = snap.table(table)?;
+        if t.fts.is_none() {
+            return Err(Error::InvalidInput {
+                table: table.into(),
+                reason: "the table has no full-text index (CREATE FTS INDEX ON t (columns))".into(),
+            });
+        }
+        let h = self.fts.get(t.id).ok_or_else(|| Error::InvalidInput {
+            table: table.into(),
+            reason: "the full-text index is not open here (a checkpoint view, or a read-only \
+                     open that could not read it)"
+                .into(),
+        })?;
+        self.fts_refresh(&h, false)?;
+        if !h.writable {
+            h.index.reload().map_err(fts_err(table))?;
+        }
+        let exact = {
+            let p = h.pending.lock();
+            h.writable && p.marks.is_empty() && p.indexed_version == snap.version
+        };
+        let column = match column {
+            None => None,
+            Some(c) => {
+                let (_, names) = indexed_columns(t, &h.entry)?;
+                let i = names.iter().position(|n| n == c).ok_or_else(|| Error::InvalidInput {
+                    table: table.into(),
+                    reason: format!("column '{c}' is not in the full-text index"),
+                })?;
+                Some(h.index.columns()[i].clone())
+            }
+        };
+        let want = if exact { limit } else { None };
+        let mut hits = match &column {
+            None => h.index.search(query, want),
+            Some(c) => h.index.search_column(c, query, want),
+        }
+        .map_err(fts_err(table))?;
+        if !exact {
+            let mut keep = Vec::with_capacity(hits.len());
+            for hit in hits {
+                if t.locate(hit.id)?.is_some() {
+                    keep.push(hit);
+                }
+            }
+            hits = keep;
+            if let Some(k) = limit {
+                hits.truncate(k);
+            }
+        }
+        Ok(hits)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use arrow_array::{Int64Array, RecordBatch, StringArray};
+    use arrow_schema::{DataType, Field, Schema};
+
+    use std::sync::atomic::Ordering;
+
+    use crate::io::{MemFs, OsFs, Vfs};
+    use crate::store::{Store, StoreOptions};
+    use crate::wal::Durability;
+    use crate::{Error, Tokenizer};
+
+    const WORDS: &[&str] = &["red", "Blue", "green", "paris", "ROME", "shoe", "car", "tea"];
+
+    fn schema() -> Schema {
+        Schema::new(vec![
+            Field::new("name", DataType::Utf8, true),
+            Field::new("city", DataType::Utf8, true),
+            Field::new("n", DataType::Int64, true),
+        ])
+    }
+
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+        fn text(&mut self) -> Option<String> {
+            if self.below(8) == 0 {
+                return None;
+            }
+            let n = 1 + self.below(3);
+            Some(
+                (0..n)
+                    .map(|_| WORDS[self.below(WORDS.len() as u64) as usize])
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            )
+        }
+    }
+
+    type Model = BTreeMap<u64, [Option<String>; 2]>;
+
+    fn batch(rows: &[[Option<String>; 2]]) -> RecordBatch {
+        RecordBatch::try_new(
+            Arc::new(schema()),
+            vec![
+                Arc::new(StringArray::from_iter(rows.iter().map(|r| r[0].clone()))),
+                Arc::new(StringArray::from_iter(rows.iter().map(|r| r[1].clone()))),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|_| 1))),
+            ],
+        )
+        .unwrap()
+    }
+
+    fn names_batch(names: &[Option<String>]) -> RecordBatch {
+        let s = Schema::new(vec![Field::new("name", DataType::Utf8, true)]);
+        RecordBatch::try_new(Arc::new(s), vec![Arc::new(StringArray::from_iter(names.to_vec()))])
+            .unwrap()
+    }
+
+    fn expected(model: &Model, word: &str, col: Option<usize>) -> BTreeSet<u64> {
+        let w = word.to_lowercase();
+        model
+            .iter()
+            .filter(|(_, texts)| {
+                texts.iter().enumerate().filter(|(i, _)| col.is_none_or(|c| c == *i)).any(
+                    |(_, t)| {
+                        t.as_deref()
+                            .is_some_and(|t| Tokenizer::Default.tokens(t).unwrap().contains(&w))
+                    },
+                )
+            })
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
+    fn found(s: &Store, word: &str, col: Option<&str>) -> BTreeSet<u64> {
+        let snap = s.snapshot();
+        s.search_text(&snap, "t", col, word, None).unwrap().iter().map(|h| h.id).collect()
+    }
+
+    fn check(s: &Store, model: &Model, rng: &mut Rng, step: usize) {
+        let w = WORDS[rng.below(WORDS.len() as u64) as usize];
+        assert_eq!(found(s, w, None), expected(model, w, None), "step {step}: {w}");
+        assert_eq!(found(s, w, Some("city")), expected(model, w, Some(1)), "step {step}: city {w}");
+        let snap = s.snapshot();
+        let all = s.search_text(&snap, "t", None, w, None).unwrap();
+        let top = s.search_text(&snap, "t", None, w, Some(3)).unwrap();
+        assert_eq!(top, all[..all.len().min(3)], "step {step}");
+    }
+
+    fn opts() -> StoreOptions {
+        // Small thresholds so that bulk inserts and full-memtable flushes happen.
+        StoreOptions {
+            bulk_insert_rows: 30,
+            memtable_flush_rows: 60,
+            auto_compact: false,
+            ..StoreOptions::default()
+        }
+    }
+
+    /// Random inserts (buffered, logged, bulk), updates, deletes, flushes, reopens and
+    /// simulated crashes; after each step the index finds exactly what a reference matcher
+    /// over the model finds.
+    fn random_history(vfs: Arc<dyn Vfs>, root: &Path, seed: u64) -> (u64, u64) {
+        let (mut rebuilds, mut catch_ups) = (0, 0);
+        let open = || Store::open(vfs.clone(), root, root, opts()).unwrap();
+        let mut rng = Rng(seed);
+        let mut s = open();
+        s.create_table("t", &schema()).unwrap();
+        let mut model = Model::new();
+        let first: Vec<[Option<String>; 2]> = (0..40).map(|_| [rng.text(), rng.text()]).collect();
+        let r = s.insert("t", &[batch(&first)]).unwrap();
+        for (id, row) in r.ids().zip(first) {
+            model.insert(id, row);
+        }
+        assert!(matches!(
+            s.create_fts_index("t", &["name", "n"], "default"),
+            Err(Error::InvalidInput { .. })
+        ));
+        assert!(matches!(s.create_fts_index("t", &["name"], "klingon"), Err(Error::Fts { .. })));
+        s.create_fts_index("t", &["name", "city"], "default").unwrap();
+        assert!(matches!(
+            s.create_fts_index("t", &["name"], "default"),
+            Err(Error::InvalidInput { .. })
+        ));
+        for step in 0..120 {
+            let durability = [Durability::Buffered, Durability::ProcessSafe, Durability::PowerSafe]
+                [rng.below(3) as usize];
+            match rng.below(10) {
+                0..=2 => {
+                    let n = if rng.below(6) == 0 { 35 } else { 1 + rng.below(4) as usize };
+                    let rows: Vec<[Option<String>; 2]> =
+                        (0..n).map(|_| [rng.text(), rng.text()]).collect();
+                    let r = s.insert_with("t", &[batch(&rows)], durability).unwrap();
+                    for (id, row) in r.ids().zip(rows) {
+                        model.insert(id, row);
+                    }
+                }
+                3 | 4 => {
+                    let ids: Vec<u64> = model.keys().copied().collect();
+                    if ids.is_empty() {
+                        continue;
+                    }
+                    let pick: Vec<u64> = (0..1 + rng.below(3))
+                        .map(|_| ids[rng.below(ids.len() as u64) as usize])
+                        .collect::<BTreeSet<_>>()
+                        .into_iter()
+                        .collect();
+                    let names: Vec<Option<String>> = pick.iter().map(|_| rng.text()).collect();
+                    s.update_with("t", &pick, &names_batch(&names), durability).unwrap();
+                    for (id, name) in pick.iter().zip(names) {
+                        model.get_mut(id).unwrap()[0] = name;
+                    }
+                }
+                5 => {
+                    let ids: Vec<u64> = model.keys().copied().collect();
+                    if ids.is_empty() {
+                        continue;
+                    }
+                    let id = ids[rng.below(ids.len() as u64) as usize];
+                    s.delete_with("t", &[id], durability).unwrap();
+                    model.remove(&id);
+                }
+                6 => s.flush().unwrap(),
+                7 => {
+                    s.close().unwrap();
+                    drop(s);
+                    s = open();
+                    rebuilds += s.fts.rebuilds.load(Ordering::Relaxed);
+                    catch_ups += s.fts.catch_ups.load(Ordering::Relaxed);
+                }
+                8 => {
+                    // A killed process: nothing flushed, the index writer's uncommitted work
+                    // lost. Buffered commits since the last flush are lost with it; rebuild
+                    // the model from what survived.
+                    s.fts.handles_clear();
+                    *s.lock.lock() = None;
+                    std::mem::forget(s);
+                    s = open();
+                    rebuilds += s.fts.rebuilds.load(Ordering::Relaxed);
+                    catch_ups += s.fts.catch_ups.load(Ordering::Relaxed);
+                    let snap = s.snapshot();
+                    let t = snap.table("t").unwrap();
+                    let proj = t.resolve(&["_id", "name", "city"]).unwrap();
+                    model.clear();
+                    for b in t.clone().scan(&proj).unwrap() {
+                        let b = b.unwrap();
+                        let ids = b.column(0).as_any().downcast_ref::<arrow_array::UInt64Array>();
+                        let (ids, names, cities) = (
+                            ids.unwrap(),
+                            b.column(1).as_any().downcast_ref::<StringArray>().unwrap(),
+                            b.column(2).as_any().downcast_ref::<StringArray>().unwrap(),
+                        );
+                        for r in 0..b.num_rows() {
+                            let get =
+                                |a: &StringArray| (!a.is_null(r)).then(|| a.value(r).to_string());
+                            model.insert(ids.value(r), [get(names), get(cities)]);
+                        }
+                    }
+                }
+                _ => {}
+            }
+            check(&s, &model, &mut rng, step);
+        }
+        // Dropping the column under the index is refused; renaming keeps the index.
+        assert!(matches!(
+            s.alter_table("t", &crate::store::AlterColumn::Drop("city".into())),
+            Err(Error::InvalidInput { .. })
+        ));
+        s.drop_fts_index("t").unwrap();
+        let snap = s.snapshot();
+        assert!(matches!(
+            s.search_text(&snap, "t", None, "red", None),
+            Err(Error::InvalidInput { .. })
+        ));
+        s.alter_table("t", &crate::store::AlterColumn::Drop("city".into())).unwrap();
+        (rebuilds, catch_ups)
+    }
+
+    use arrow_array::Array;
+
+    #[test]
+    fn index_follows_random_writes_in_memory() {
+        for seed in [1, 7, 99] {
+            let _ = random_history(Arc::new(MemFs::new()), Path::new("/db"), seed);
+        }
+    }
+
+    #[test]
+    fn index_follows_random_writes_on_disk() {
+        let (mut rebuilds, mut catch_ups) = (0, 0);
+        for seed in [3, 11] {
+            let dir = tempfile::tempdir().unwrap();
+            let (r, c) = random_history(Arc::new(OsFs), dir.path(), seed);
+            rebuilds += r;
+            catch_ups += c;
+            // Only the table's own files remain after the index is dropped.
+            for entry in std::fs::read_dir(dir.path()).unwrap() {
+                let p = entry.unwrap().path();
+                if p.is_dir() && p.file_name().unwrap().to_string_lossy().starts_with('t') {
+                    for f in std::fs::read_dir(&p).unwrap() {
+                        let n = f.unwrap().file_name().to_string_lossy().to_string();
+                        assert!(!n.starts_with("fts-"), "{n} left behind");
+                    }
+                }
+            }
+        }
+        // Both recovery paths ran (in memory every open rebuilds).
+        assert!(rebuilds > 0 && catch_ups > 0, "rebuilds {rebuilds}, catch-ups {catch_ups}");
+        eprintln!("rebuilds {rebuilds}, catch-ups {catch_ups}");
+    }
+}
