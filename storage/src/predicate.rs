@@ -119,6 +119,9 @@ pub enum Predicate {
         /// NOT LIKE.
         negated: bool,
     },
+    /// `_id` is one of these ids (sorted ascending, no duplicates; see
+    /// [`Predicate::id_set`]) — a large set from another index, such as full-text matches.
+    IdSet(Arc<[u64]>),
     /// All of them.
     And(Vec<Predicate>),
     /// Any of them.
@@ -135,6 +138,12 @@ impl Predicate {
     /// `column op value`.
     pub fn cmp(column: &str, op: CmpOp, value: impl Into<Scalar>) -> Self {
         Predicate::Cmp { column: column.into(), op, value: value.into() }
+    }
+    /// `_id IN ids` for any number of ids (sorted and deduplicated here).
+    pub fn id_set(mut ids: Vec<u64>) -> Self {
+        ids.sort_unstable();
+        ids.dedup();
+        Predicate::IdSet(ids.into())
     }
     /// `column BETWEEN low AND high` (inclusive).
     pub fn between(column: &str, low: impl Into<Scalar>, high: impl Into<Scalar>) -> Self {
@@ -160,6 +169,7 @@ impl Predicate {
             | Predicate::InList { column, .. }
             | Predicate::IsNull { column, .. }
             | Predicate::LikePrefix { column, .. } => out.push(column),
+            Predicate::IdSet(_) => out.push(crate::types::ID_COLUMN),
             Predicate::And(v) | Predicate::Or(v) => v.iter().for_each(|p| p.collect_columns(out)),
             Predicate::Not(p) => p.collect_columns(out),
         }
@@ -231,6 +241,7 @@ impl std::fmt::Display for Predicate {
             Predicate::LikePrefix { column, prefix, negated } => {
                 write!(f, "{column} {}LIKE {}", not(*negated), Scalar::Str(format!("{prefix}%")))
             }
+            Predicate::IdSet(ids) => write!(f, "_id IN <{} ids>", ids.len()),
             Predicate::And(ps) => join(f, ps, "AND"),
             Predicate::Or(ps) => join(f, ps, "OR"),
             Predicate::Not(p) => write!(f, "NOT {p}"),
@@ -317,6 +328,18 @@ fn eval(p: &Predicate, cols: &mut dyn Columns) -> Result<Tri> {
                 Ok(Tri { t: &t & &valid, f })
             })?;
             if *negated { Tri { t: tri.f, f: tri.t } } else { tri }
+        }
+        Predicate::IdSet(ids) => {
+            let a = cols.column(crate::types::ID_COLUMN)?;
+            let a = a.as_any().downcast_ref::<arrow_array::UInt64Array>().ok_or_else(|| {
+                Error::InvalidInput {
+                    table: String::new(),
+                    reason: format!("_id column is {}, not UInt64", a.data_type()),
+                }
+            })?;
+            let t =
+                BooleanBuffer::collect_bool(a.len(), |i| ids.binary_search(&a.value(i)).is_ok());
+            Tri { f: !&t, t }
         }
         Predicate::IsNull { column, negated } => {
             let a = cols.column(column)?;
@@ -556,6 +579,16 @@ pub fn may_match<'a>(p: &Predicate, stats: &dyn Fn(&str) -> Option<ChunkStats<'a
             }
             _ => true,
         },
+        Predicate::IdSet(ids) => match stats(crate::types::ID_COLUMN) {
+            Some(ChunkStats {
+                zone_map: Some(ZoneMap { min: StatValue::UInt(lo), max: StatValue::UInt(hi) }),
+                ..
+            }) => {
+                let first = ids.partition_point(|x| x < lo);
+                ids.get(first).is_some_and(|x| x <= hi)
+            }
+            _ => !ids.is_empty(),
+        },
         Predicate::InList { .. } | Predicate::LikePrefix { .. } => true,
     }
 }
@@ -639,6 +672,10 @@ mod tests {
                 };
                 r.map(|b| b != *negated)
             }
+            Predicate::IdSet(ids) => match get(crate::types::ID_COLUMN)? {
+                Scalar::UInt(v) => Some(ids.binary_search(&v).is_ok()),
+                _ => None,
+            },
             Predicate::IsNull { column, negated } => Some(get(column).is_none() != *negated),
             Predicate::LikePrefix { column, prefix, negated } => match get(column)? {
                 Scalar::Str(s) => Some(s.starts_with(prefix.as_str()) != *negated),

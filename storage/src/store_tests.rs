@@ -1663,3 +1663,33 @@ fn a_limited_scan_returns_the_prefix_of_the_unlimited_one() {
         }
     }
 }
+
+#[test]
+fn id_set_predicate_selects_and_prunes() {
+    let fs = Arc::new(MemFs::new());
+    let store = mem_store(&fs);
+    store.create_table("t", &schema()).unwrap();
+    store.insert("t", &[rows(0, 70_000)]).unwrap(); // one segment of two row groups
+    store.insert("t", &[rows(70_000, 5)]).unwrap(); // memtable
+    store.delete("t", &[3]).unwrap();
+    let t = store.snapshot().table("t").unwrap().clone();
+    let ids_of = |p: Predicate| -> Vec<u64> {
+        let mut out = Vec::new();
+        for b in t.scan_filtered(&[0], Some(p)).unwrap() {
+            let b = b.unwrap();
+            let a = b.column(0).as_any().downcast_ref::<arrow_array::UInt64Array>().unwrap();
+            out.extend(a.values().iter().copied());
+        }
+        out
+    };
+    let p = Predicate::id_set(vec![70_003, 2, 3, 69_999, 5, 5, 1_000_000]);
+    assert_eq!(ids_of(p.clone()), [2, 5, 69_999, 70_003], "deleted and missing ids drop out");
+    assert_eq!(ids_of(Predicate::Not(Box::new(p))).len(), 70_004 - 4);
+    assert!(ids_of(Predicate::id_set(Vec::new())).is_empty());
+    // Row groups holding none of the ids are skipped by their `_id` zone maps (the
+    // memtable has none and is always read).
+    let p = Predicate::id_set(vec![2, 5]);
+    let kept: Vec<ScanUnit> =
+        t.scan_units().into_iter().filter(|u| t.unit_may_match(*u, &p)).collect();
+    assert_eq!(kept, [ScanUnit::RowGroup { segment: 0, rg: 0 }, ScanUnit::Memtable]);
+}
