@@ -205,7 +205,10 @@ pub enum Location {
 pub struct FtsIndex {
     index: Index,
     id_field: Field,
-    fields: Vec<(String, Field)>,
+    /// The text field of each indexed column, in column order.
+    fields: Vec<Field>,
+    /// The columns' names as queries spell them (`name:word`); renamable.
+    names: parking_lot::RwLock<Vec<String>>,
     tokenizer: Tokenizer,
     reader: IndexReader,
     /// The upkeep writer (`None` when opened read-only).
@@ -233,7 +236,7 @@ fn is_word_char(c: char) -> bool {
 }
 
 /// An index schema, its `_id` field, and the text field of each column.
-type Fields = (Schema, Field, Vec<(String, Field)>);
+type Fields = (Schema, Field, Vec<Field>);
 
 fn schema_for(columns: &[String]) -> Result<Fields> {
     if columns.is_empty() {
@@ -252,7 +255,7 @@ fn schema_for(columns: &[String]) -> Result<Fields> {
             return Err(Error::Invalid(format!("column '{c}' is listed twice")));
         }
         // Field names are positional so that column renames never touch the index.
-        fields.push((c.clone(), b.add_text_field(&field_name(i), text.clone())));
+        fields.push(b.add_text_field(&field_name(i), text.clone()));
     }
     Ok((b.build(), id_field, fields))
 }
@@ -290,6 +293,7 @@ impl FtsIndex {
             index,
             id_field,
             fields,
+            names: parking_lot::RwLock::new(columns.to_vec()),
             tokenizer,
             reader,
             writer: Mutex::new(writer),
@@ -351,7 +355,7 @@ impl FtsIndex {
 
     /// The indexed columns, in order.
     pub fn columns(&self) -> Vec<String> {
-        self.fields.iter().map(|(c, _)| c.clone()).collect()
+        self.names.read().clone()
     }
 
     /// The tokenizer.
@@ -393,7 +397,7 @@ impl FtsIndex {
             for (id, texts) in rows {
                 let mut doc = TantivyDocument::new();
                 doc.add_u64(self.id_field, id);
-                for (text, (_, field)) in texts.into_iter().zip(&self.fields) {
+                for (text, field) in texts.into_iter().zip(&self.fields) {
                     if let Some(t) = text {
                         doc.add_text(*field, t);
                     }
@@ -438,7 +442,7 @@ impl FtsIndex {
     /// Searches every indexed column; `limit` bounds the hits (`None`: every match). Hits
     /// come by descending score, ties by ascending `_id`.
     pub fn search(&self, query: &str, limit: Option<usize>) -> Result<Vec<Hit>> {
-        let fields: Vec<Field> = self.fields.iter().map(|(_, f)| *f).collect();
+        let fields = self.fields.clone();
         self.search_fields(fields, query, limit)
     }
 
@@ -449,13 +453,26 @@ impl FtsIndex {
         query: &str,
         limit: Option<usize>,
     ) -> Result<Vec<Hit>> {
-        let f = self
-            .fields
+        let i = self
+            .names
+            .read()
             .iter()
-            .find(|(c, _)| c == column)
-            .map(|(_, f)| *f)
+            .position(|c| c == column)
             .ok_or_else(|| Error::UnknownColumn(column.to_string()))?;
-        self.search_fields(vec![f], query, limit)
+        self.search_fields(vec![self.fields[i]], query, limit)
+    }
+
+    /// Renames the columns (same count and order; the index itself is unchanged).
+    pub fn set_column_names(&self, names: Vec<String>) -> Result<()> {
+        if names.len() != self.fields.len() {
+            return Err(Error::Invalid(format!(
+                "{} column names for an index of {} columns",
+                names.len(),
+                self.fields.len()
+            )));
+        }
+        *self.names.write() = names;
+        Ok(())
     }
 
     /// Rows in the index (deleted rows not counted).
@@ -515,7 +532,7 @@ impl FtsIndex {
                     j += 1;
                 }
                 let word: String = chars[i..j].iter().collect();
-                match self.fields.iter().position(|(col, _)| *col == word) {
+                match self.names.read().iter().position(|col| *col == word) {
                     Some(p) if chars.get(j) == Some(&':') => out.push_str(&field_name(p)),
                     _ => out.push_str(&word),
                 }

@@ -43,6 +43,7 @@ use parking_lot::{Mutex, RwLock};
 use super::{DbSnapshot, Store, TableSnapshot};
 use crate::error::{Error, Result};
 use crate::manifest::{self, FtsEntry};
+use crate::session::ReadView;
 use crate::wal::{self, Op, WAL_DIR};
 
 /// The live full-text indexes of a store, by table id.
@@ -565,20 +566,23 @@ impl Store {
         Ok(())
     }
 
-    /// Full-text search of `table` as of `snap`: BM25 hits (`_id`, score), best first, ties
-    /// by `_id`; `column` restricts unqualified terms to one indexed column; `limit` bounds
-    /// the hits (`None`: every match). The index first catches up with every commit the
-    /// handle has published (read-your-writes). Hits are rows live in `snap`; when `snap`
-    /// is older than the index, a row's text is matched as it is in the newest state.
+    /// Full-text search of `table` as `view` sees it: BM25 hits (`_id`, score), best first,
+    /// ties by `_id`; `column` restricts unqualified terms to one indexed column; `limit`
+    /// bounds the hits (`None`: every match). The index first catches up with every commit
+    /// published so far (read-your-writes). Hits are rows live in the view. The index holds
+    /// committed rows only, so when the view is older than the index a row's text is
+    /// matched as it is in the newest state, and a transaction's own uncommitted inserts and
+    /// updates are not searched (its deletes are honoured).
     pub fn search_text(
         &self,
-        snap: &DbSnapshot,
+        view: &ReadView,
         table: &str,
         column: Option<&str>,
         query: &str,
         limit: Option<usize>,
     ) -> Result<Vec<Hit>> {
-        let t = snap.table(table)?;
+        let snap = view.base();
+        let t = &view.table(table)?;
         if t.fts.is_none() {
             return Err(Error::InvalidInput {
                 table: table.into(),
@@ -597,21 +601,26 @@ impl Store {
         }
         let exact = {
             let p = h.pending.lock();
-            h.writable && p.marks.is_empty() && p.indexed_version == snap.version
+            h.writable
+                && p.marks.is_empty()
+                && p.indexed_version == snap.version
+                && !view.has_own_writes(table)
         };
-        let column = match column {
-            None => None,
-            Some(c) => {
-                let (_, names) = indexed_columns(t, &h.entry)?;
-                let i = names.iter().position(|n| n == c).ok_or_else(|| Error::InvalidInput {
-                    table: table.into(),
-                    reason: format!("column '{c}' is not in the full-text index"),
-                })?;
-                Some(h.index.columns()[i].clone())
-            }
-        };
+        // Columns may have been renamed since the index was opened.
+        let (_, names) = indexed_columns(t, &h.entry)?;
+        if names != h.index.columns() {
+            h.index.set_column_names(names.clone()).map_err(fts_err(table))?;
+        }
+        if let Some(c) = column
+            && !names.iter().any(|n| n == c)
+        {
+            return Err(Error::InvalidInput {
+                table: table.into(),
+                reason: format!("column '{c}' is not in the full-text index"),
+            });
+        }
         let want = if exact { limit } else { None };
-        let mut hits = match &column {
+        let mut hits = match column {
             None => h.index.search(query, want),
             Some(c) => h.index.search_column(c, query, want),
         }
@@ -644,6 +653,7 @@ mod tests {
     use std::sync::atomic::Ordering;
 
     use crate::io::{MemFs, OsFs, Vfs};
+    use crate::session::ReadView;
     use crate::store::{Store, StoreOptions};
     use crate::wal::Durability;
     use crate::{Error, Tokenizer};
@@ -719,18 +729,21 @@ mod tests {
             .collect()
     }
 
+    fn view(s: &Store) -> ReadView {
+        ReadView::Committed(s.snapshot())
+    }
+
     fn found(s: &Store, word: &str, col: Option<&str>) -> BTreeSet<u64> {
-        let snap = s.snapshot();
-        s.search_text(&snap, "t", col, word, None).unwrap().iter().map(|h| h.id).collect()
+        s.search_text(&view(s), "t", col, word, None).unwrap().iter().map(|h| h.id).collect()
     }
 
     fn check(s: &Store, model: &Model, rng: &mut Rng, step: usize) {
         let w = WORDS[rng.below(WORDS.len() as u64) as usize];
         assert_eq!(found(s, w, None), expected(model, w, None), "step {step}: {w}");
         assert_eq!(found(s, w, Some("city")), expected(model, w, Some(1)), "step {step}: city {w}");
-        let snap = s.snapshot();
-        let all = s.search_text(&snap, "t", None, w, None).unwrap();
-        let top = s.search_text(&snap, "t", None, w, Some(3)).unwrap();
+        let v = view(s);
+        let all = s.search_text(&v, "t", None, w, None).unwrap();
+        let top = s.search_text(&v, "t", None, w, Some(3)).unwrap();
         assert_eq!(top, all[..all.len().min(3)], "step {step}");
     }
 
@@ -853,13 +866,26 @@ mod tests {
             s.alter_table("t", &crate::store::AlterColumn::Drop("city".into())),
             Err(Error::InvalidInput { .. })
         ));
-        s.drop_fts_index("t").unwrap();
-        let snap = s.snapshot();
+        s.alter_table(
+            "t",
+            &crate::store::AlterColumn::Rename { from: "city".into(), to: "town".into() },
+        )
+        .unwrap();
+        let town = |q: &str, col| -> BTreeSet<u64> {
+            s.search_text(&view(&s), "t", col, q, None).unwrap().iter().map(|h| h.id).collect()
+        };
+        assert_eq!(town("town:paris", None), expected(&model, "paris", Some(1)));
+        assert_eq!(town("paris", Some("town")), expected(&model, "paris", Some(1)));
         assert!(matches!(
-            s.search_text(&snap, "t", None, "red", None),
+            s.search_text(&view(&s), "t", Some("city"), "paris", None),
             Err(Error::InvalidInput { .. })
         ));
-        s.alter_table("t", &crate::store::AlterColumn::Drop("city".into())).unwrap();
+        s.drop_fts_index("t").unwrap();
+        assert!(matches!(
+            s.search_text(&view(&s), "t", None, "red", None),
+            Err(Error::InvalidInput { .. })
+        ));
+        s.alter_table("t", &crate::store::AlterColumn::Drop("town".into())).unwrap();
         (rebuilds, catch_ups)
     }
 

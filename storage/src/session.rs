@@ -54,9 +54,20 @@ impl ReadView {
     }
 
     fn snapshot(&self) -> &DbSnapshot {
+        self.base()
+    }
+
+    /// The committed state under the view (the transaction's start, for a transaction).
+    pub fn base(&self) -> &DbSnapshot {
         match self {
             ReadView::Committed(s) | ReadView::Transaction(s, _) => s,
         }
+    }
+
+    /// Whether the view's transaction has written to `name` (so its rows differ from
+    /// [`ReadView::base`]).
+    pub fn has_own_writes(&self, name: &str) -> bool {
+        matches!(self, ReadView::Transaction(_, own) if own.iter().any(|(n, _)| n == name))
     }
 }
 
