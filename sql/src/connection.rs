@@ -141,6 +141,12 @@ impl std::fmt::Debug for SqlConnection {
     }
 }
 
+/// One parsed statement: DataFusion's, or Basalt's own DDL.
+enum Stmt {
+    Df(DfStatement),
+    Fts(crate::fts::FtsDdl),
+}
+
 /// What a statement produced before streaming.
 enum Outcome {
     Batches(Vec<RecordBatch>),
@@ -177,9 +183,17 @@ impl SqlConnection {
             )))
             .build();
         let ctx = SessionContext::new_with_state(state);
-        for f in crate::functions::all().into_iter().chain(crate::vector::functions()) {
+        for f in crate::functions::all()
+            .into_iter()
+            .chain(crate::vector::functions())
+            .chain(crate::fts::functions())
+        {
             ctx.register_udf(f);
         }
+        ctx.register_udtf(
+            "fts_search",
+            Arc::new(crate::fts::FtsSearchFunction::new(binding.clone())),
+        );
         ctx.register_udtf(
             "vector_topk",
             Arc::new(crate::vector::VectorTopKFunction::new(binding.clone())),
@@ -294,7 +308,7 @@ impl SqlConnection {
         let _g = self.gate.lock().await;
         let mut last = Vec::new();
         for stmt in self.parse(sql)? {
-            let r = self.run(stmt, false).await;
+            let r = self.run_one(stmt, false).await;
             self.files.clear();
             last = match r? {
                 Outcome::Batches(b) => b,
@@ -313,7 +327,7 @@ impl SqlConnection {
         let mut last: Option<Outcome> = None;
         for (i, stmt) in stmts.into_iter().enumerate() {
             // Only the last statement streams; the ones before it run to completion.
-            let r = self.run(stmt, i + 1 == n).await;
+            let r = self.run_one(stmt, i + 1 == n).await;
             self.files.clear();
             last = Some(r?);
         }
@@ -334,7 +348,13 @@ impl SqlConnection {
                 stmts.len()
             )));
         }
-        let stmt = stmts.pop().ok_or_else(|| Error::sql("empty statement"))?;
+        let stmt = match stmts.pop() {
+            Some(Stmt::Df(s)) => s,
+            Some(Stmt::Fts(_)) => {
+                return Err(Error::unsupported("full-text index DDL cannot be prepared"));
+            }
+            None => return Err(Error::sql("empty statement")),
+        };
         let raw = match &stmt {
             DfStatement::Statement(s) => Some(Arc::new(s.as_ref().clone())),
             _ => None,
@@ -602,10 +622,37 @@ impl SqlConnection {
         self.ctx.state_ref().read().config().options().sql_parser.enable_ident_normalization
     }
 
-    fn parse(&self, sql: &str) -> Result<Vec<DfStatement>> {
+    fn parse(&self, sql: &str) -> Result<Vec<Stmt>> {
         let state = self.ctx.state_ref();
         let guard = state.read();
-        parse(guard.config().options(), sql)
+        let options = guard.config().options();
+        let Some(pieces) =
+            crate::fts::split_statements(sql, options.sql_parser.enable_ident_normalization)?
+        else {
+            return Ok(parse(options, sql)?.into_iter().map(Stmt::Df).collect());
+        };
+        let mut out = Vec::new();
+        for p in pieces {
+            match p {
+                crate::fts::Piece::Fts(d) => out.push(Stmt::Fts(d)),
+                crate::fts::Piece::Sql(text) => {
+                    out.extend(parse(options, &text)?.into_iter().map(Stmt::Df));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    async fn run_one(&self, stmt: Stmt, stream: bool) -> Result<Outcome> {
+        match stmt {
+            Stmt::Df(s) => self.run(s, stream).await,
+            Stmt::Fts(d) => {
+                self.no_ddl_in_transaction()?;
+                let store = self.binding.session().lock().store().clone();
+                crate::fts::run_ddl(&store, &d)?;
+                Ok(Outcome::Batches(Vec::new()))
+            }
+        }
     }
 
     /// `DROP TABLE` / `DROP VIEW`: `IF EXISTS` turns "not found" into nothing done.

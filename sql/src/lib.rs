@@ -7,7 +7,8 @@
 //! or to storage ([`connection`]), the direct path that runs simple single-table
 //! statements on storage without planning (`direct`), the fused group-by on dictionary
 //! codes ([`fused`]), the semi-join reduction to a storage `IN` list ([`semi`]), vector
-//! search in SQL — distance functions, `vector_topk` and the top-k rule ([`vector`]) — the
+//! search in SQL — distance functions, `vector_topk` and the top-k rule ([`vector`]) —
+//! full-text search in SQL — `CREATE / DROP FTS INDEX`, `fts_search`, `fts_match` ([`fts`]) — the
 //! rewrites that hide `_id` from `SELECT *` ([`rewrite`]), SQL over files ([`files`]), the
 //! `VECTOR(D)` type ([`types`]) and the scalar functions Basalt adds ([`functions`]).
 //!
@@ -20,6 +21,7 @@ mod direct;
 pub mod dml;
 pub mod error;
 pub mod files;
+pub mod fts;
 pub mod functions;
 pub mod fused;
 pub mod provider;

@@ -175,7 +175,14 @@ impl NativeTable {
         let mut pushed = Vec::new();
         let mut rest = Vec::new();
         for f in filters {
-            let f = unqualify(f.clone())?;
+            let mut f = unqualify(f.clone())?;
+            if crate::fts::has_fts_match(&f) {
+                // The search runs now, against the view this statement reads.
+                let search = |column: &str, query: &str| {
+                    crate::fts::matching_ids(&self.binding, &self.name, column, query)
+                };
+                f = crate::fts::resolve_matches(f, &search)?;
+            }
             if !self.binding.pushdown() {
                 rest.push(f);
                 continue;
@@ -273,6 +280,12 @@ impl TableProvider for NativeTable {
         Ok(filters
             .iter()
             .map(|f| {
+                // The scan resolves a full-text match to an `_id` set and applies every
+                // filter it is given (in storage or in its own FilterExec), so such a filter
+                // is exact whatever else it holds; DataFusion cannot evaluate `fts_match`.
+                if crate::fts::has_fts_match(f) {
+                    return TableProviderFilterPushDown::Exact;
+                }
                 if !self.binding.pushdown() {
                     TableProviderFilterPushDown::Unsupported
                 } else if pushdown::exact(f, &self.schema).is_some() {

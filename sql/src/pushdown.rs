@@ -9,6 +9,7 @@
 //! - `column [NOT] IN (literals)`, `column [NOT] BETWEEN literal AND literal`,
 //!   `column IS [NOT] NULL`, `column [NOT] LIKE 'prefix%'` (case-sensitive, no other
 //!   wildcards), a boolean column on its own (`WHERE flag`), `IS [NOT] TRUE/FALSE`;
+//! - the `_id` set a full-text `fts_match` became at scan time ([`crate::fts::IdSet`]);
 //! - AND / OR / NOT of those.
 //!
 //! Everything else (functions, arithmetic, casts of columns, comparisons between columns,
@@ -129,6 +130,11 @@ fn convert(expr: &Expr, schema: &Schema) -> Option<Predicate> {
         }
         Expr::Literal(ScalarValue::Boolean(Some(true)), _) => Some(Predicate::True),
         Expr::Literal(ScalarValue::Boolean(Some(false)), _) => Some(Predicate::False),
+        // The `_id` set a full-text match became (see `fts`).
+        Expr::ScalarFunction(f) => {
+            let set = f.func.inner().downcast_ref::<crate::fts::IdSet>()?;
+            Some(Predicate::IdSet(set.ids.clone()))
+        }
         _ => None,
     }
 }

@@ -257,7 +257,7 @@ fn constant_vector(v: &ScalarValue) -> Option<Vec<f32>> {
 }
 
 /// Evaluates an expression without columns (a literal, `make_array(…)`, a cast of one).
-fn evaluate_constant(state: &dyn DfSession, e: &Expr) -> Result<ScalarValue> {
+pub(crate) fn evaluate_constant(state: &dyn DfSession, e: &Expr) -> Result<ScalarValue> {
     let p = state.create_physical_expr(e.clone(), &DFSchema::empty())?;
     evaluate_physical_constant(&p)
 }
