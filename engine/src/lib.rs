@@ -42,6 +42,7 @@
 
 mod error;
 mod sql;
+mod text;
 mod value;
 
 use std::path::{Path, PathBuf};
@@ -57,10 +58,11 @@ use parking_lot::Mutex;
 pub use basalt_storage::{
     CmpOp, CommitEvent, CommitHook, CompactionReport, CompressionPolicy, Durability, IdRange,
     Metric, Neighbor, Precision, Predicate, ROW_GROUP_ROWS, SEGMENT_FORMAT_VERSION, Scalar,
-    vector_type,
+    TextHit, Tokenizer, vector_type,
 };
 pub use error::{Error, Result};
 pub use sql::{SqlRows, Statement};
+pub use text::{Hybrid, HybridHit};
 pub use value::{Row, Value};
 
 /// Errors of the SQL layer (parse and planning errors with positions, unsupported

@@ -5,6 +5,7 @@
 
 mod api;
 mod df_corpus;
+mod fts;
 mod process;
 mod roundtrip;
 mod slt;

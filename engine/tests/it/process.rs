@@ -367,3 +367,81 @@ fn importing_a_file_larger_than_the_memory_limit_streams() {
     assert!(size > 6 * (4 << 20), "the file must be several times the memory limit");
     assert!(growth < size / 2, "peak memory grew by {growth} bytes importing {size} bytes");
 }
+
+const TEXT_WORDS: [&str; 5] = ["amber", "basalt", "cobalt", "dune", "ember"];
+
+/// A child inserts, updates and deletes rows of a table with a full-text index — logged
+/// commits, buffered ones, searches in between (so the index commits) and flushes — and
+/// reports each acknowledged step; the parent kills it. After reopening, every search
+/// returns exactly what a reference matcher finds in the table's rows.
+#[test]
+fn killed_writer_leaves_the_text_index_in_step() {
+    if std::env::var(ROLE).as_deref() == Ok("fts-writer") {
+        let db = Database::open(std::env::var(DIR).unwrap()).unwrap();
+        let t = match db.table("t") {
+            Ok(t) => t,
+            Err(_) => {
+                let s = Schema::new(vec![Field::new("name", DataType::Utf8, true)]);
+                let t = db.create_table("t", &s).unwrap();
+                t.create_fts_index(&["name"], basalt::Tokenizer::Default).unwrap();
+                t
+            }
+        };
+        let conn = db.connect();
+        conn.set_durability(Some(basalt::Durability::Buffered));
+        let buffered = conn.table("t").unwrap();
+        let mut i = t.count().unwrap();
+        loop {
+            i += 1;
+            let word = TEXT_WORDS[(i % 5) as usize];
+            let row = Row::new().set("name", format!("{word} row{i}"));
+            let id =
+                if i % 11 == 0 { buffered.insert_row(row) } else { t.insert_row(row) }.unwrap();
+            let other = TEXT_WORDS[((i + 2) % 5) as usize];
+            if i % 3 == 0 {
+                t.update(id - 1, Row::new().set("name", format!("{other} updated"))).unwrap();
+            }
+            if i % 13 == 0 {
+                buffered
+                    .update(id - 2, Row::new().set("name", format!("{other} buffered")))
+                    .unwrap();
+            }
+            if i % 7 == 0 {
+                t.delete(id - 3).unwrap();
+            }
+            if i % 5 == 0 {
+                t.search_text(word, Some(1)).unwrap();
+            }
+            if i % 40 == 0 {
+                db.flush().unwrap();
+            }
+            println!("@@acked {id}");
+            std::io::stdout().flush().unwrap();
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for round in 0..4u64 {
+        kill_after_acks(
+            "process::killed_writer_leaves_the_text_index_in_step",
+            "fts-writer",
+            dir.path(),
+            15 + round * 23,
+        );
+        let db = Database::open(dir.path()).unwrap();
+        let t = db.table("t").unwrap();
+        let all = t.scan().unwrap().collect_batch().unwrap();
+        let ids = all.column(0).as_any().downcast_ref::<UInt64Array>().unwrap();
+        let names = all.column(1).as_any().downcast_ref::<StringArray>().unwrap();
+        for word in TEXT_WORDS {
+            let want: std::collections::BTreeSet<u64> = (0..all.num_rows())
+                .filter(|&r| !names.is_null(r) && names.value(r).split(' ').any(|w| w == word))
+                .map(|r| ids.value(r))
+                .collect();
+            let got: std::collections::BTreeSet<u64> =
+                t.search_text(word, None).unwrap().iter().map(|h| h.id).collect();
+            assert_eq!(got, want, "round {round}: {word}");
+        }
+        assert!(all.num_rows() > 0);
+        db.close().unwrap();
+    }
+}

@@ -146,7 +146,7 @@ fn bad_vector_queries_are_typed_errors() {
 }
 
 /// Each row as `a|b|…`, in the order returned.
-fn lines(batches: &[basalt::arrow::array::RecordBatch]) -> Vec<String> {
+pub(crate) fn lines(batches: &[basalt::arrow::array::RecordBatch]) -> Vec<String> {
     let opts = arrow::util::display::FormatOptions::default().with_null("NULL");
     let mut out = Vec::new();
     for b in batches {
