@@ -953,7 +953,10 @@ pub fn tabular(ctx: &Ctx) -> Vec<Metric> {
     // ---- Full-text search.
     let duck_fts = ctx.duck_fts;
     let fts_build = Box::new(move |k: Kind| match k {
-        Kind::Basalt => Err("full-text search has not landed (issue 8)".to_string()),
+        Kind::Basalt => Ok(ddl(|_| {
+            "DROP FTS INDEX IF EXISTS ON bench; CREATE FTS INDEX ON bench (name, city, category)"
+                .into()
+        })),
         Kind::Sqlite => Ok(ddl(|_| {
             "DROP TABLE IF EXISTS bench_fts; CREATE VIRTUAL TABLE bench_fts USING fts5(name, city, category, content='bench', content_rowid='_id'); INSERT INTO bench_fts(bench_fts) VALUES('rebuild')".into()
         })),
@@ -972,7 +975,7 @@ pub fn tabular(ctx: &Ctx) -> Vec<Metric> {
         fts_build,
     );
     let fts_search = Box::new(move |k: Kind| match k {
-        Kind::Basalt => Err("full-text search has not landed (issue 8)".to_string()),
+        Kind::Basalt => Ok(q("SELECT _id FROM fts_search('bench', 'Electronics')")),
         Kind::Sqlite => Ok(q("SELECT rowid FROM bench_fts WHERE bench_fts MATCH 'Electronics'")),
         Kind::Duckdb if duck_fts => Ok(q(
             "SELECT _id FROM bench WHERE fts_main_bench.match_bm25(_id, 'Electronics') IS NOT NULL",
