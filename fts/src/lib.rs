@@ -434,6 +434,11 @@ impl FtsIndex {
         self.reload()
     }
 
+    /// Drops every change since the last commit.
+    pub fn rollback(&self) -> Result<()> {
+        self.with_writer(|w| w.rollback().map(|_| ()).map_err(tv("roll back")))
+    }
+
     /// Sees the latest commit (of this handle or, for read-only handles, of the writer).
     pub fn reload(&self) -> Result<()> {
         self.reader.reload().map_err(tv("reload the reader"))
@@ -508,46 +513,17 @@ impl FtsIndex {
         if query.trim().is_empty() {
             return Err(qerr("the query is empty".into()));
         }
-        let (text, fuzzy) = self.extract_fuzzy(query).map_err(qerr)?;
+        let (text, fuzzy) = self.rewrite_text(query).map_err(qerr)?;
         let parser = QueryParser::for_index(&self.index, fields);
-        let text = self.rename_columns(&text);
         let q = parser.parse_query(&text).map_err(|e| qerr(e.to_string()))?;
         let q = self.rewrite(q, &fuzzy).map_err(qerr)?;
         Ok(q)
     }
 
-    /// Rewrites `column:` prefixes (outside quotes) to the positional field names.
-    fn rename_columns(&self, text: &str) -> String {
-        let chars: Vec<char> = text.chars().collect();
-        let mut out = String::with_capacity(text.len());
-        let mut in_quotes = false;
-        let mut i = 0;
-        while i < chars.len() {
-            let c = chars[i];
-            if c == '"' {
-                in_quotes = !in_quotes;
-            } else if !in_quotes && is_word_char(c) && (i == 0 || !is_word_char(chars[i - 1])) {
-                let mut j = i;
-                while j < chars.len() && is_word_char(chars[j]) {
-                    j += 1;
-                }
-                let word: String = chars[i..j].iter().collect();
-                match self.names.read().iter().position(|col| *col == word) {
-                    Some(p) if chars.get(j) == Some(&':') => out.push_str(&field_name(p)),
-                    _ => out.push_str(&word),
-                }
-                i = j;
-                continue;
-            }
-            out.push(c);
-            i += 1;
-        }
-        out
-    }
-
-    /// Replaces each `word~N` (fuzzy) and `word*` (prefix) outside quotes by a placeholder
-    /// word; returns the text and what each placeholder stands for.
-    fn extract_fuzzy(&self, query: &str) -> Result<(String, Vec<Special>), String> {
+    /// Rewrites the words outside quotes: a `column:` prefix becomes the column's
+    /// positional field name, and `word~N` (fuzzy) and `word*` (prefix) become placeholder
+    /// words. Returns the text and what each placeholder stands for.
+    fn rewrite_text(&self, query: &str) -> Result<(String, Vec<Special>), String> {
         let chars: Vec<char> = query.chars().collect();
         let mut out = String::with_capacity(query.len());
         let mut specials = Vec::new();
@@ -557,12 +533,9 @@ impl FtsIndex {
             let c = chars[i];
             if c == '"' {
                 in_quotes = !in_quotes;
-                out.push(c);
-                i += 1;
-                continue;
             }
             let starts_word =
-                !in_quotes && c.is_alphanumeric() && (i == 0 || !is_word_char(chars[i - 1]));
+                !in_quotes && is_word_char(c) && (i == 0 || !is_word_char(chars[i - 1]));
             if !starts_word {
                 out.push(c);
                 i += 1;
@@ -573,9 +546,17 @@ impl FtsIndex {
                 j += 1;
             }
             let word: String = chars[i..j].iter().collect();
-            let fuzzy =
-                chars.get(j) == Some(&'~') && chars.get(j + 1).is_some_and(char::is_ascii_digit);
-            let prefix = chars.get(j) == Some(&'*');
+            let next = chars.get(j).copied();
+            let fuzzy = next == Some('~') && chars.get(j + 1).is_some_and(char::is_ascii_digit);
+            let prefix = next == Some('*');
+            if next == Some(':') {
+                match self.names.read().iter().position(|col| *col == word) {
+                    Some(p) => out.push_str(&field_name(p)),
+                    None => out.push_str(&word),
+                }
+                i = j;
+                continue;
+            }
             if !fuzzy && !prefix {
                 out.push_str(&word);
                 i = j;

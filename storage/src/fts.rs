@@ -428,18 +428,26 @@ impl Store {
         };
         ids.sort_unstable();
         ids.dedup();
-        let (pos, _) = indexed_columns(t, &h.entry)?;
-        h.index
-            .delete_many(ids.iter().copied().filter(|&id| id < fresh_from))
-            .map_err(fts_err(&t.name))?;
-        let mut projection = vec![0];
-        projection.extend(&pos);
-        for chunk in ids.chunks(64 * 1024) {
-            let rows = t.get_many(chunk, &projection)?;
-            add_batch(&h.index, &t.name, &rows)?;
-        }
         let payload = Payload { lsn: snap.lsn, next_row_id: t.next_row_id };
-        h.index.commit(payload).map_err(fts_err(&t.name))?;
+        let applied = (|| {
+            let (pos, _) = indexed_columns(t, &h.entry)?;
+            h.index
+                .delete_many(ids.iter().copied().filter(|&id| id < fresh_from))
+                .map_err(fts_err(&t.name))?;
+            let mut projection = vec![0];
+            projection.extend(&pos);
+            for chunk in ids.chunks(64 * 1024) {
+                let rows = t.get_many(chunk, &projection)?;
+                add_batch(&h.index, &t.name, &rows)?;
+            }
+            h.index.commit(payload).map_err(fts_err(&t.name))
+        })();
+        if let Err(e) = applied {
+            // Nothing of this attempt stays queued, and its ids wait for the next one.
+            let _ = h.index.rollback();
+            h.pending.lock().marks.push((0, ids));
+            return Err(e);
+        }
         let installed = self.fts.installed.load(Ordering::Acquire);
         let mut p = h.pending.lock();
         p.committed = payload;
@@ -890,6 +898,30 @@ mod tests {
     }
 
     use arrow_array::Array;
+
+    #[test]
+    fn restore_rebuilds_the_index_for_the_restored_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(Arc::new(OsFs), dir.path(), dir.path(), opts()).unwrap();
+        s.create_table("t", &schema()).unwrap();
+        let row = |a: &str, b: &str| [Some(a.to_string()), Some(b.to_string())];
+        s.insert("t", &[batch(&[row("red car", "paris"), row("blue tea", "rome")])]).unwrap();
+        s.create_fts_index("t", &["name", "city"], "default").unwrap();
+        s.checkpoint("before").unwrap();
+        s.delete("t", &[1]).unwrap();
+        s.insert("t", &[batch(&[row("red shoe", "oslo")])]).unwrap();
+        assert_eq!(found(&s, "red", None), BTreeSet::from([3]));
+        s.restore("before").unwrap();
+        assert_eq!(found(&s, "red", None), BTreeSet::from([1]));
+        assert_eq!(found(&s, "oslo", None), BTreeSet::new());
+        s.insert("t", &[batch(&[row("red fox", "oslo")])]).unwrap();
+        assert_eq!(found(&s, "red", None), BTreeSet::from([1, 4]), "ids are not reused");
+        s.close().unwrap();
+        drop(s);
+        let s = Store::open(Arc::new(OsFs), dir.path(), dir.path(), opts()).unwrap();
+        assert_eq!(found(&s, "red", None), BTreeSet::from([1, 4]));
+        assert_eq!(s.fts.rebuilds.load(Ordering::Relaxed), 0, "reopened from its commit");
+    }
 
     #[test]
     fn index_follows_random_writes_in_memory() {
