@@ -379,7 +379,9 @@ pub fn resolve_matches(e: Expr, search: &dyn Fn(&str, &str) -> Result<Vec<u64>>)
                 _ => return plan_err!("fts_match: the query must be a constant string"),
             },
             _ => {
-                return plan_err!("fts_match(column, 'query'): the first argument must be a column");
+                return plan_err!(
+                    "fts_match(column, 'query'): the first argument must be a column"
+                );
             }
         };
         let mut ids = search(&column, &query)?;
