@@ -9,6 +9,8 @@
 //! It must not know about tables, logs or SQL: *which* rows to add or delete and *when* to
 //! commit are decided by `basalt-storage`, which keeps the index in step with the data.
 
+mod lazy;
+
 use std::collections::BinaryHeap;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -214,6 +216,8 @@ pub struct FtsIndex {
     /// The upkeep writer (`None` when opened read-only).
     writer: Mutex<Option<IndexWriter>>,
     path: Option<PathBuf>,
+    /// The directory, for files on disk (commits may defer their syncs).
+    dir: Option<lazy::LazyDir>,
 }
 
 impl std::fmt::Debug for FtsIndex {
@@ -267,6 +271,7 @@ impl FtsIndex {
         tokenizer: Tokenizer,
         writer_threads: Option<usize>,
         path: Option<PathBuf>,
+        dir: Option<lazy::LazyDir>,
     ) -> Result<FtsIndex> {
         index.tokenizers().register("basalt", tokenizer.analyzer()?);
         let (schema, id_field, fields) = schema_for(columns)?;
@@ -298,6 +303,7 @@ impl FtsIndex {
             reader,
             writer: Mutex::new(writer),
             path,
+            dir,
         })
     }
 
@@ -310,20 +316,20 @@ impl FtsIndex {
         writer_threads: usize,
     ) -> Result<FtsIndex> {
         let (schema, ..) = schema_for(columns)?;
-        let (index, path) = match location {
-            Location::Memory => (Index::create_in_ram(schema), None),
+        let (index, path, lazy) = match location {
+            Location::Memory => (Index::create_in_ram(schema), None, None),
             Location::Dir(dir) => {
                 std::fs::create_dir_all(dir).map_err(|e| Error::Tantivy {
                     action: "create the index directory",
                     source: tantivy::TantivyError::from(e),
                 })?;
-                (
-                    Index::create_in_dir(dir, schema).map_err(tv("create the index"))?,
-                    Some(dir.clone()),
-                )
+                let d = lazy::LazyDir::open(dir).map_err(tv("open the index directory"))?;
+                let index = Index::create(d.clone(), schema, tantivy::IndexSettings::default())
+                    .map_err(tv("create the index"))?;
+                (index, Some(dir.clone()), Some(d))
             }
         };
-        Self::finish(index, columns, tokenizer, Some(writer_threads), path)
+        Self::finish(index, columns, tokenizer, Some(writer_threads), path, lazy)
     }
 
     /// Opens an existing index; `writable` opens its upkeep writer (one thread).
@@ -333,8 +339,16 @@ impl FtsIndex {
         tokenizer: Tokenizer,
         writable: bool,
     ) -> Result<FtsIndex> {
-        let index = Index::open_in_dir(dir).map_err(tv("open the index"))?;
-        Self::finish(index, columns, tokenizer, writable.then_some(1), Some(dir.to_path_buf()))
+        let d = lazy::LazyDir::open(dir).map_err(tv("open the index directory"))?;
+        let index = Index::open(d.clone()).map_err(tv("open the index"))?;
+        Self::finish(
+            index,
+            columns,
+            tokenizer,
+            writable.then_some(1),
+            Some(dir.to_path_buf()),
+            Some(d),
+        )
     }
 
     /// Replaces the writer by one with `threads` indexing threads (pending changes are
@@ -423,8 +437,39 @@ impl FtsIndex {
         })
     }
 
-    /// Makes every change so far durable and visible to searches, recording `payload`.
+    /// Makes every change so far durable and visible to searches, recording `payload`
+    /// (files of earlier [`FtsIndex::commit_unsynced`] calls are synced first).
     pub fn commit(&self, payload: Payload) -> Result<()> {
+        if let Some(d) = &self.dir {
+            d.sync_pending().map_err(|e| Error::Tantivy {
+                action: "sync unsynced commits",
+                source: tantivy::TantivyError::from(e),
+            })?;
+        }
+        self.commit_now(payload)
+    }
+
+    /// Makes every change so far visible to searches, recording `payload`, without syncing
+    /// any file: it survives a killed process, and after a power failure its files may be
+    /// torn (the next [`FtsIndex::commit`] syncs them; [`FtsIndex::files_intact`] checks).
+    pub fn commit_unsynced(&self, payload: Payload) -> Result<()> {
+        match &self.dir {
+            Some(d) => d.lazily(|| self.commit_now(payload)),
+            None => self.commit_now(payload),
+        }
+    }
+
+    /// Whether files of unsynced commits wait for a sync.
+    pub fn has_unsynced(&self) -> bool {
+        self.dir.as_ref().is_some_and(lazy::LazyDir::has_pending)
+    }
+
+    /// Whether every file the last commit names is present with a valid checksum.
+    pub fn files_intact(&self) -> bool {
+        self.index.validate_checksum().is_ok_and(|bad| bad.is_empty())
+    }
+
+    fn commit_now(&self, payload: Payload) -> Result<()> {
         self.with_writer(|w| {
             let mut prepared = w.prepare_commit().map_err(tv("prepare a commit"))?;
             prepared.set_payload(&payload.encode());

@@ -68,7 +68,7 @@ impl Registry {
 
     /// The lowest LSN an index still needs from the log (`None`: no index needs any).
     pub(crate) fn retention(&self) -> Option<u64> {
-        self.handles.read().values().map(|h| h.pending.lock().committed.lsn).min()
+        self.handles.read().values().map(|h| h.pending.lock().durable_lsn).min()
     }
 
     /// Forgets a table's index (closing its writer) without touching files.
@@ -108,6 +108,10 @@ struct Pending {
     fresh_from: u64,
     /// What the last index commit recorded.
     committed: Payload,
+    /// The payload LSN of the last synced index commit (what a power failure keeps).
+    durable_lsn: u64,
+    /// Commits since the last synced one left files unsynced (the `.lazy` marker exists).
+    unsynced: bool,
     /// The index reflects the table as of this state version.
     indexed_version: u64,
     /// Version of the newest update or delete that bypassed the log and is not yet covered
@@ -173,6 +177,13 @@ impl Store {
         } else {
             Location::Memory
         }
+    }
+
+    /// The marker of unsynced index commits (see [`Store::fts_refresh`]).
+    fn fts_lazy_marker(&self, table_id: u64, dir_id: u64) -> Option<PathBuf> {
+        self.vfs
+            .native()
+            .then(|| manifest::table_dir(&self.root, table_id).join(format!("fts-{dir_id}.lazy")))
     }
 
     fn fts_marker(&self, table_id: u64, dir_id: u64) -> Option<PathBuf> {
@@ -291,6 +302,7 @@ impl Store {
             pending: Mutex::new(Pending {
                 fresh_from: t.next_row_id,
                 committed: Payload { lsn, next_row_id: t.next_row_id },
+                durable_lsn: lsn,
                 indexed_version: version,
                 ..Pending::default()
             }),
@@ -321,7 +333,10 @@ impl Store {
         self.fts.forget(t.id);
         // Garbage now; the next writer open removes what this misses.
         let _ = self.vfs.remove_dir_all(&manifest::fts_dir(&self.root, t.id, entry.dir_id));
-        if let Some(m) = self.fts_marker(t.id, entry.dir_id) {
+        for m in [self.fts_marker(t.id, entry.dir_id), self.fts_lazy_marker(t.id, entry.dir_id)]
+            .into_iter()
+            .flatten()
+        {
             let _ = self.vfs.remove_file(&m);
         }
         Ok(())
@@ -418,7 +433,7 @@ impl Store {
                     true
                 }
             });
-            if ids.is_empty() && !(force && snap.lsn > p.committed.lsn) {
+            if ids.is_empty() && !(force && (snap.lsn > p.committed.lsn || p.unsynced)) {
                 if p.marks.is_empty() {
                     p.indexed_version = p.indexed_version.max(snap.version);
                 }
@@ -429,6 +444,19 @@ impl Store {
         ids.sort_unstable();
         ids.dedup();
         let payload = Payload { lsn: snap.lsn, next_row_id: t.next_row_id };
+        // A search's refresh commits without syncing (a power failure may tear its files:
+        // the `.lazy` marker, synced first, makes the next open check them); a flush's
+        // refresh syncs everything, and only it moves the log retention and clears markers.
+        let lazy_marker = self.fts_lazy_marker(h.table_id, h.entry.dir_id);
+        if !force && !h.pending.lock().unsynced {
+            if let Some(m) = &lazy_marker {
+                self.vfs.write_file(m, &[b"unsynced"], true)?;
+                if let Some(dir) = m.parent() {
+                    self.vfs.sync_dir(dir)?;
+                }
+            }
+            h.pending.lock().unsynced = true;
+        }
         let applied = (|| {
             let (pos, _) = indexed_columns(t, &h.entry)?;
             h.index
@@ -440,7 +468,11 @@ impl Store {
                 let rows = t.get_many(chunk, &projection)?;
                 add_batch(&h.index, &t.name, &rows)?;
             }
-            h.index.commit(payload).map_err(fts_err(&t.name))
+            if force {
+                h.index.commit(payload).map_err(fts_err(&t.name))
+            } else {
+                h.index.commit_unsynced(payload).map_err(fts_err(&t.name))
+            }
         })();
         if let Err(e) = applied {
             // Nothing of this attempt stays queued, and its ids wait for the next one.
@@ -454,6 +486,16 @@ impl Store {
         p.fresh_from = p.fresh_from.max(t.next_row_id);
         if p.marks.is_empty() {
             p.indexed_version = snap.version;
+        }
+        if !force {
+            return Ok(());
+        }
+        p.durable_lsn = payload.lsn;
+        if p.unsynced {
+            if let Some(m) = &lazy_marker {
+                self.vfs.remove_file(m)?;
+            }
+            p.unsynced = false;
         }
         if let Some(u) = p.unlogged
             && u <= snap.version
@@ -508,23 +550,29 @@ impl Store {
     ) -> Result<()> {
         let marker = self.fts_marker(t.id, entry.dir_id);
         let unclean = marker.as_ref().is_some_and(|m| self.vfs.exists(m));
+        let lazy_marker = self.fts_lazy_marker(t.id, entry.dir_id);
+        let unsynced = lazy_marker.as_ref().is_some_and(|m| self.vfs.exists(m));
         let tok: Tokenizer = entry.tokenizer.parse().map_err(fts_err(&t.name))?;
         let (_, names) = indexed_columns(t, &entry)?;
         let opened = match self.fts_location(t.id, entry.dir_id) {
             Location::Dir(dir) if !rebuild && !unclean => {
-                FtsIndex::open(&dir, &names, tok, true).ok().and_then(|ix| match ix.payload() {
-                    Ok(Some(p)) if p.lsn <= snap.lsn && p.next_row_id <= t.next_row_id => {
-                        Some((ix, p))
-                    }
-                    _ => None,
-                })
+                FtsIndex::open(&dir, &names, tok, true)
+                    .ok()
+                    // Unsynced commits may have been torn by a power failure.
+                    .filter(|ix| !unsynced || ix.files_intact())
+                    .and_then(|ix| match ix.payload() {
+                        Ok(Some(p)) if p.lsn <= snap.lsn && p.next_row_id <= t.next_row_id => {
+                            Some((ix, p))
+                        }
+                        _ => None,
+                    })
             }
             _ => None,
         };
         let Some((index, payload)) = opened else {
             self.fts.rebuilds.fetch_add(1, Ordering::Relaxed);
             let index = self.fts_build(t, &entry, snap.lsn)?;
-            if let Some(m) = &marker {
+            for m in [&marker, &lazy_marker].into_iter().flatten() {
                 self.vfs.remove_file(m)?;
             }
             self.fts_register(t, entry, index, snap.lsn, snap.version);
@@ -565,6 +613,7 @@ impl Store {
                 let mut p = h.pending.lock();
                 p.fresh_from = payload.next_row_id;
                 p.committed = payload;
+                p.unsynced = unsynced;
                 if !ids.is_empty() {
                     p.marks.push((0, ids));
                 }
@@ -898,6 +947,65 @@ mod tests {
     }
 
     use arrow_array::Array;
+
+    /// A search after writes commits the index without syncing; files such a commit left
+    /// torn (as a power failure can) are detected at the next open, which rebuilds; a flush
+    /// syncs and clears the marker.
+    #[test]
+    fn torn_unsynced_index_commits_are_detected_and_rebuilt() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = || Store::open(Arc::new(OsFs), dir.path(), dir.path(), opts()).unwrap();
+        let s = open();
+        s.create_table("t", &schema()).unwrap();
+        let row = |a: &str| [Some(a.to_string()), Some("rome".to_string())];
+        s.insert("t", &[batch(&[row("red car"), row("blue tea")])]).unwrap();
+        s.create_fts_index("t", &["name", "city"], "default").unwrap();
+        let entry = s.snapshot().table("t").unwrap().fts.clone().unwrap();
+        let fts_dir = crate::manifest::fts_dir(dir.path(), 1, entry.dir_id);
+        let lazy =
+            crate::manifest::table_dir(dir.path(), 1).join(format!("fts-{}.lazy", entry.dir_id));
+        let files = |d: &Path| -> BTreeSet<String> {
+            std::fs::read_dir(d)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect()
+        };
+        // Unsynced commit, then a flush syncs it and removes the marker.
+        s.insert("t", &[batch(&[row("red fox")])]).unwrap();
+        assert_eq!(found(&s, "red", None), BTreeSet::from([1, 3]));
+        assert!(lazy.exists());
+        s.flush().unwrap();
+        assert!(!lazy.exists(), "a flush syncs the index");
+        // Another unsynced commit; then its new files are torn and the process dies.
+        let before = files(&fts_dir);
+        s.insert("t", &[batch(&[row("red hat")])]).unwrap();
+        assert_eq!(found(&s, "red", None), BTreeSet::from([1, 3, 4]));
+        assert!(lazy.exists());
+        let torn: Vec<String> = files(&fts_dir).difference(&before).cloned().collect();
+        assert!(!torn.is_empty());
+        for f in &torn {
+            let p = fts_dir.join(f);
+            let len = std::fs::metadata(&p).unwrap().len();
+            std::fs::OpenOptions::new().write(true).open(&p).unwrap().set_len(len / 2).unwrap();
+        }
+        s.fts.handles_clear();
+        *s.lock.lock() = None;
+        std::mem::forget(s);
+        let s = open();
+        assert_eq!(s.fts.rebuilds.load(Ordering::Relaxed), 1, "torn files are detected");
+        assert_eq!(found(&s, "red", None), BTreeSet::from([1, 3, 4]));
+        assert!(!lazy.exists());
+        // Without damage, an unsynced commit is caught up from (no rebuild).
+        s.insert("t", &[batch(&[row("red cup")])]).unwrap();
+        assert_eq!(found(&s, "red", None), BTreeSet::from([1, 3, 4, 5]));
+        s.fts.handles_clear();
+        *s.lock.lock() = None;
+        std::mem::forget(s);
+        let s = open();
+        assert_eq!(s.fts.rebuilds.load(Ordering::Relaxed), 0);
+        assert_eq!(s.fts.catch_ups.load(Ordering::Relaxed), 1);
+        assert_eq!(found(&s, "red", None), BTreeSet::from([1, 3, 4, 5]));
+    }
 
     #[test]
     fn restore_rebuilds_the_index_for_the_restored_rows() {

@@ -1539,6 +1539,7 @@ impl Store {
                             let current = t.fts.as_ref().is_some_and(|e| {
                                 rest == e.dir_id.to_string()
                                     || rest == format!("{}.unclean", e.dir_id)
+                                    || rest == format!("{}.lazy", e.dir_id)
                             });
                             if !current {
                                 self.vfs.remove_dir_all(&dir.join(&f))?;
