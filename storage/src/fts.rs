@@ -16,18 +16,23 @@
 //!   text in `S` if it is still live, and the tantivy commit records the payload
 //!   `{lsn: S.lsn, next_row_id}`. Every commit with a version ≤ `S.version` is published,
 //!   and was marked before it was published, so the payload's claims hold. Writes between
-//!   searches cost no tantivy commit; a search after writes costs one (read-your-writes).
-//! - **Log retention.** The log keeps every record above the lowest committed payload LSN
-//!   (like a change feed), and each flush commits the index, so the log does not grow.
+//!   searches cost no tantivy commit; a search after writes costs one (read-your-writes),
+//!   made without fsync after a synced `fts-<dir>.lazy` marker; a flush's refresh syncs
+//!   every file those commits wrote, then removes the marker.
+//! - **Log retention.** The log keeps every record above the lowest *synced* payload LSN
+//!   (like a change feed), and each flush commits the index synced, so the log does not
+//!   grow.
 //! - **Recovery** (writer open): the index is rebuilt from the table when it is missing or
-//!   unreadable, when its payload is ahead of the recovered log (commits lost to a power
-//!   failure) or of the table's row-id counter (buffered rows lost), or when the *unclean
-//!   marker* exists. Otherwise the ids of logged records after the payload's LSN and every
+//!   unreadable (with the `.lazy` marker present: any file failing its checksum, as a power
+//!   failure can leave unsynced commits), when its payload is ahead of the recovered log
+//!   (commits lost to a power failure) or of the table's row-id counter (buffered rows
+//!   lost), or when the *unclean marker* exists. Otherwise the ids of logged records after the payload's LSN and every
 //!   `_id` from the payload's `next_row_id` on are re-indexed: that covers logged commits and
 //!   inserts that bypass the log (bulk inserts and flushes). Updates and deletes that bypass
 //!   the log (buffered durability, or a commit that flushed a full memtable) first create
 //!   the marker file `fts-<dir>.unclean` (synced) before anything of them can be durable;
-//!   it is removed once an index commit covers a state whose manifest install absorbed them.
+//!   it is removed once a synced index commit covers a state whose manifest install
+//!   absorbed them.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
