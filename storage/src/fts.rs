@@ -1010,6 +1010,20 @@ mod tests {
         assert_eq!(s.fts.rebuilds.load(Ordering::Relaxed), 0);
         assert_eq!(s.fts.catch_ups.load(Ordering::Relaxed), 1);
         assert_eq!(found(&s, "red", None), BTreeSet::from([1, 3, 4, 5]));
+        // Leftovers of other index generations (a crash during a drop) go at the next open,
+        // markers and directories alike; the current index's files stay.
+        s.close().unwrap();
+        drop(s);
+        let tdir = crate::manifest::table_dir(dir.path(), 1);
+        std::fs::write(tdir.join("fts-999.lazy"), b"x").unwrap();
+        std::fs::write(tdir.join("fts-999.unclean"), b"x").unwrap();
+        std::fs::create_dir_all(tdir.join("fts-998")).unwrap();
+        std::fs::write(tdir.join("fts-998").join("meta.json"), b"{}").unwrap();
+        let s = open();
+        let left = files(&tdir);
+        assert!(left.iter().all(|f| !f.contains("999") && !f.contains("998")), "{left:?}");
+        assert!(left.contains(&format!("fts-{}", entry.dir_id)));
+        assert_eq!(found(&s, "red", None), BTreeSet::from([1, 3, 4, 5]));
     }
 
     #[test]

@@ -1542,8 +1542,12 @@ impl Store {
                                     || rest == format!("{}.lazy", e.dir_id)
                             });
                             if !current {
-                                self.vfs.remove_dir_all(&dir.join(&f))?;
-                                self.vfs.remove_file(&dir.join(&f))?;
+                                // `fts-<id>` is an index directory; `fts-<id>.<kind>` a marker.
+                                if rest.contains('.') {
+                                    self.vfs.remove_file(&dir.join(&f))?;
+                                } else {
+                                    self.vfs.remove_dir_all(&dir.join(&f))?;
+                                }
                             }
                             continue;
                         }
@@ -1955,8 +1959,10 @@ impl Store {
             return;
         }
         for f in self.vfs.list_dir(&dir).unwrap_or_default() {
-            if f.starts_with("fts-") {
+            // Index directories are never pinned; markers go like other files.
+            if f.starts_with("fts-") && !f.contains('.') {
                 let _ = self.vfs.remove_dir_all(&dir.join(&f));
+                continue;
             }
             self.remove_garbage(&dir.join(f));
         }
