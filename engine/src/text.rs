@@ -112,20 +112,18 @@ impl Table {
         let texts = self.search_text(text, Some(n))?;
         let near = self.topk(vector_column, vector, n, metric)?;
         let mut fused: BTreeMap<u64, HybridHit> = BTreeMap::new();
-        let entry = |m: &mut BTreeMap<u64, HybridHit>, id: u64| {
-            *m.entry(id).or_insert(HybridHit { id, score: 0.0, text: None, vector: None })
-        };
+        fn hit(m: &mut BTreeMap<u64, HybridHit>, id: u64) -> &mut HybridHit {
+            m.entry(id).or_insert(HybridHit { id, score: 0.0, text: None, vector: None })
+        }
         for (i, h) in texts.iter().enumerate() {
-            let mut e = entry(&mut fused, h.id);
+            let e = hit(&mut fused, h.id);
             e.score += options.text_weight / (options.rrf_k + (i + 1) as f32);
             e.text = Some((i + 1, h.score));
-            fused.insert(h.id, e);
         }
         for (i, nb) in near.iter().enumerate() {
-            let mut e = entry(&mut fused, nb.id);
+            let e = hit(&mut fused, nb.id);
             e.score += options.vector_weight / (options.rrf_k + (i + 1) as f32);
             e.vector = Some((i + 1, nb.distance));
-            fused.insert(nb.id, e);
         }
         let mut out: Vec<HybridHit> = fused.into_values().collect();
         out.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
