@@ -56,11 +56,6 @@ impl LazyDir {
         r
     }
 
-    /// Whether unsynced files are pending.
-    pub(crate) fn has_pending(&self) -> bool {
-        !self.state.unsynced.lock().is_empty()
-    }
-
     /// Fsyncs every file written lazily that still exists, then the directory.
     pub(crate) fn sync_pending(&self) -> io::Result<()> {
         let pending: Vec<PathBuf> = self.state.unsynced.lock().iter().cloned().collect();

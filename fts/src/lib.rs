@@ -372,11 +372,6 @@ impl FtsIndex {
         self.names.read().clone()
     }
 
-    /// The tokenizer.
-    pub fn tokenizer(&self) -> Tokenizer {
-        self.tokenizer
-    }
-
     /// The payload of the last commit (`None` for an index never committed with one).
     pub fn payload(&self) -> Result<Option<Payload>> {
         let metas = self.index.load_metas().map_err(tv("read the index metadata"))?;
@@ -457,11 +452,6 @@ impl FtsIndex {
             Some(d) => d.lazily(|| self.commit_now(payload)),
             None => self.commit_now(payload),
         }
-    }
-
-    /// Whether files of unsynced commits wait for a sync.
-    pub fn has_unsynced(&self) -> bool {
-        self.dir.as_ref().is_some_and(lazy::LazyDir::has_pending)
     }
 
     /// Whether every file the last commit names is present with a valid checksum.
