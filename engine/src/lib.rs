@@ -69,6 +69,11 @@ pub use value::{Row, Value};
 /// statements, execution errors).
 pub use basalt_sql::Error as SqlError;
 
+/// Cutting SQL scripts into statements at `;` outside strings, quoted names and comments
+/// (what [`Connection::sql`] does with a script; shells use it to know a statement is
+/// complete and where each one starts).
+pub use basalt_sql::script::{ScriptStatement, split_script};
+
 /// The Arrow crates Basalt speaks, re-exported so users build schemas and batches with the
 /// exact versions Basalt was built with.
 pub mod arrow {

@@ -74,10 +74,11 @@ pub fn split_statements(sql: &str, fold: bool) -> crate::Result<Option<Vec<Piece
     if !sql.as_bytes().windows(3).any(|w| w.eq_ignore_ascii_case(b"fts")) {
         return Ok(None);
     }
-    let parts = split_top_level(sql);
+    let parts = crate::script::split_script(sql);
     let mut any = false;
     let mut out = Vec::with_capacity(parts.len());
     for part in parts {
+        let part = part.text;
         match parse_ddl(part, fold)? {
             Some(d) => {
                 any = true;
@@ -88,53 +89,6 @@ pub fn split_statements(sql: &str, fold: bool) -> crate::Result<Option<Vec<Piece
         }
     }
     Ok(any.then_some(out))
-}
-
-/// The statements of a script, cut at `;` outside strings, quoted names and comments.
-fn split_top_level(sql: &str) -> Vec<&str> {
-    let b = sql.as_bytes();
-    let mut out = Vec::new();
-    let (mut start, mut i) = (0, 0);
-    while i < b.len() {
-        match b[i] {
-            q @ (b'\'' | b'"' | b'`') => {
-                i += 1;
-                while i < b.len() {
-                    if b[i] == q {
-                        // A doubled quote is an escaped quote.
-                        if b.get(i + 1) == Some(&q) {
-                            i += 2;
-                            continue;
-                        }
-                        break;
-                    }
-                    i += 1;
-                }
-            }
-            b'-' if b.get(i + 1) == Some(&b'-') => {
-                while i < b.len() && b[i] != b'\n' {
-                    i += 1;
-                }
-            }
-            b'/' if b.get(i + 1) == Some(&b'*') => {
-                i += 2;
-                while i < b.len() && !(b[i] == b'*' && b.get(i + 1) == Some(&b'/')) {
-                    i += 1;
-                }
-                i += 1;
-            }
-            b';' => {
-                out.push(&sql[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-        i += 1;
-    }
-    if start < sql.len() {
-        out.push(&sql[start..]);
-    }
-    out
 }
 
 /// Parses one statement as full-text DDL; `None` if it is not (it does not start with

@@ -27,6 +27,7 @@ pub mod fused;
 pub mod provider;
 pub mod pushdown;
 pub mod rewrite;
+pub mod script;
 pub mod semi;
 pub mod types;
 pub mod vector;
