@@ -1,44 +1,231 @@
-//! The `basalt` command.
+//! The `basalt` command: an interactive SQL shell, one-shot SQL over databases and files,
+//! import and export, and a demo.
 //!
-//! Today it can list a database's tables with their row counts and columns
-//! (`basalt tables DB`). The interactive SQL shell, one-shot queries, import/export and the
-//! demo arrive with the CLI issue, once SQL has landed.
+//! ```text
+//! basalt [DB]                          shell (a script when stdin is not a terminal)
+//! basalt -c "SQL; SQL" [--mode M] [DB] run statements, print each result
+//! basalt import DB TABLE FILE [opts]   CSV / Parquet / JSON lines into a table
+//! basalt export DB TABLE|QUERY FILE    a table or a query's rows to CSV / Parquet / JSON
+//! basalt demo [DIR] [--rows N]         generate data, time analytics, vector, text, hybrid
+//! basalt tables DB                     tables, row counts and columns
+//! ```
+//!
+//! This crate owns argument handling, the shell, output formats and file import; it talks
+//! to the database only through the public `basalt` API (`Database`, `Connection`).
 
+mod demo;
+mod import;
+mod output;
+mod shell;
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-fn usage() -> &'static str {
-    "usage:\n  basalt tables DB     list tables, row counts and columns of the database at DB\n  basalt --version\n\nThe SQL shell, one-shot queries, import/export and the demo are not available yet."
+use output::{Mode, Printer};
+use shell::Shell;
+
+/// Everything that can stop a command.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// Bad command-line arguments or a bad dot command.
+    #[error("{0}")]
+    Usage(String),
+    /// An error from the database.
+    #[error("{0}")]
+    Db(#[from] basalt::Error),
+    /// An Arrow error while reading or printing data.
+    #[error("{0}")]
+    Arrow(#[from] basalt::arrow::schema::ArrowError),
+    /// A file or terminal error.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// Writing output failed (a closed pipe ends the command quietly).
+    #[error("writing output: {0}")]
+    Output(#[from] std::io::Error),
+    /// A file could not be imported; nothing was written.
+    #[error("{0}")]
+    Import(String),
+    /// A statement of a script failed.
+    #[error("line {line} (statement {number}): {message}")]
+    Statement {
+        /// The script line the statement starts on (1-based).
+        line: usize,
+        /// The statement's number in its script (1-based).
+        number: usize,
+        /// The database's message, positions made relative to the script.
+        message: String,
+    },
 }
+
+impl CliError {
+    fn io(context: impl Into<String>, source: std::io::Error) -> CliError {
+        CliError::Io { context: context.into(), source }
+    }
+}
+
+const USAGE: &str = "\
+usage:
+  basalt [OPTIONS] [DB]                  interactive shell on DB (in memory without DB);
+                                         reads a script when stdin is not a terminal
+  basalt -c \"SQL; …\" [OPTIONS] [DB]      run the statements in order, print each result
+  basalt import DB TABLE FILE [IMPORT OPTIONS]
+                                         load a CSV, Parquet or JSON-lines file into TABLE
+                                         (created from the file's schema when missing)
+  basalt export DB TABLE|QUERY FILE [--format F]
+                                         write a table or a query's rows to FILE
+  basalt demo [DIR] [--rows N]           generate a dataset, run and time analytics, a
+                                         vector top-k, a full-text and a hybrid search
+  basalt tables DB                       tables, row counts and columns
+  basalt --version | --help
+
+options:
+  --mode table|csv|json|line   output mode (default table)
+  --readonly                   open DB read-only (next to a running writer)
+  --timer                      print each statement's run time
+  --max-width N                widest value shown in table mode (default 40)
+
+import options:
+  --format csv|parquet|json    file format (default: from the extension)
+  --schema 'a INT, b TEXT'     column names and types instead of inferring them (CSV, JSON)
+  --no-header                  the CSV file has no header row (columns c0, c1, …)
+  --delimiter C                CSV field separator (default ',', '\\t' for .tsv)
+  --skip-bad                   skip rows whose values do not parse (reported) instead of
+                                 failing; without it a bad row imports nothing
+  --quiet                      no progress bar";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
-        ["--version"] => {
-            println!("basalt {}", env!("CARGO_PKG_VERSION"));
-            ExitCode::SUCCESS
-        }
-        ["tables", db] => match tables(db) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("error: {e}");
-                ExitCode::FAILURE
-            }
-        },
-        _ => {
-            eprintln!("{}", usage());
+    match run(args) {
+        Ok(code) => code,
+        Err(CliError::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(CliError::Usage(m)) => {
+            eprintln!("error: {m}\n\n{USAGE}");
             ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
         }
     }
 }
 
-fn tables(path: &str) -> basalt::Result<()> {
+/// Options shared by the shell and `-c`.
+struct ShellArgs {
+    db: Option<PathBuf>,
+    command: Option<String>,
+    printer: Printer,
+    readonly: bool,
+    timer: bool,
+}
+
+fn run(args: Vec<String>) -> Result<ExitCode, CliError> {
+    match args.first().map(String::as_str) {
+        Some("--version" | "-V") => {
+            println!("basalt {}", env!("CARGO_PKG_VERSION"));
+            return Ok(ExitCode::SUCCESS);
+        }
+        Some("--help" | "-h" | "help") => {
+            println!("{USAGE}");
+            return Ok(ExitCode::SUCCESS);
+        }
+        Some("tables") => {
+            let [db] = positional::<1>(&args[1..], "tables DB")?;
+            tables(&db)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        Some("import") => return import::command(&args[1..]).map(|()| ExitCode::SUCCESS),
+        Some("export") => return import::export_command(&args[1..]).map(|()| ExitCode::SUCCESS),
+        Some("demo") => return demo::command(&args[1..]).map(|()| ExitCode::SUCCESS),
+        _ => {}
+    }
+    let a = shell_args(&args)?;
+    let db = match (&a.db, a.readonly) {
+        (None, _) => basalt::Database::open_in_memory()?,
+        (Some(p), false) => basalt::Database::open(p)?,
+        (Some(p), true) => basalt::Database::open_read_only(p)?,
+    };
+    let mut sh = Shell::new(db, a.printer);
+    sh.timer = a.timer;
+    if let Some(sql) = a.command {
+        sh.run_script(&sql)?;
+        sh.finish()?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let stdin = std::io::stdin();
+    if stdin.is_terminal() {
+        sh.interactive()?;
+    } else {
+        sh.run_reader(stdin.lock())?;
+    }
+    sh.finish()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn shell_args(args: &[String]) -> Result<ShellArgs, CliError> {
+    let mut a = ShellArgs {
+        db: None,
+        command: None,
+        printer: Printer::default(),
+        readonly: false,
+        timer: false,
+    };
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "-c" | "--command" => a.command = Some(value(&mut it, arg)?.to_string()),
+            "--mode" | "-m" => a.printer.mode = Mode::parse(value(&mut it, arg)?)?,
+            "--readonly" => a.readonly = true,
+            "--timer" => a.timer = true,
+            "--max-width" => a.printer.max_width = number(value(&mut it, arg)?, arg)?,
+            s if s.starts_with('-') && s.len() > 1 => {
+                return Err(CliError::Usage(format!("unknown option {s}")));
+            }
+            s => {
+                if a.db.is_some() {
+                    return Err(CliError::Usage(format!("unexpected argument {s}")));
+                }
+                a.db = Some(PathBuf::from(s));
+            }
+        }
+    }
+    Ok(a)
+}
+
+/// The value after an option.
+fn value<'a>(it: &mut impl Iterator<Item = &'a String>, opt: &str) -> Result<&'a str, CliError> {
+    it.next().map(String::as_str).ok_or_else(|| CliError::Usage(format!("{opt} needs a value")))
+}
+
+/// A whole number option value.
+fn number(s: &str, opt: &str) -> Result<usize, CliError> {
+    s.replace('_', "")
+        .parse()
+        .map_err(|_| CliError::Usage(format!("{opt}: '{s}' is not a whole number")))
+}
+
+/// Exactly `N` positional arguments (no options).
+fn positional<const N: usize>(args: &[String], shape: &str) -> Result<[String; N], CliError> {
+    <[String; N]>::try_from(args.to_vec())
+        .map_err(|_| CliError::Usage(format!("expected: basalt {shape}")))
+}
+
+fn tables(path: &str) -> Result<(), CliError> {
     let db = basalt::Database::open_read_only(path)?;
     for name in db.list_tables() {
         let t = db.table(&name)?;
         println!("{name} ({} rows)", t.count()?);
         for f in t.schema()?.fields() {
             let null = if f.is_nullable() { "" } else { " NOT NULL" };
-            println!("  {} {}{null}", f.name(), f.data_type());
+            println!("  {} {}{null}", f.name(), shell::sql_type(f.data_type()));
+        }
+        if let Some((cols, tok)) = t.fts_index()? {
+            println!("  full-text index on ({}) tokenizer {}", cols.join(", "), tok.name());
         }
     }
     Ok(())

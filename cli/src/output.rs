@@ -1,0 +1,400 @@
+//! Printing query results: aligned tables, CSV, JSON and one-value-per-line.
+//!
+//! Owns how a result looks on the terminal or in a file; it never runs SQL. Table mode
+//! collects the whole result (column widths depend on every row); the other modes print
+//! batch by batch, so `basalt -c "SELECT …" --mode csv > out.csv` streams.
+
+use std::io::Write;
+
+use arrow_cast::display::{ArrayFormatter, FormatOptions};
+use basalt::arrow::array::{Array, ArrayRef, Float32Array, Float64Array, RecordBatch};
+use basalt::arrow::schema::{DataType, SchemaRef};
+use unicode_width::UnicodeWidthChar;
+
+use crate::CliError;
+
+/// How results are printed (`.mode`, `--mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Aligned columns in a box, numbers right-aligned, NULL visible, wide values cut.
+    Table,
+    /// A header row, then one line per row (RFC 4180 quoting); NULL is an empty field.
+    Csv,
+    /// One JSON array of objects per statement; NULL is `null`.
+    Json,
+    /// `column = value`, one per line, a blank line between rows.
+    Line,
+}
+
+impl Mode {
+    /// Parses a mode name.
+    pub fn parse(s: &str) -> Result<Mode, CliError> {
+        Ok(match s {
+            "table" => Mode::Table,
+            "csv" => Mode::Csv,
+            "json" => Mode::Json,
+            "line" => Mode::Line,
+            other => {
+                return Err(CliError::Usage(format!(
+                    "unknown mode '{other}' (table, csv, json or line)"
+                )));
+            }
+        })
+    }
+}
+
+/// Prints results in one mode.
+#[derive(Debug, Clone)]
+pub struct Printer {
+    /// The output mode.
+    pub mode: Mode,
+    /// Widest value shown in table mode, in terminal columns (longer ones end in `…`).
+    pub max_width: usize,
+}
+
+impl Default for Printer {
+    fn default() -> Self {
+        Printer { mode: Mode::Table, max_width: 40 }
+    }
+}
+
+const NULL: &str = "NULL";
+
+impl Printer {
+    /// Prints one statement's result and returns its row count. A result without columns
+    /// (DDL) prints nothing.
+    pub fn print(
+        &self,
+        out: &mut dyn Write,
+        schema: &SchemaRef,
+        batches: &mut dyn Iterator<Item = basalt::Result<RecordBatch>>,
+    ) -> Result<u64, CliError> {
+        if schema.fields().is_empty() {
+            let mut n = 0;
+            for b in batches {
+                n += b?.num_rows() as u64;
+            }
+            return Ok(n);
+        }
+        match self.mode {
+            Mode::Table => {
+                let mut all = Vec::new();
+                for b in batches {
+                    all.push(b?);
+                }
+                self.table(out, schema, &all)
+            }
+            Mode::Csv => {
+                let mut w = arrow_csv::WriterBuilder::new().with_header(true).build(&mut *out);
+                let mut n = 0;
+                let mut any = false;
+                for b in batches {
+                    let b = flatten_nested(&b?)?;
+                    n += b.num_rows() as u64;
+                    w.write(&b)?;
+                    any = true;
+                }
+                drop(w);
+                if !any {
+                    // No batch came: still print the header.
+                    let names: Vec<&str> =
+                        schema.fields().iter().map(|f| f.name().as_str()).collect();
+                    let header = names.iter().map(|n| csv_field(n)).collect::<Vec<_>>().join(",");
+                    writeln!(out, "{header}")?;
+                }
+                Ok(n)
+            }
+            Mode::Json => {
+                let mut w = arrow_json::WriterBuilder::new()
+                    .with_explicit_nulls(true)
+                    .build::<_, arrow_json::writer::JsonArray>(&mut *out);
+                let mut n = 0;
+                for b in batches {
+                    let b = b?;
+                    n += b.num_rows() as u64;
+                    w.write(&b)?;
+                }
+                w.finish()?;
+                drop(w);
+                if n == 0 {
+                    write!(out, "[]")?;
+                }
+                writeln!(out)?;
+                Ok(n)
+            }
+            Mode::Line => {
+                let name_w = schema.fields().iter().map(|f| width(f.name())).max().unwrap_or(0);
+                let mut n = 0;
+                for b in batches {
+                    let b = b?;
+                    let cols = Cells::new(&b)?;
+                    for r in 0..b.num_rows() {
+                        if n > 0 {
+                            writeln!(out)?;
+                        }
+                        for (c, f) in schema.fields().iter().enumerate() {
+                            let pad = name_w - width(f.name());
+                            writeln!(out, "{}{} = {}", " ".repeat(pad), f.name(), cols.text(c, r))?;
+                        }
+                        n += 1;
+                    }
+                }
+                Ok(n)
+            }
+        }
+    }
+
+    fn table(
+        &self,
+        out: &mut dyn Write,
+        schema: &SchemaRef,
+        batches: &[RecordBatch],
+    ) -> Result<u64, CliError> {
+        let ncol = schema.fields().len();
+        let mut widths: Vec<usize> = schema.fields().iter().map(|f| self.fit(f.name()).1).collect();
+        let right: Vec<bool> = schema.fields().iter().map(|f| f.data_type().is_numeric()).collect();
+        let mut rows: Vec<Vec<(String, usize)>> = Vec::new();
+        for b in batches {
+            let cells = Cells::new(b)?;
+            for r in 0..b.num_rows() {
+                let row: Vec<(String, usize)> =
+                    (0..ncol).map(|c| self.fit(&cells.text(c, r))).collect();
+                for (w, cell) in widths.iter_mut().zip(&row) {
+                    *w = (*w).max(cell.1);
+                }
+                rows.push(row);
+            }
+        }
+        let rule = {
+            let mut s = String::from("+");
+            for w in &widths {
+                s.push_str(&"-".repeat(w + 2));
+                s.push('+');
+            }
+            s
+        };
+        let line = |out: &mut dyn Write,
+                    cells: &[(String, usize)],
+                    right: &[bool]|
+         -> std::io::Result<()> {
+            let mut s = String::from("|");
+            for ((cell, w), (&col_w, &r)) in cells.iter().zip(widths.iter().zip(right)) {
+                let pad = " ".repeat(col_w - w);
+                if r {
+                    s.push_str(&format!(" {pad}{cell} |"));
+                } else {
+                    s.push_str(&format!(" {cell}{pad} |"));
+                }
+            }
+            writeln!(out, "{s}")
+        };
+        writeln!(out, "{rule}")?;
+        let header: Vec<(String, usize)> =
+            schema.fields().iter().map(|f| self.fit(f.name())).collect();
+        line(out, &header, &vec![false; ncol])?;
+        writeln!(out, "{rule}")?;
+        for row in &rows {
+            line(out, row, &right)?;
+        }
+        if !rows.is_empty() {
+            writeln!(out, "{rule}")?;
+        }
+        let n = rows.len();
+        writeln!(out, "({n} row{})", if n == 1 { "" } else { "s" })?;
+        Ok(n as u64)
+    }
+
+    /// The text shown for a cell (line breaks as `\\n`, other control characters as `?`),
+    /// cut to `max_width` terminal columns with a final `…`, and its width.
+    fn fit(&self, s: &str) -> (String, usize) {
+        fn shown(c: char) -> (&'static str, Option<char>, usize) {
+            match c {
+                '\n' => ("\\n", None, 2),
+                '\r' => ("\\r", None, 2),
+                '\t' => (" ", None, 1),
+                c if c.is_control() => ("?", None, 1),
+                c => ("", Some(c), c.width().unwrap_or(0)),
+            }
+        }
+        let total: usize = s.chars().map(|c| shown(c).2).sum();
+        let budget = if total <= self.max_width { total } else { self.max_width.saturating_sub(1) };
+        let mut out = String::with_capacity(s.len().min(budget * 4 + 3));
+        let mut w = 0;
+        for c in s.chars() {
+            let (text, ch, cw) = shown(c);
+            if w + cw > budget {
+                break;
+            }
+            match ch {
+                Some(ch) => out.push(ch),
+                None => out.push_str(text),
+            }
+            w += cw;
+        }
+        if total > self.max_width {
+            out.push('…');
+            w += 1;
+        }
+        (out, w)
+    }
+}
+
+/// Display width of a string in terminal columns.
+fn width(s: &str) -> usize {
+    s.chars().map(|c| c.width().unwrap_or(0)).sum()
+}
+
+/// Quotes a CSV field when it needs it.
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// The display text of every cell of a batch: floats rounded to 6 decimals (table and line
+/// modes; CSV and JSON keep every digit), vectors and other nested values in brackets.
+struct Cells<'a> {
+    cols: Vec<Col<'a>>,
+}
+
+enum Col<'a> {
+    F64(&'a Float64Array),
+    F32(&'a Float32Array),
+    Other(ArrayFormatter<'a>, &'a ArrayRef),
+}
+
+static OPTIONS: FormatOptions<'static> =
+    FormatOptions::new().with_null(NULL).with_display_error(true);
+
+impl<'a> Cells<'a> {
+    fn new(batch: &'a RecordBatch) -> Result<Cells<'a>, CliError> {
+        let mut cols = Vec::with_capacity(batch.num_columns());
+        for a in batch.columns() {
+            cols.push(match a.data_type() {
+                DataType::Float64 => match a.as_any().downcast_ref::<Float64Array>() {
+                    Some(f) => Col::F64(f),
+                    None => Col::Other(ArrayFormatter::try_new(a.as_ref(), &OPTIONS)?, a),
+                },
+                DataType::Float32 => match a.as_any().downcast_ref::<Float32Array>() {
+                    Some(f) => Col::F32(f),
+                    None => Col::Other(ArrayFormatter::try_new(a.as_ref(), &OPTIONS)?, a),
+                },
+                _ => Col::Other(ArrayFormatter::try_new(a.as_ref(), &OPTIONS)?, a),
+            });
+        }
+        Ok(Cells { cols })
+    }
+
+    fn text(&self, c: usize, r: usize) -> String {
+        match &self.cols[c] {
+            Col::F64(a) => {
+                if a.is_null(r) {
+                    NULL.into()
+                } else {
+                    float(a.value(r))
+                }
+            }
+            Col::F32(a) => {
+                if a.is_null(r) {
+                    NULL.into()
+                } else {
+                    float32(a.value(r))
+                }
+            }
+            Col::Other(f, a) => {
+                if a.is_null(r) {
+                    NULL.into()
+                } else {
+                    f.value(r).to_string()
+                }
+            }
+        }
+    }
+}
+
+/// A float for reading: its shortest exact form when that has at most 6 decimals, else
+/// rounded to 6 decimals with trailing zeros dropped; very large or very small magnitudes
+/// in exponent form.
+pub fn float(x: f64) -> String {
+    readable(x, x.to_string())
+}
+
+/// [`float`] for a 32-bit float (its own shortest form, not that of the widened value).
+pub fn float32(x: f32) -> String {
+    readable(f64::from(x), x.to_string())
+}
+
+fn readable(x: f64, shortest: String) -> String {
+    if !x.is_finite() {
+        return shortest;
+    }
+    let a = x.abs();
+    if a == 0.0 {
+        return "0".into();
+    }
+    if !(1e-4..1e15).contains(&a) {
+        return format!("{x:e}");
+    }
+    if shortest.split_once('.').is_none_or(|(_, d)| d.len() <= 6) {
+        return shortest;
+    }
+    let s = format!("{x:.6}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s == "-0" { "0".into() } else { s.into() }
+}
+
+/// A copy of `batch` with nested columns (lists, vectors, structs, maps) turned into their
+/// display text, for CSV, which has no nested values.
+fn flatten_nested(batch: &RecordBatch) -> Result<RecordBatch, CliError> {
+    use basalt::arrow::array::StringArray;
+    use basalt::arrow::schema::{Field, Schema};
+    use std::sync::Arc;
+    if !batch.columns().iter().any(|a| a.data_type().is_nested()) {
+        return Ok(batch.clone());
+    }
+    let mut fields = Vec::new();
+    let mut cols: Vec<ArrayRef> = Vec::new();
+    let opts = FormatOptions::new();
+    for (f, a) in batch.schema().fields().iter().zip(batch.columns()) {
+        if a.data_type().is_nested() {
+            let fmt = ArrayFormatter::try_new(a.as_ref(), &opts)?;
+            let s: StringArray =
+                (0..a.len()).map(|i| (!a.is_null(i)).then(|| fmt.value(i).to_string())).collect();
+            fields.push(Field::new(f.name(), DataType::Utf8, true));
+            cols.push(Arc::new(s));
+        } else {
+            fields.push(f.as_ref().clone());
+            cols.push(a.clone());
+        }
+    }
+    Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), cols)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floats_read_well() {
+        assert_eq!(float(0.1 + 0.2), "0.3");
+        assert_eq!(float(85.5), "85.5");
+        assert_eq!(float(-0.0), "0");
+        assert_eq!(float(2.0), "2");
+        assert_eq!(float(1e20), "1e20");
+        assert_eq!(float(f64::NAN), "NaN");
+        assert_eq!(float(1.0 / 3.0), "0.333333");
+        assert_eq!(float32(21.117), "21.117");
+        assert_eq!(float32(0.1), "0.1");
+    }
+
+    #[test]
+    fn wide_values_are_cut_with_an_ellipsis() {
+        let p = Printer { mode: Mode::Table, max_width: 5 };
+        assert_eq!(p.fit("abcde"), ("abcde".into(), 5));
+        assert_eq!(p.fit("abcdef"), ("abcd…".into(), 5));
+        assert_eq!(p.fit("a\nb"), ("a\\nb".into(), 4));
+        assert_eq!(p.fit("数据库系统"), ("数据…".into(), 5));
+    }
+}

@@ -1,0 +1,541 @@
+//! The shell: runs scripts statement by statement and answers dot commands, interactively
+//! (line editing and history) or from a script.
+//!
+//! Owns statement boundaries in typed input (via [`basalt::split_script`]), dot commands,
+//! error positions relative to the script, and where output goes. It does not format
+//! values ([`crate::output`]) or read data files ([`crate::import`]).
+
+use std::fs::File;
+use std::io::{BufRead, BufWriter, Write};
+use std::time::Instant;
+
+use basalt::arrow::schema::DataType;
+use basalt::{Connection, Database};
+
+use crate::CliError;
+use crate::output::{Mode, Printer};
+
+/// What a dot command asks of the loop.
+#[derive(Debug, PartialEq, Eq)]
+enum Flow {
+    Continue,
+    Quit,
+}
+
+/// Where results go (`.output`).
+enum Out {
+    Stdout(std::io::Stdout),
+    File(BufWriter<File>),
+}
+
+impl Out {
+    fn writer(&mut self) -> &mut dyn Write {
+        match self {
+            Out::Stdout(s) => s,
+            Out::File(f) => f,
+        }
+    }
+}
+
+/// One shell session on one database connection.
+pub struct Shell {
+    db: Database,
+    conn: Connection,
+    /// How results are printed.
+    pub printer: Printer,
+    /// Whether each statement's run time is printed.
+    pub timer: bool,
+    out: Out,
+    /// SQL typed so far that does not end a statement yet.
+    buf: String,
+    /// Script line `buf` starts on (1-based).
+    buf_line: usize,
+    /// Script line the next fed line is.
+    line: usize,
+    /// Statements run so far in this script.
+    number: usize,
+}
+
+const HELP: &str = "\
+.tables                  list tables
+.schema [TABLE]          CREATE statements of every table (or one), with full-text indexes
+.mode table|csv|json|line  output mode
+.timer on|off            print each statement's run time
+.maxwidth N              widest value shown in table mode
+.import FILE TABLE [--format F] [--schema S] [--no-header] [--delimiter C] [--skip-bad]
+                         load a CSV / Parquet / JSON-lines file into TABLE
+.read FILE               run the statements of a SQL file
+.output [FILE]           send results to FILE (no FILE: back to the terminal)
+.help                    this text
+.quit / .exit            leave
+SQL statements end with ';' and may span lines.";
+
+impl Shell {
+    /// A shell on `db` printing with `printer`.
+    pub fn new(db: Database, printer: Printer) -> Shell {
+        let conn = db.connect();
+        Shell {
+            db,
+            conn,
+            printer,
+            timer: false,
+            out: Out::Stdout(std::io::stdout()),
+            buf: String::new(),
+            buf_line: 1,
+            line: 1,
+            number: 0,
+        }
+    }
+
+    /// Runs a whole script (`-c`): every statement in order, stopping at the first error.
+    pub fn run_script(&mut self, text: &str) -> Result<(), CliError> {
+        self.reset();
+        for line in text.split_inclusive('\n') {
+            if self.feed(line.trim_end_matches(['\n', '\r']))? == Flow::Quit {
+                return Ok(());
+            }
+        }
+        self.end_of_input()
+    }
+
+    /// Runs a script read line by line (stdin, `.read`), stopping at the first error.
+    pub fn run_reader(&mut self, input: impl BufRead) -> Result<(), CliError> {
+        self.reset();
+        for line in input.lines() {
+            let line = line.map_err(|e| CliError::io("reading the script", e))?;
+            if self.feed(&line)? == Flow::Quit {
+                return Ok(());
+            }
+        }
+        self.end_of_input()
+    }
+
+    /// Flushes output (and a file set by `.output`).
+    pub fn finish(&mut self) -> Result<(), CliError> {
+        self.out.writer().flush()?;
+        Ok(())
+    }
+
+    /// The interactive loop: line editing, history in `~/.basalt_history`, errors printed
+    /// and the session goes on. Ctrl-C drops the statement being typed, Ctrl-D leaves.
+    pub fn interactive(&mut self) -> Result<(), CliError> {
+        use rustyline::error::ReadlineError;
+        let mut ed = rustyline::DefaultEditor::new()
+            .map_err(|e| CliError::io("starting the line editor", std::io::Error::other(e)))?;
+        let history =
+            std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".basalt_history"));
+        if let Some(h) = &history {
+            let _ = ed.load_history(h); // a missing history file is normal
+        }
+        println!(
+            "basalt {} — {}. Enter .help for commands; end statements with ';'.",
+            env!("CARGO_PKG_VERSION"),
+            match self.db.path() {
+                Some(p) => format!("database {}", p.display()),
+                None => "in-memory database".to_string(),
+            }
+        );
+        self.reset();
+        let mut typed = String::new(); // the lines of the statement being typed
+        loop {
+            let prompt = if self.buf.is_empty() { "basalt> " } else { "   ...> " };
+            match ed.readline(prompt) {
+                Ok(line) => {
+                    typed.push_str(&line);
+                    typed.push('\n');
+                    match self.feed(&line) {
+                        Ok(Flow::Quit) => break,
+                        Ok(Flow::Continue) => {}
+                        Err(e) => {
+                            let _ = self.out.writer().flush();
+                            eprintln!("error: {e}");
+                        }
+                    }
+                    let _ = self.out.writer().flush();
+                    if self.buf.is_empty() {
+                        // A whole statement (or command) is one history entry.
+                        if !typed.trim().is_empty() {
+                            let _ = ed.add_history_entry(typed.trim_end());
+                        }
+                        typed.clear();
+                        self.reset(); // positions in errors count from the input just typed
+                    }
+                }
+                Err(ReadlineError::Interrupted) => {
+                    typed.clear();
+                    self.reset();
+                }
+                Err(ReadlineError::Eof) => break,
+                Err(e) => return Err(CliError::io("reading input", std::io::Error::other(e))),
+            }
+        }
+        if let Some(h) = &history {
+            let _ = ed.save_history(h);
+        }
+        Ok(())
+    }
+
+    fn reset(&mut self) {
+        self.buf.clear();
+        self.buf_line = 1;
+        self.line = 1;
+        self.number = 0;
+    }
+
+    /// Takes one line of input: a dot command (when no statement is open), or more SQL —
+    /// every statement it completes runs.
+    fn feed(&mut self, line: &str) -> Result<Flow, CliError> {
+        let open = !basalt::split_script(&self.buf).is_empty();
+        if !open && line.trim_start().starts_with('.') {
+            self.buf.clear();
+            self.line += 1;
+            self.buf_line = self.line;
+            return self.dot(line.trim());
+        }
+        if !open {
+            self.buf.clear();
+            self.buf_line = self.line;
+        }
+        self.buf.push_str(line);
+        self.buf.push('\n');
+        self.line += 1;
+        if basalt::split_script(&self.buf).iter().all(|s| s.terminated) {
+            let buf = std::mem::take(&mut self.buf);
+            self.execute(&buf)?;
+            self.buf_line = self.line;
+        }
+        Ok(Flow::Continue)
+    }
+
+    /// Runs what is left at the end of the input (a last statement without `;`).
+    fn end_of_input(&mut self) -> Result<(), CliError> {
+        let buf = std::mem::take(&mut self.buf);
+        self.execute(&buf)
+    }
+
+    /// Runs every statement of `buf` (which starts on script line `buf_line`).
+    fn execute(&mut self, buf: &str) -> Result<(), CliError> {
+        for s in basalt::split_script(buf) {
+            self.number += 1;
+            let (line, col) = position(buf, s.offset);
+            let (line, col) = (self.buf_line + line - 1, col);
+            let lead = s.text.len() - s.text.trim_start().len();
+            let first_line = self.buf_line + position(buf, s.offset + lead).0 - 1;
+            let number = self.number;
+            self.statement(s.text).map_err(|e| match e {
+                CliError::Db(e) => CliError::Statement {
+                    line: first_line,
+                    number,
+                    message: relocate(&e.to_string(), line, col),
+                },
+                other => other,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Runs one statement and prints its result. Data changes print how many rows they
+    /// touched in table mode and nothing in the other modes (whose output is data).
+    fn statement(&mut self, sql: &str) -> Result<(), CliError> {
+        let start = Instant::now();
+        let mut rows = self.conn.sql_stream(sql)?;
+        let schema = rows.schema();
+        let out = self.out.writer();
+        let word = first_word(sql).to_ascii_uppercase();
+        if matches!(word.as_str(), "INSERT" | "UPDATE" | "DELETE" | "TRUNCATE" | "COPY") {
+            let mut n = 0u64;
+            for b in rows {
+                let b = b?;
+                if let Some(c) = b
+                    .columns()
+                    .first()
+                    .and_then(|c| c.as_any().downcast_ref::<basalt::arrow::array::UInt64Array>())
+                {
+                    n += c.values().iter().sum::<u64>();
+                }
+            }
+            if self.printer.mode == Mode::Table {
+                writeln!(
+                    out,
+                    "({n} row{} {})",
+                    if n == 1 { "" } else { "s" },
+                    if word == "COPY" { "copied" } else { "changed" }
+                )?;
+            }
+        } else {
+            self.printer.print(out, &schema, &mut rows)?;
+        }
+        if self.timer {
+            writeln!(out, "Run Time: {:.3} ms", start.elapsed().as_secs_f64() * 1e3)?;
+        }
+        Ok(())
+    }
+
+    fn dot(&mut self, line: &str) -> Result<Flow, CliError> {
+        let words = split_words(line)?;
+        let arg = |i: usize| words.get(i).map(String::as_str);
+        match words[0].as_str() {
+            ".quit" | ".exit" | ".q" => return Ok(Flow::Quit),
+            ".help" => writeln!(self.out.writer(), "{HELP}")?,
+            ".tables" => {
+                let mut names = self.db.list_tables();
+                names.sort();
+                let out = self.out.writer();
+                for n in names {
+                    writeln!(out, "{n}")?;
+                }
+            }
+            ".schema" => {
+                let names = match arg(1) {
+                    Some(t) => vec![t.to_string()],
+                    None => {
+                        let mut n = self.db.list_tables();
+                        n.sort();
+                        n
+                    }
+                };
+                for n in names {
+                    let text = schema_sql(&self.db, &n)?;
+                    writeln!(self.out.writer(), "{text}")?;
+                }
+            }
+            ".mode" => match arg(1) {
+                Some(m) => self.printer.mode = Mode::parse(m)?,
+                None => return Err(CliError::Usage(".mode table|csv|json|line".into())),
+            },
+            ".timer" => match arg(1) {
+                Some("on") => self.timer = true,
+                Some("off") => self.timer = false,
+                _ => return Err(CliError::Usage(".timer on|off".into())),
+            },
+            ".maxwidth" => match arg(1) {
+                Some(n) => self.printer.max_width = crate::number(n, ".maxwidth")?.max(2),
+                None => return Err(CliError::Usage(".maxwidth N".into())),
+            },
+            ".output" => {
+                self.out.writer().flush()?;
+                self.out = match arg(1) {
+                    None => Out::Stdout(std::io::stdout()),
+                    Some(f) => Out::File(BufWriter::new(
+                        File::create(f).map_err(|e| CliError::io(format!("creating {f}"), e))?,
+                    )),
+                };
+            }
+            ".read" => {
+                let Some(f) = arg(1) else {
+                    return Err(CliError::Usage(".read FILE".into()));
+                };
+                let file = File::open(f).map_err(|e| CliError::io(format!("opening {f}"), e))?;
+                // The file is a script of its own: positions count from its first line.
+                let saved = (std::mem::take(&mut self.buf), self.buf_line, self.line, self.number);
+                let r = self.run_reader(std::io::BufReader::new(file));
+                (self.buf, self.buf_line, self.line, self.number) = saved;
+                r.map_err(|e| CliError::Import(format!("{f}: {e}")))?;
+            }
+            ".import" => {
+                let (Some(file), Some(table)) = (arg(1), arg(2)) else {
+                    return Err(CliError::Usage(".import FILE TABLE [options]".into()));
+                };
+                let opts = crate::import::ImportOptions::parse(&words[3..])?;
+                let report =
+                    crate::import::import(&self.db, &self.conn, table, file.as_ref(), &opts)?;
+                report.print(self.out.writer(), table)?;
+            }
+            other => {
+                return Err(CliError::Usage(format!("unknown command {other} (.help lists them)")));
+            }
+        }
+        Ok(Flow::Continue)
+    }
+}
+
+/// The first word of a statement, after blanks and comments.
+fn first_word(sql: &str) -> &str {
+    let mut s = sql;
+    loop {
+        s = s.trim_start();
+        if let Some(rest) = s.strip_prefix("--") {
+            s = rest.find('\n').map_or("", |i| &rest[i..]);
+        } else if let Some(rest) = s.strip_prefix("/*") {
+            s = rest.find("*/").map_or("", |i| &rest[i + 2..]);
+        } else {
+            break;
+        }
+    }
+    let end = s.find(|c: char| !c.is_ascii_alphanumeric() && c != '_').unwrap_or(s.len());
+    &s[..end]
+}
+
+/// 1-based line and column of byte `offset` in `text`.
+fn position(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, col)
+}
+
+/// Rewrites the positions in a database message — `Line: L, Column: C` (syntax errors)
+/// and `line L, column C` (planning errors), both relative to the statement — to
+/// positions in the script, given where the statement's text starts.
+fn relocate(message: &str, line0: usize, col0: usize) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    loop {
+        let found = ["Line: ", "line "]
+            .iter()
+            .filter_map(|k| rest.find(k).map(|i| (i, *k)))
+            .min_by_key(|(i, _)| *i);
+        let Some((i, key)) = found else {
+            out.push_str(rest);
+            return out;
+        };
+        let col_key = if key == "Line: " { ", Column: " } else { ", column " };
+        let after = &rest[i + key.len()..];
+        let l_len = after.bytes().take_while(u8::is_ascii_digit).count();
+        let tail = &after[l_len..];
+        let c_len =
+            tail.strip_prefix(col_key).map(|t| t.bytes().take_while(u8::is_ascii_digit).count());
+        match (after[..l_len].parse::<usize>(), c_len) {
+            (Ok(l), Some(c_len)) if c_len > 0 => {
+                let c: usize = tail[col_key.len()..col_key.len() + c_len].parse().unwrap_or(1);
+                let (al, ac) = (line0 + l - 1, if l == 1 { col0 + c - 1 } else { c });
+                out.push_str(&rest[..i]);
+                out.push_str(&format!("{key}{al}{col_key}{ac}"));
+                rest = &tail[col_key.len() + c_len..];
+            }
+            _ => {
+                out.push_str(&rest[..i + key.len()]);
+                rest = after;
+            }
+        }
+    }
+}
+
+/// Splits a dot command into words; `'…'` and `"…"` quote words with spaces.
+fn split_words(line: &str) -> Result<Vec<String>, CliError> {
+    let mut words = Vec::new();
+    let mut chars = line.chars().peekable();
+    while let Some(&c) = chars.peek() {
+        if c.is_whitespace() {
+            chars.next();
+            continue;
+        }
+        let mut w = String::new();
+        if c == '\'' || c == '"' {
+            chars.next();
+            let mut closed = false;
+            for d in chars.by_ref() {
+                if d == c {
+                    closed = true;
+                    break;
+                }
+                w.push(d);
+            }
+            if !closed {
+                return Err(CliError::Usage(format!("unclosed quote in: {line}")));
+            }
+        } else {
+            while let Some(&d) = chars.peek() {
+                if d.is_whitespace() {
+                    break;
+                }
+                w.push(d);
+                chars.next();
+            }
+        }
+        words.push(w);
+    }
+    Ok(words)
+}
+
+/// A table's `CREATE TABLE` statement, plus its full-text index.
+fn schema_sql(db: &Database, name: &str) -> Result<String, CliError> {
+    let t = db.table(name)?;
+    let cols: Vec<String> = t
+        .schema()?
+        .fields()
+        .iter()
+        .filter(|f| f.name() != "_id")
+        .map(|f| {
+            let null = if f.is_nullable() { "" } else { " NOT NULL" };
+            format!("  {} {}{null}", ident(f.name()), sql_type(f.data_type()))
+        })
+        .collect();
+    let mut s = format!("CREATE TABLE {} (\n{}\n);", ident(name), cols.join(",\n"));
+    if let Some((cols, tok)) = t.fts_index()? {
+        let cols: Vec<String> = cols.iter().map(|c| ident(c)).collect();
+        s.push_str(&format!(
+            "\nCREATE FTS INDEX ON {} ({}) WITH (tokenizer = '{}');",
+            ident(name),
+            cols.join(", "),
+            tok.name()
+        ));
+    }
+    Ok(s)
+}
+
+/// A name as SQL needs it: bare when it is a plain lower-case identifier, quoted otherwise.
+fn ident(name: &str) -> String {
+    let plain = name.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if plain { name.to_string() } else { format!("\"{}\"", name.replace('"', "\"\"")) }
+}
+
+/// The SQL spelling of a column type.
+pub fn sql_type(t: &DataType) -> String {
+    match t {
+        DataType::Boolean => "BOOLEAN".into(),
+        DataType::Int8 => "TINYINT".into(),
+        DataType::Int16 => "SMALLINT".into(),
+        DataType::Int32 => "INT".into(),
+        DataType::Int64 => "BIGINT".into(),
+        DataType::UInt8 => "TINYINT UNSIGNED".into(),
+        DataType::UInt16 => "SMALLINT UNSIGNED".into(),
+        DataType::UInt32 => "INT UNSIGNED".into(),
+        DataType::UInt64 => "BIGINT UNSIGNED".into(),
+        DataType::Float32 => "REAL".into(),
+        DataType::Float64 => "DOUBLE".into(),
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "TEXT".into(),
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => "BYTEA".into(),
+        DataType::Date32 => "DATE".into(),
+        DataType::Timestamp(_, None) => "TIMESTAMP".into(),
+        DataType::Timestamp(_, Some(_)) => "TIMESTAMPTZ".into(),
+        DataType::Decimal128(p, s) => format!("DECIMAL({p}, {s})"),
+        DataType::FixedSizeList(f, d) if f.data_type() == &DataType::Float32 => {
+            format!("VECTOR({d})")
+        }
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_move_to_the_script() {
+        assert_eq!(position("ab\ncd", 4), (2, 2));
+        assert_eq!(
+            relocate("Expected: x, found: y at Line: 1, Column: 8", 3, 5),
+            "Expected: x, found: y at Line: 3, Column: 12"
+        );
+        assert_eq!(relocate("bad (at line 2, column 4)", 3, 5), "bad (at line 4, column 4)");
+        assert_eq!(relocate("no position, line 7 only", 3, 5), "no position, line 7 only");
+    }
+
+    #[test]
+    fn first_words_skip_comments() {
+        assert_eq!(first_word("  -- x\n /* y */ insert INTO t"), "insert");
+        assert_eq!(first_word("SELECT(1)"), "SELECT");
+        assert_eq!(first_word("-- only"), "");
+    }
+
+    #[test]
+    fn dot_command_words() {
+        assert_eq!(
+            split_words(".import 'my file.csv' t --skip-bad").unwrap_or_default(),
+            vec![".import", "my file.csv", "t", "--skip-bad"]
+        );
+        assert!(split_words(".read 'x").is_err());
+    }
+}

@@ -1,0 +1,361 @@
+//! Runs the built `basalt` binary: one-shot SQL, scripts on stdin, output modes, errors and
+//! exit codes, import / export, the demo.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+fn basalt(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_basalt"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the basalt binary starts");
+    let mut input = child.stdin.take().expect("stdin is piped");
+    if let Some(s) = stdin {
+        input.write_all(s.as_bytes()).expect("stdin takes the script");
+    }
+    drop(input);
+    child.wait_with_output().expect("basalt runs to the end")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Runs and expects success; returns stdout.
+fn ok(args: &[&str], stdin: Option<&str>) -> String {
+    let out = basalt(args, stdin);
+    assert!(
+        out.status.success(),
+        "basalt {args:?} failed: {}\n{}",
+        text(&out.stderr),
+        text(&out.stdout)
+    );
+    text(&out.stdout)
+}
+
+/// Runs and expects failure with `code`; returns stderr.
+fn fails(args: &[&str], stdin: Option<&str>, code: i32) -> String {
+    let out = basalt(args, stdin);
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "basalt {args:?}: {}\n{}",
+        text(&out.stderr),
+        text(&out.stdout)
+    );
+    text(&out.stderr)
+}
+
+fn db_in(dir: &Path) -> String {
+    dir.join("db").to_string_lossy().into_owned()
+}
+
+fn count(db: &str, table: &str) -> String {
+    ok(&["-c", &format!("SELECT count(*) FROM {table}"), "--mode", "csv", db], None)
+        .lines()
+        .nth(1)
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn one_shot_statements_print_each_result_in_every_mode() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = db_in(dir.path());
+    let setup = "CREATE TABLE t (a INT, b TEXT, c DOUBLE); INSERT INTO t VALUES (1, 'x', 0.1 + 0.2), (22, NULL, 1e20)";
+    ok(&["-c", setup, &db], None);
+
+    let table =
+        ok(&["-c", "SELECT a, b, c FROM t ORDER BY a; SELECT count(*) AS n FROM t", &db], None);
+    assert_eq!(
+        table,
+        "+----+------+------+\n\
+         | a  | b    | c    |\n\
+         +----+------+------+\n\
+         |  1 | x    |  0.3 |\n\
+         | 22 | NULL | 1e20 |\n\
+         +----+------+------+\n\
+         (2 rows)\n\
+         +---+\n\
+         | n |\n\
+         +---+\n\
+         | 2 |\n\
+         +---+\n\
+         (1 row)\n"
+    );
+    let csv = ok(&["-c", "SELECT a, b FROM t ORDER BY a", "--mode", "csv", &db], None);
+    assert_eq!(csv, "a,b\n1,x\n22,\n");
+    let empty = ok(&["-c", "SELECT a, b FROM t WHERE a > 100", "--mode", "csv", &db], None);
+    assert_eq!(empty, "a,b\n");
+    let json = ok(&["-c", "SELECT a, b FROM t ORDER BY a", "--mode", "json", &db], None);
+    assert_eq!(json, "[{\"a\":1,\"b\":\"x\"},{\"a\":22,\"b\":null}]\n");
+    let line = ok(&["-c", "SELECT a, b AS longer FROM t ORDER BY a", "--mode", "line", &db], None);
+    assert_eq!(line, "     a = 1\nlonger = x\n\n     a = 22\nlonger = NULL\n");
+    // Wide values are cut; the shell keeps numbers right-aligned.
+    let wide = ok(&["-c", "SELECT repeat('ab', 30) AS w", "--max-width", "10"], None);
+    assert!(wide.contains("| ababababa… |"), "{wide}");
+}
+
+#[test]
+fn scripts_on_stdin_with_dot_commands_and_multi_line_statements() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = db_in(dir.path());
+    let script = "-- a comment; with a semicolon\n\
+        CREATE TABLE people (\n  name TEXT NOT NULL,\n  note TEXT\n);\n\
+        INSERT INTO people VALUES ('ann', 'likes ; and ''quotes'''),\n  ('ben', NULL);\n\
+        .tables\n\
+        .schema people\n\
+        .mode csv\n\
+        SELECT name, note FROM people ORDER BY name;\n\
+        .mode line\n\
+        SELECT count(*) AS n FROM people\n";
+    let out = ok(&[&db], Some(script));
+    assert!(
+        out.contains("people\nCREATE TABLE people (\n  name TEXT NOT NULL,\n  note TEXT\n);\n"),
+        "{out}"
+    );
+    assert!(out.contains("name,note\nann,likes ; and 'quotes'\nben,\n"), "{out}");
+    assert!(out.ends_with("n = 2\n"), "{out}");
+
+    // .output and .read
+    let sql_file = dir.path().join("q.sql");
+    std::fs::write(&sql_file, "SELECT name FROM people\nWHERE name = 'ben';\n")
+        .expect("write script");
+    let out_file = dir.path().join("out.csv");
+    let script = format!(
+        ".mode csv\n.output {}\n.read {}\n.output\nSELECT 1 AS one;\n",
+        out_file.display(),
+        sql_file.display()
+    );
+    let out = ok(&[&db], Some(&script));
+    assert_eq!(out, "one\n1\n");
+    assert_eq!(std::fs::read_to_string(&out_file).expect("output file"), "name\nben\n");
+
+    // .timer prints a run time after each statement.
+    let out = ok(&[], Some(".timer on\nSELECT 1;\n"));
+    assert!(out.contains("Run Time: "), "{out}");
+    // .help lists the commands.
+    assert!(ok(&[], Some(".help\n")).contains(".import FILE TABLE"));
+}
+
+#[test]
+fn errors_stop_the_script_with_their_position_and_a_non_zero_exit() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = db_in(dir.path());
+    // A syntax error in the second statement, on the script's third line.
+    let script = "CREATE TABLE t (a INT);\nINSERT INTO t VALUES (1);\nSELECT a FROM t WHERE a = = 1;\nINSERT INTO t VALUES (2);\n";
+    let err = fails(&[&db], Some(script), 1);
+    assert!(err.contains("line 3 (statement 3)"), "{err}");
+    assert!(err.contains("Line: 3, Column: 27"), "{err}");
+    // The statements before it ran, the one after it did not.
+    assert_eq!(count(&db, "t"), "1");
+
+    // -c: the same, and the failing statement is named.
+    let err = fails(&["-c", "SELECT 1; SELECT nope FROM t", &db], None, 1);
+    assert!(err.contains("line 1 (statement 2)"), "{err}");
+    assert!(err.contains("nope"), "{err}");
+    let err = fails(&["-c", "SELECT * FROM missing", &db], None, 1);
+    assert!(err.contains("missing"), "{err}");
+    // A constraint error from storage.
+    let err = fails(
+        &["-c", "CREATE TABLE n (x TEXT NOT NULL); INSERT INTO n VALUES (NULL)", &db],
+        None,
+        1,
+    );
+    assert!(err.to_lowercase().contains("null"), "{err}");
+
+    // Usage errors exit 2.
+    fails(&["--mode", "xml"], None, 2);
+    fails(&["--bogus"], None, 2);
+    fails(&["import", "db"], None, 2);
+    let err = fails(&[&db], Some(".nope\n"), 2);
+    assert!(err.contains("unknown command .nope"), "{err}");
+}
+
+#[test]
+fn queries_files_without_a_database() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let csv = dir.path().join("f.csv");
+    std::fs::write(&csv, "k,v\na,1\nb,2\na,3\n").expect("write csv");
+    let sql =
+        format!("SELECT k, sum(v) AS s FROM read_csv('{}') GROUP BY k ORDER BY k", csv.display());
+    assert_eq!(ok(&["-c", &sql, "--mode", "csv"], None), "k,s\na,4\nb,2\n");
+}
+
+#[test]
+fn import_csv_all_or_nothing_with_line_numbers_or_skipping() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = db_in(dir.path());
+    let good = dir.path().join("good.csv");
+    let mut s = String::from("name,age,score\n");
+    for i in 0..20_000 {
+        s.push_str(&format!("user_{i},{},{}.5\n", 18 + i % 60, i % 100));
+    }
+    std::fs::write(&good, &s).expect("write csv");
+    let out = ok(&["import", &db, "users", &good.to_string_lossy()], None);
+    assert!(out.contains("imported 20,000 rows into users (created)"), "{out}");
+    assert!(out.contains("rows/s"), "{out}");
+    let tables = ok(&["tables", &db], None);
+    assert!(
+        tables.contains("users (20000 rows)\n  name TEXT\n  age BIGINT\n  score DOUBLE\n"),
+        "{tables}"
+    );
+    assert_eq!(count(&db, "users"), "20000");
+
+    // A bad value deep in the file: nothing of it lands, the line is named.
+    let bad = dir.path().join("bad.csv");
+    let mut s = String::from("name,age,score\n");
+    for i in 0..15_000 {
+        let age = if i == 12_345 { "twelve".to_string() } else { (20 + i % 50).to_string() };
+        s.push_str(&format!("x_{i},{age},1.0\n"));
+    }
+    std::fs::write(&bad, &s).expect("write csv");
+    let err = fails(&["import", &db, "users", &bad.to_string_lossy()], None, 1);
+    assert!(err.contains("line 12347, column age: 'twelve' is not a valid BIGINT"), "{err}");
+    assert!(err.contains("nothing was imported"), "{err}");
+    assert_eq!(count(&db, "users"), "20000");
+    // Into a new table: the table is not left behind either.
+    fails(
+        &[
+            "import",
+            &db,
+            "fresh",
+            &bad.to_string_lossy(),
+            "--schema",
+            "name TEXT, age BIGINT, score DOUBLE",
+        ],
+        None,
+        1,
+    );
+    assert!(!ok(&["tables", &db], None).contains("fresh"));
+
+    // --skip-bad imports the rest and reports the skipped line.
+    let out = ok(&["import", &db, "users", &bad.to_string_lossy(), "--skip-bad"], None);
+    assert!(out.contains("imported 14,999 rows into users"), "{out}");
+    assert!(out.contains("skipped 1 bad rows"), "{out}");
+    assert!(out.contains("line 12347"), "{out}");
+    assert_eq!(count(&db, "users"), "34999");
+
+    // Empty fields are NULL, not bad; no header and another delimiter.
+    let tsv = dir.path().join("plain.tsv");
+    std::fs::write(&tsv, "1\t\n2\tb\n").expect("write tsv");
+    ok(&["import", &db, "plain", &tsv.to_string_lossy(), "--no-header"], None);
+    let out = ok(&["-c", "SELECT * FROM plain ORDER BY 1", "--mode", "csv", &db], None);
+    assert_eq!(out, "column_1,column_2\n1,\n2,b\n");
+
+    // The shell's .import does the same.
+    let out = ok(
+        &[&db],
+        Some(&format!(".import {} again\nSELECT count(*) AS n FROM again;\n", good.display())),
+    );
+    assert!(out.contains("imported 20,000 rows into again"), "{out}");
+}
+
+#[test]
+fn import_json_lines_and_parquet_and_export_round_trips() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = db_in(dir.path());
+    let json = dir.path().join("items.jsonl");
+    std::fs::write(
+        &json,
+        "{\"id\": 1, \"tag\": \"a\"}\n\n{\"id\": 2, \"tag\": \"b\"}\n{\"id\": 3}\n",
+    )
+    .expect("write json");
+    let out = ok(&["import", &db, "items", &json.to_string_lossy()], None);
+    assert!(out.contains("imported 3 rows into items"), "{out}");
+    assert_eq!(
+        ok(&["-c", "SELECT id, tag FROM items ORDER BY id", "--mode", "csv", &db], None),
+        "id,tag\n1,a\n2,b\n3,\n"
+    );
+
+    let bad = dir.path().join("bad.jsonl");
+    std::fs::write(&bad, "{\"id\": 4, \"tag\": \"c\"}\n{\"id\": 5, \"tag\": \n{\"id\": \"six\", \"tag\": \"d\"}\n{\"id\": 7}\n").expect("write json");
+    let err = fails(
+        &["import", &db, "items", &bad.to_string_lossy(), "--schema", "id BIGINT, tag TEXT"],
+        None,
+        1,
+    );
+    assert!(err.contains("line 2"), "{err}");
+    assert_eq!(count(&db, "items"), "3");
+    let out = ok(
+        &[
+            "import",
+            &db,
+            "items",
+            &bad.to_string_lossy(),
+            "--schema",
+            "id BIGINT, tag TEXT",
+            "--skip-bad",
+        ],
+        None,
+    );
+    assert!(out.contains("imported 2 rows into items"), "{out}");
+    assert!(
+        out.contains("skipped 2 bad rows") && out.contains("line 2") && out.contains("line 3"),
+        "{out}"
+    );
+    assert_eq!(
+        ok(&["-c", "SELECT id FROM items ORDER BY id", "--mode", "csv", &db], None),
+        "id\n1\n2\n3\n4\n7\n"
+    );
+
+    // Export a table to Parquet, import it elsewhere, export a query to JSON and CSV.
+    let pq = dir.path().join("items.parquet");
+    let out = ok(&["export", &db, "items", &pq.to_string_lossy()], None);
+    assert!(out.contains("exported 5 rows"), "{out}");
+    let other = dir.path().join("other").to_string_lossy().into_owned();
+    let out = ok(&["import", &other, "copy", &pq.to_string_lossy()], None);
+    assert!(out.contains("imported 5 rows into copy (created)"), "{out}");
+    assert_eq!(
+        ok(&["-c", "SELECT sum(id) AS s FROM copy", "--mode", "csv", &other], None),
+        "s\n17\n"
+    );
+    let js = dir.path().join("q.json");
+    ok(
+        &["export", &db, "SELECT id FROM items WHERE id > 3 ORDER BY id", &js.to_string_lossy()],
+        None,
+    );
+    assert_eq!(std::fs::read_to_string(&js).expect("exported json"), "{\"id\":4}\n{\"id\":7}\n");
+    let csv = dir.path().join("q.csv");
+    ok(
+        &[
+            "export",
+            &db,
+            "SELECT id, tag FROM items WHERE id < 3 ORDER BY id",
+            &csv.to_string_lossy(),
+        ],
+        None,
+    );
+    assert_eq!(std::fs::read_to_string(&csv).expect("exported csv"), "id,tag\n1,a\n2,b\n");
+    // An unknown extension needs --format.
+    fails(&["import", &db, "x", &dir.path().join("data.bin").to_string_lossy()], None, 2);
+}
+
+#[test]
+fn demo_runs_on_small_data() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = ok(&["demo", &dir.path().to_string_lossy(), "--rows", "3000"], None);
+    for want in [
+        "SQL: group by city",
+        "SQL: join",
+        "vector top-k",
+        "full-text search (BM25)",
+        "hybrid",
+        "Timings",
+    ] {
+        assert!(out.contains(want), "demo output lacks {want}:\n{out}");
+    }
+    // The database stays for the shell.
+    let db = dir.path().join("demo.basalt");
+    assert_eq!(count(&db.to_string_lossy(), "users"), "3000");
+    let schema = ok(&[&db.to_string_lossy()], Some(".schema docs\n"));
+    assert!(
+        schema.contains("embedding VECTOR(128)")
+            && schema.contains("CREATE FTS INDEX ON docs (title, body)"),
+        "{schema}"
+    );
+}
