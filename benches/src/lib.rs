@@ -3,110 +3,11 @@
 
 pub mod check;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arrow::array::{Float64Array, Int64Array, RecordBatch, StringArray};
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 
-/// The ten cities of the workload, in order.
-pub const CITIES: [&str; 10] = [
-    "Beijing",
-    "Shanghai",
-    "Guangzhou",
-    "Shenzhen",
-    "Hangzhou",
-    "Nanjing",
-    "Chengdu",
-    "Wuhan",
-    "Xian",
-    "Qingdao",
-];
-/// The ten categories of the workload, in order.
-pub const CATEGORIES: [&str; 10] = [
-    "Electronics",
-    "Clothing",
-    "Food",
-    "Sports",
-    "Books",
-    "Home",
-    "Auto",
-    "Health",
-    "Travel",
-    "Gaming",
-];
-
-/// SplitMix64: a small, seeded, reproducible generator.
-#[derive(Debug, Clone)]
-pub struct Rng(u64);
-
-impl Rng {
-    /// A generator with the given seed.
-    pub fn new(seed: u64) -> Self {
-        Rng(seed)
-    }
-    /// Next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform integer in `lo..=hi`.
-    pub fn range(&mut self, lo: i64, hi: i64) -> i64 {
-        lo + (self.next_u64() % (hi - lo + 1) as u64) as i64
-    }
-}
-
-/// Schema of the benchmark table (user columns; Basalt adds `_id`).
-pub fn bench_schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        Field::new("name", DataType::Utf8, false),
-        Field::new("age", DataType::Int64, false),
-        Field::new("score", DataType::Float64, false),
-        Field::new("city", DataType::Utf8, false),
-        Field::new("category", DataType::Utf8, false),
-    ]))
-}
-
-/// The WORKLOAD.md §1 dataset: `rows` rows generated in order with seed `seed`, cut into
-/// batches of `batch_rows`. name = `user_{i}`, age uniform 18..=80, score uniform 0..100 with
-/// two decimals, city and category uniform over ten values each.
-pub fn dataset(rows: usize, batch_rows: usize, seed: u64) -> Vec<RecordBatch> {
-    let mut rng = Rng::new(seed);
-    let schema = bench_schema();
-    let mut out = Vec::new();
-    let mut start = 0;
-    while start < rows {
-        let n = batch_rows.min(rows - start);
-        let mut age = Vec::with_capacity(n);
-        let mut score = Vec::with_capacity(n);
-        let mut city = Vec::with_capacity(n);
-        let mut cat = Vec::with_capacity(n);
-        for _ in 0..n {
-            age.push(rng.range(18, 80));
-            score.push(rng.range(0, 10_000) as f64 / 100.0);
-            city.push(CITIES[rng.range(0, 9) as usize]);
-            cat.push(CATEGORIES[rng.range(0, 9) as usize]);
-        }
-        let name = StringArray::from_iter_values((start..start + n).map(|i| format!("user_{i}")));
-        let batch = RecordBatch::try_new(
-            schema.clone(),
-            vec![
-                Arc::new(name),
-                Arc::new(Int64Array::from(age)),
-                Arc::new(Float64Array::from(score)),
-                Arc::new(StringArray::from(city)),
-                Arc::new(StringArray::from(cat)),
-            ],
-        )
-        .expect("dataset batch matches its schema");
-        out.push(batch);
-        start += n;
-    }
-    out
-}
+pub use basalt_dataset::{CATEGORIES, CITIES, Rng, bench_schema, dataset};
 
 /// One row of the benchmark table, owned (for engines that take rows, not Arrow batches).
 #[derive(Debug, Clone, PartialEq)]

@@ -18,35 +18,11 @@ use basalt::arrow::array::{
 };
 use basalt::arrow::schema::{DataType, Field, Schema};
 use basalt::{Database, Hybrid, Metric};
+use basalt_dataset::{META, Rng, SEED, bench_schema, dataset};
 
 use crate::CliError;
 use crate::import::group;
 use crate::output::{Mode, Printer};
-
-const CITIES: [(&str, i64); 10] = [
-    ("Beijing", 21_540_000),
-    ("Shanghai", 24_870_000),
-    ("Guangzhou", 18_680_000),
-    ("Shenzhen", 17_680_000),
-    ("Hangzhou", 10_360_000),
-    ("Nanjing", 9_490_000),
-    ("Chengdu", 20_940_000),
-    ("Wuhan", 13_690_000),
-    ("Xian", 13_150_000),
-    ("Qingdao", 9_480_000),
-];
-const CATEGORIES: [&str; 10] = [
-    "Electronics",
-    "Clothing",
-    "Food",
-    "Sports",
-    "Books",
-    "Home",
-    "Auto",
-    "Health",
-    "Travel",
-    "Gaming",
-];
 
 /// Topics of the articles: a name and the words its articles are mostly made of.
 const TOPICS: [(&str, [&str; 12]); 10] = [
@@ -197,24 +173,14 @@ const COMMON: [&str; 16] = [
 ];
 const DIM: usize = 128;
 
-/// A small seeded generator (SplitMix64): the same rows on every machine.
-struct Rng(u64);
+/// Uniform in `0..n`.
+fn below(rng: &mut Rng, n: u64) -> u64 {
+    rng.next_u64() % n
+}
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    /// Uniform in [-1, 1).
-    fn signed(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-    }
+/// Uniform in [-1, 1).
+fn signed(rng: &mut Rng) -> f32 {
+    (rng.next_u64() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
 }
 
 /// `basalt demo [DIR] [--rows N]`.
@@ -443,49 +409,15 @@ fn show_docs(
 }
 
 fn load_users(db: &Database, rows: usize) -> Result<(), CliError> {
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("name", DataType::Utf8, false),
-        Field::new("age", DataType::Int64, false),
-        Field::new("score", DataType::Float64, false),
-        Field::new("city", DataType::Utf8, false),
-        Field::new("category", DataType::Utf8, false),
-    ]));
-    let users = db.create_table("users", &schema)?;
-    let mut rng = Rng(42);
-    let mut batches = Vec::new();
-    let mut i = 0usize;
-    while i < rows {
-        let n = (rows - i).min(100_000);
-        let mut name = Vec::with_capacity(n);
-        let mut age = Vec::with_capacity(n);
-        let mut score = Vec::with_capacity(n);
-        let mut city = Vec::with_capacity(n);
-        let mut cat = Vec::with_capacity(n);
-        for j in i..i + n {
-            name.push(format!("user_{j}"));
-            age.push(18 + rng.below(63) as i64);
-            score.push(rng.below(10_001) as f64 / 100.0);
-            city.push(CITIES[rng.below(10) as usize].0);
-            cat.push(CATEGORIES[rng.below(10) as usize]);
-        }
-        let cols: Vec<ArrayRef> = vec![
-            Arc::new(StringArray::from(name)),
-            Arc::new(Int64Array::from(age)),
-            Arc::new(Float64Array::from(score)),
-            Arc::new(StringArray::from(city)),
-            Arc::new(StringArray::from(cat)),
-        ];
-        batches.push(RecordBatch::try_new(schema.clone(), cols)?);
-        i += n;
-    }
-    users.insert_batches(&batches)?;
+    let users = db.create_table("users", &bench_schema())?;
+    users.insert_batches(&dataset(rows, 65_536, SEED))?;
     let meta_schema = Arc::new(Schema::new(vec![
         Field::new("city", DataType::Utf8, false),
         Field::new("pop", DataType::Int64, false),
     ]));
     let meta = db.create_table("meta", &meta_schema)?;
-    let c: StringArray = CITIES.iter().map(|c| Some(c.0)).collect();
-    let p: Int64Array = CITIES.iter().map(|c| Some(c.1)).collect();
+    let c: StringArray = META.iter().map(|c| Some(c.0)).collect();
+    let p: Int64Array = META.iter().map(|c| Some(c.1)).collect();
     meta.insert(&RecordBatch::try_new(meta_schema, vec![Arc::new(c), Arc::new(p)])?)?;
     Ok(())
 }
@@ -498,19 +430,19 @@ fn normalize(v: &mut [f32]) {
 
 /// A query vector near topic `t` (a fresh draw of the topic's noise).
 fn topic_query(dirs: &[Vec<f32>], t: usize, seed: u64) -> Vec<f32> {
-    let mut rng = Rng(1000 + seed);
+    let mut rng = Rng::new(1000 + seed);
     let mut q: Vec<f32> =
-        dirs[t].iter().map(|x| x + 0.3 * rng.signed() / (DIM as f32).sqrt()).collect();
+        dirs[t].iter().map(|x| x + 0.3 * signed(&mut rng) / (DIM as f32).sqrt()).collect();
     normalize(&mut q);
     q
 }
 
 /// Loads the articles; returns each topic's direction.
 fn load_docs(db: &Database, n: usize) -> Result<Vec<Vec<f32>>, CliError> {
-    let mut rng = Rng(7);
+    let mut rng = Rng::new(7);
     let dirs: Vec<Vec<f32>> = (0..TOPICS.len())
         .map(|_| {
-            let mut v: Vec<f32> = (0..DIM).map(|_| rng.signed()).collect();
+            let mut v: Vec<f32> = (0..DIM).map(|_| signed(&mut rng)).collect();
             normalize(&mut v);
             v
         })
@@ -527,26 +459,28 @@ fn load_docs(db: &Database, n: usize) -> Result<Vec<Vec<f32>>, CliError> {
     let mut cat = Vec::with_capacity(n);
     let mut emb: Vec<f32> = Vec::with_capacity(n * DIM);
     for _ in 0..n {
-        let t = rng.below(TOPICS.len() as u64) as usize;
+        let t = below(&mut rng, TOPICS.len() as u64) as usize;
         let (topic, words) = TOPICS[t];
         let word = |rng: &mut Rng| -> &'static str {
-            if rng.below(5) == 0 {
-                COMMON[rng.below(COMMON.len() as u64) as usize]
+            if below(rng, 5) == 0 {
+                COMMON[below(rng, COMMON.len() as u64) as usize]
             } else {
-                words[rng.below(12) as usize]
+                words[below(rng, 12) as usize]
             }
         };
-        let tw: Vec<&str> = (0..3 + rng.below(3)).map(|_| word(&mut rng)).collect();
+        let tw: Vec<&str> = (0..3 + below(&mut rng, 3)).map(|_| word(&mut rng)).collect();
         let mut s = tw.join(" ");
         if let Some(f) = s.get_mut(0..1) {
             f.make_ascii_uppercase();
         }
         title.push(s);
-        let bw: Vec<&str> = (0..20 + rng.below(20)).map(|_| word(&mut rng)).collect();
+        let bw: Vec<&str> = (0..20 + below(&mut rng, 20)).map(|_| word(&mut rng)).collect();
         body.push(bw.join(" ") + ".");
         cat.push(topic);
-        let mut v: Vec<f32> =
-            dirs[t].iter().map(|x| x + 0.6 * rng.signed() / (DIM as f32).sqrt() * 3.0).collect();
+        let mut v: Vec<f32> = dirs[t]
+            .iter()
+            .map(|x| x + 0.6 * signed(&mut rng) / (DIM as f32).sqrt() * 3.0)
+            .collect();
         normalize(&mut v);
         emb.extend_from_slice(&v);
     }

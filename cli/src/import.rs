@@ -307,17 +307,22 @@ fn conform(batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBatch, CliErr
 }
 
 fn count_rows(conn: &Connection, source: &str) -> Result<u64, CliError> {
-    let b = conn.sql(&format!("SELECT count(*) FROM {source}"))?;
-    let n = b
-        .first()
-        .and_then(|b| {
-            b.column(0)
-                .as_any()
-                .downcast_ref::<basalt::arrow::array::Int64Array>()
-                .map(|a| a.value(0))
-        })
-        .unwrap_or(0);
-    Ok(n.max(0) as u64)
+    Ok(first_number(&conn.sql(&format!("SELECT count(*) FROM {source}"))?))
+}
+
+/// The first value of a one-number result (a count, signed or not); 0 when there is none.
+fn first_number(batches: &[RecordBatch]) -> u64 {
+    use basalt::arrow::array::{Int64Array, UInt64Array};
+    let Some(c) = batches.first().filter(|b| b.num_rows() > 0).map(|b| b.column(0)) else {
+        return 0;
+    };
+    if let Some(a) = c.as_any().downcast_ref::<UInt64Array>() {
+        a.value(0)
+    } else if let Some(a) = c.as_any().downcast_ref::<Int64Array>() {
+        a.value(0).max(0) as u64
+    } else {
+        0
+    }
 }
 
 /// Reads a CSV file as text in file order and converts each column to its type; a value
@@ -332,8 +337,7 @@ fn read_csv(
     report: &mut ImportReport,
     sink: &mut dyn FnMut(RecordBatch, &mut ImportReport) -> Result<(), CliError>,
 ) -> Result<(), CliError> {
-    let f = File::open(file).map_err(|e| CliError::io(format!("opening {}", file.display()), e))?;
-    progress.set_total(f.metadata().map(|m| m.len()).unwrap_or(0), Unit::Bytes);
+    let f = open_counted(file, progress)?;
     let text_schema = Arc::new(Schema::new(
         schema
             .fields()
@@ -345,7 +349,7 @@ fn read_csv(
         .with_header(!opts.no_header)
         .with_delimiter(delimiter)
         .with_batch_size(8192)
-        .build(Counting { inner: f, progress })
+        .build(f)
         .map_err(|e| CliError::Import(format!("{}: {e}", file.display())))?;
     let first_line = if opts.no_header { 1 } else { 2 };
     let mut record = 0u64;
@@ -376,14 +380,8 @@ fn read_csv(
                         value,
                         crate::shell::sql_type(field.data_type())
                     );
-                    if !opts.skip_bad {
-                        return Err(CliError::Import(format!("{reason}; nothing was imported")));
-                    }
+                    bad_row(opts, report, reason)?;
                     *ok = false;
-                    report.skipped += 1;
-                    if report.reasons.len() < 10 {
-                        report.reasons.push(reason);
-                    }
                 }
             }
             // Empty text converts to NULL; keep the typed column.
@@ -413,9 +411,8 @@ fn read_json(
     report: &mut ImportReport,
     sink: &mut dyn FnMut(RecordBatch, &mut ImportReport) -> Result<(), CliError>,
 ) -> Result<(), CliError> {
-    let f = File::open(file).map_err(|e| CliError::io(format!("opening {}", file.display()), e))?;
-    progress.set_total(f.metadata().map(|m| m.len()).unwrap_or(0), Unit::Bytes);
-    let mut input = BufReader::with_capacity(1 << 20, Counting { inner: f, progress });
+    let f = open_counted(file, progress)?;
+    let mut input = BufReader::with_capacity(1 << 20, f);
     let decode = |lines: &[u8]| -> Result<Option<RecordBatch>, basalt::arrow::schema::ArrowError> {
         let mut d = arrow_json::ReaderBuilder::new(schema.clone())
             .with_batch_size(16_384)
@@ -462,15 +459,7 @@ fn read_json(
                             Ok(_) => good.extend_from_slice(one),
                             Err(e) => {
                                 let reason = format!("{}: line {ln}: {e}", file.display());
-                                if !opts.skip_bad {
-                                    return Err(CliError::Import(format!(
-                                        "{reason}; nothing was imported"
-                                    )));
-                                }
-                                report.skipped += 1;
-                                if report.reasons.len() < 10 {
-                                    report.reasons.push(reason);
-                                }
+                                bad_row(opts, report, reason)?;
                             }
                         }
                     }
@@ -487,6 +476,30 @@ fn read_json(
             return Ok(());
         }
     }
+}
+
+/// Opens `file` for reading, its size the progress bar's total.
+fn open_counted<'a>(file: &Path, progress: &'a Progress) -> Result<Counting<'a, File>, CliError> {
+    let f = File::open(file).map_err(|e| CliError::io(format!("opening {}", file.display()), e))?;
+    progress.set_total(f.metadata().map(|m| m.len()).unwrap_or(0), Unit::Bytes);
+    Ok(Counting { inner: f, progress })
+}
+
+/// A row that does not parse: the end of the import, or (`--skip-bad`) one more skipped
+/// row, its reason kept among the first ten.
+fn bad_row(
+    opts: &ImportOptions,
+    report: &mut ImportReport,
+    reason: String,
+) -> Result<(), CliError> {
+    if !opts.skip_bad {
+        return Err(CliError::Import(format!("{reason}; nothing was imported")));
+    }
+    report.skipped += 1;
+    if report.reasons.len() < 10 {
+        report.reasons.push(reason);
+    }
+    Ok(())
 }
 
 /// Counts bytes read into the progress bar.
@@ -633,16 +646,7 @@ pub fn export_command(args: &[String]) -> Result<(), CliError> {
         quote(&file.to_string_lossy()),
         format.sql_name()
     );
-    let b = db.connect().sql(&sql)?;
-    let rows = b
-        .first()
-        .and_then(|b| {
-            b.column(0)
-                .as_any()
-                .downcast_ref::<basalt::arrow::array::UInt64Array>()
-                .map(|a| a.value(0))
-        })
-        .unwrap_or(0);
+    let rows = first_number(&db.connect().sql(&sql)?);
     let secs = start.elapsed().as_secs_f64();
     println!("exported {} rows to {} in {:.2} s", group(rows), file.display(), secs);
     Ok(())

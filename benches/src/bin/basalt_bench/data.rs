@@ -12,22 +12,7 @@ use crate::engines::{BenchRow, Res};
 
 pub use basalt_benches::bench_schema;
 
-/// The `meta(city, pop)` table of §1.
-pub const META: [(&str, i64); 10] = [
-    ("Beijing", 21_540_000),
-    ("Shanghai", 24_870_000),
-    ("Guangzhou", 18_680_000),
-    ("Shenzhen", 17_680_000),
-    ("Hangzhou", 10_360_000),
-    ("Nanjing", 9_490_000),
-    ("Chengdu", 20_940_000),
-    ("Wuhan", 13_690_000),
-    ("Xian", 13_150_000),
-    ("Qingdao", 9_480_000),
-];
-
-/// The seed of the dataset.
-pub const SEED: u64 = 42;
+pub use basalt_dataset::{META, SEED};
 
 /// The dataset, once as Arrow batches and once as rows (the same values).
 pub struct Dataset {
