@@ -20,6 +20,10 @@ pub enum Error {
     /// [`Error::Storage`], transaction-order errors as [`Error::Transaction`].
     #[error(transparent)]
     Sql(basalt_sql::Error),
+    /// From the agent-memory store ([`crate::memory`]): invalid items, version conflicts,
+    /// model mismatches, missing items.
+    #[error(transparent)]
+    Memory(#[from] crate::memory::MemoryError),
     /// A row value cannot be stored in its column.
     #[error("table '{table}', column '{column}': {reason}")]
     InvalidValue {
@@ -37,7 +41,10 @@ impl Error {
     pub fn as_storage(&self) -> Option<&basalt_storage::Error> {
         match self {
             Error::Storage(e) => Some(e),
-            Error::InvalidValue { .. } | Error::Transaction(_) | Error::Sql(_) => None,
+            Error::InvalidValue { .. }
+            | Error::Transaction(_)
+            | Error::Sql(_)
+            | Error::Memory(_) => None,
         }
     }
 

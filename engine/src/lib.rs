@@ -41,6 +41,7 @@
 //! emptied. Opening a database replays the log.
 
 mod error;
+pub mod memory;
 mod sql;
 mod text;
 mod value;

@@ -6,6 +6,7 @@
 mod api;
 mod df_corpus;
 mod fts;
+mod memory;
 mod process;
 mod roundtrip;
 mod slt;

@@ -1,0 +1,1100 @@
+//! Agent memory: a namespaced memory store on one table of a [`Database`].
+//!
+//! Owns the item model (namespace path, optional key, text, JSON metadata, vector, content
+//! hash, version, timestamps, archived flag), keyed upserts, optimistic versions, history,
+//! and recall (vector, keyword or hybrid) with namespace and metadata filters applied
+//! *before* the top-k. It stores everything in ordinary tables (the items, their history,
+//! and a registry row per store) through the public API, so durability, transactions and
+//! the full-text index are the engine's. It must not reach below the public API.
+//!
+//! Not yet here (see the README's *Agent memory*): near-duplicate detection, the embedding
+//! cache, the change feed subscription, checkpoints, TTL sweeping (expired items are only
+//! hidden), batch operations, and the HTTP embedder.
+
+mod embed;
+mod filter;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use arrow_schema::{DataType, Field, Schema};
+use serde_json::Value as Json;
+
+pub use embed::{Embedder, HashEmbedder};
+pub use filter::Filter;
+
+use crate::{CmpOp, Connection, Database, Metric, Predicate, Row, Table, Tokenizer, Value};
+
+/// Errors of the memory store.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MemoryError {
+    /// An item's input is refused (empty or oversized text or metadata, a bad namespace,
+    /// a vector of the wrong dimension or with non-finite components, a bad filter, …).
+    #[error("memory store '{store}': {reason}")]
+    Invalid {
+        /// The store.
+        store: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// `update` with an expected version that is not the item's current one.
+    #[error("memory store '{store}': item {id} is at version {actual}, not {expected}")]
+    Conflict {
+        /// The store.
+        store: String,
+        /// The item.
+        id: u64,
+        /// The version the caller expected.
+        expected: u64,
+        /// The item's version.
+        actual: u64,
+    },
+    /// The store exists with another embedding model or dimension.
+    #[error(
+        "memory store '{store}' holds {have_model} vectors of dimension {have_dim}, not {model} / {dim}"
+    )]
+    ModelMismatch {
+        /// The store.
+        store: String,
+        /// Its model.
+        have_model: String,
+        /// Its dimension.
+        have_dim: usize,
+        /// The model asked for.
+        model: String,
+        /// The dimension asked for.
+        dim: usize,
+    },
+    /// No item with this id (or key) is visible.
+    #[error("memory store '{store}': no item {what}")]
+    NotFound {
+        /// The store.
+        store: String,
+        /// The id or key looked for.
+        what: String,
+    },
+    /// The embedder failed.
+    #[error("memory store '{store}': embedder: {reason}")]
+    Embedder {
+        /// The store.
+        store: String,
+        /// Its message.
+        reason: String,
+    },
+}
+
+/// A store's fixed settings.
+#[derive(Debug, Clone)]
+pub struct MemoryConfig {
+    /// The embedding model whose vectors the store holds (checked at every open).
+    pub model: String,
+    /// The vector dimension (checked at every open).
+    pub dim: usize,
+    /// Largest text, in bytes (default 64 KiB).
+    pub max_text_bytes: usize,
+    /// Largest metadata document, in bytes of JSON (default 16 KiB).
+    pub max_metadata_bytes: usize,
+}
+
+impl MemoryConfig {
+    /// Settings for `model` vectors of dimension `dim`, default limits.
+    pub fn new(model: &str, dim: usize) -> MemoryConfig {
+        MemoryConfig {
+            model: model.into(),
+            dim,
+            max_text_bytes: 64 << 10,
+            max_metadata_bytes: 16 << 10,
+        }
+    }
+}
+
+/// One memory.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemoryItem {
+    /// The item's id (the table's `_id`).
+    pub id: u64,
+    /// Its key within its namespace, if it was `put` with one.
+    pub key: Option<String>,
+    /// Its namespace path (`tenant/agent/user`).
+    pub namespace: String,
+    /// The text.
+    pub text: String,
+    /// Metadata (`Null` when none).
+    pub metadata: Json,
+    /// The vector, if it has one.
+    pub vector: Option<Vec<f32>>,
+    /// Hash of the normalised text (lower case, whitespace collapsed).
+    pub content_hash: u64,
+    /// 1 when created, +1 per update.
+    pub version: u64,
+    /// Milliseconds since the Unix epoch.
+    pub created_ms: i64,
+    /// Milliseconds since the Unix epoch.
+    pub updated_ms: i64,
+    /// When it stops being visible (ms since the epoch), if ever.
+    pub expires_ms: Option<i64>,
+    /// Archived items are kept (and readable by id) but left out of lists and recall.
+    pub archived: bool,
+}
+
+/// What to write: text, optional metadata, vector and time to live.
+#[derive(Debug, Clone, Default)]
+pub struct NewMemory {
+    /// The text (not empty).
+    pub text: String,
+    /// Metadata: a JSON object, or `Null`.
+    pub metadata: Json,
+    /// The vector; computed by the store's embedder when `None` and there is one.
+    pub vector: Option<Vec<f32>>,
+    /// Time to live from now.
+    pub ttl: Option<Duration>,
+}
+
+impl NewMemory {
+    /// A memory with this text and nothing else.
+    pub fn text(text: &str) -> NewMemory {
+        NewMemory { text: text.into(), ..Default::default() }
+    }
+    /// With metadata.
+    pub fn metadata(mut self, m: Json) -> NewMemory {
+        self.metadata = m;
+        self
+    }
+    /// With a vector.
+    pub fn vector(mut self, v: Vec<f32>) -> NewMemory {
+        self.vector = Some(v);
+        self
+    }
+    /// With a time to live.
+    pub fn ttl(mut self, ttl: Duration) -> NewMemory {
+        self.ttl = Some(ttl);
+        self
+    }
+}
+
+/// Changes of an `update`: each `Some` replaces that part.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryUpdate {
+    /// New text (the vector is recomputed by the embedder unless one is given).
+    pub text: Option<String>,
+    /// New metadata.
+    pub metadata: Option<Json>,
+    /// New vector.
+    pub vector: Option<Vec<f32>>,
+    /// Archive or unarchive.
+    pub archived: Option<bool>,
+}
+
+/// How recall ranks.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RecallMode {
+    /// Cosine distance of vectors only.
+    Vector,
+    /// BM25 over the text only.
+    Keyword,
+    /// Both, fused by weighted reciprocal rank (`k` = 60): an item found by one channel
+    /// only keeps its place.
+    Hybrid {
+        /// Weight of the keyword rank.
+        keyword_weight: f32,
+        /// Weight of the vector rank.
+        vector_weight: f32,
+    },
+}
+
+/// A recall request.
+#[derive(Debug, Clone)]
+pub struct Recall {
+    /// Query text (keyword channel, and the vector through the embedder when `vector` is
+    /// `None`).
+    pub query: String,
+    /// Query vector.
+    pub vector: Option<Vec<f32>>,
+    /// How many items at most.
+    pub k: usize,
+    /// Only items in this namespace or below it (`""`: every namespace).
+    pub namespace: String,
+    /// Only items whose metadata passes.
+    pub filter: Option<Filter>,
+    /// Vector channel: only items with cosine similarity (1 − distance) at least this.
+    pub min_similarity: Option<f32>,
+    /// Ranking.
+    pub mode: RecallMode,
+}
+
+impl Recall {
+    /// A hybrid (equal weights) recall of `k` items in `namespace` for `query`.
+    pub fn new(namespace: &str, query: &str, k: usize) -> Recall {
+        Recall {
+            query: query.into(),
+            vector: None,
+            k,
+            namespace: namespace.into(),
+            filter: None,
+            min_similarity: None,
+            mode: RecallMode::Hybrid { keyword_weight: 1.0, vector_weight: 1.0 },
+        }
+    }
+}
+
+/// One recalled item with its channels' ranks and scores.
+#[derive(Debug, Clone)]
+pub struct RecallHit {
+    /// The item.
+    pub item: MemoryItem,
+    /// The fused score (hybrid), similarity (vector) or BM25 (keyword); larger is better.
+    pub score: f32,
+    /// Vector channel: 1-based rank and cosine similarity.
+    pub vector: Option<(usize, f32)>,
+    /// Keyword channel: 1-based rank and BM25 score.
+    pub keyword: Option<(usize, f32)>,
+}
+
+/// One entry of an item's history.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistoryEntry {
+    /// The version this change produced (0 for a deletion).
+    pub version: u64,
+    /// `create`, `update` or `delete`.
+    pub op: String,
+    /// Text before the change.
+    pub old_text: Option<String>,
+    /// Text after it.
+    pub new_text: Option<String>,
+    /// Metadata before.
+    pub old_metadata: Json,
+    /// Metadata after.
+    pub new_metadata: Json,
+    /// When (ms since the epoch).
+    pub at_ms: i64,
+}
+
+const REGISTRY: &str = "basalt_memory_stores";
+const COLUMNS: [&str; 12] = [
+    "_id",
+    "key",
+    "namespace",
+    "text",
+    "metadata",
+    "embedding",
+    "hash",
+    "version",
+    "created_ms",
+    "updated_ms",
+    "expires_ms",
+    "archived",
+];
+
+/// A namespaced memory store (see the module docs).
+pub struct MemoryStore {
+    db: Database,
+    name: String,
+    history: String,
+    config: MemoryConfig,
+    embedder: Option<Arc<dyn Embedder>>,
+}
+
+impl std::fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryStore")
+            .field("name", &self.name)
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+type Res<T> = crate::Result<T>;
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Hash of the normalised text: lower case, runs of whitespace as one space, trimmed.
+pub fn content_hash(text: &str) -> u64 {
+    let norm: Vec<String> = text.split_whitespace().map(str::to_lowercase).collect();
+    embed::fnv1a(norm.join(" ").as_bytes())
+}
+
+impl MemoryStore {
+    /// Opens the store `name` on `db`, creating its tables on first use (the items table
+    /// `name`, its history `name__history`, a full-text index on the text, and a row in
+    /// `basalt_memory_stores`). An existing store must have the same model and dimension.
+    pub fn open(db: &Database, name: &str, config: MemoryConfig) -> Res<MemoryStore> {
+        let store = MemoryStore {
+            db: db.clone(),
+            name: name.into(),
+            history: format!("{name}__history"),
+            config,
+            embedder: None,
+        };
+        if store.config.dim == 0 {
+            return Err(store.invalid("the vector dimension must be at least 1"));
+        }
+        let tables = db.list_tables();
+        if !tables.iter().any(|t| t == REGISTRY) {
+            db.create_table(
+                REGISTRY,
+                &Schema::new(vec![
+                    Field::new("store", DataType::Utf8, false),
+                    Field::new("model", DataType::Utf8, false),
+                    Field::new("dim", DataType::Int64, false),
+                ]),
+            )?;
+        }
+        let registry = db.table(REGISTRY)?;
+        let mut found = None;
+        for b in registry.scan_where(&["model", "dim"], &Predicate::eq("store", name))? {
+            let b = b?;
+            if b.num_rows() > 0 {
+                let r = Row::from_batch(&b, 0);
+                found = Some((
+                    text_of(r.get("model")).unwrap_or_default(),
+                    int_of(r.get("dim")) as usize,
+                ));
+            }
+        }
+        match found {
+            Some((model, dim)) => {
+                if model != store.config.model || dim != store.config.dim {
+                    return Err(MemoryError::ModelMismatch {
+                        store: name.into(),
+                        have_model: model,
+                        have_dim: dim,
+                        model: store.config.model.clone(),
+                        dim: store.config.dim,
+                    }
+                    .into());
+                }
+            }
+            None => {
+                store.create_tables()?;
+                registry.insert_row(
+                    Row::new()
+                        .set("store", name)
+                        .set("model", store.config.model.as_str())
+                        .set("dim", store.config.dim as i64),
+                )?;
+            }
+        }
+        Ok(store)
+    }
+
+    fn create_tables(&self) -> Res<()> {
+        let tables = self.db.list_tables();
+        if !tables.contains(&self.name) {
+            let t = self.db.create_table(
+                &self.name,
+                &Schema::new(vec![
+                    Field::new("key", DataType::Utf8, true),
+                    Field::new("namespace", DataType::Utf8, false),
+                    Field::new("text", DataType::Utf8, false),
+                    Field::new("metadata", DataType::Utf8, true),
+                    Field::new("embedding", crate::vector_type(self.config.dim), true),
+                    Field::new("hash", DataType::UInt64, false),
+                    Field::new("version", DataType::Int64, false),
+                    Field::new("created_ms", DataType::Int64, false),
+                    Field::new("updated_ms", DataType::Int64, false),
+                    Field::new("expires_ms", DataType::Int64, true),
+                    Field::new("archived", DataType::Boolean, false),
+                ]),
+            )?;
+            t.create_fts_index(&["text"], Tokenizer::English)?;
+        }
+        if !tables.contains(&self.history) {
+            self.db.create_table(
+                &self.history,
+                &Schema::new(vec![
+                    Field::new("item", DataType::UInt64, false),
+                    Field::new("version", DataType::Int64, false),
+                    Field::new("op", DataType::Utf8, false),
+                    Field::new("old_text", DataType::Utf8, true),
+                    Field::new("new_text", DataType::Utf8, true),
+                    Field::new("old_metadata", DataType::Utf8, true),
+                    Field::new("new_metadata", DataType::Utf8, true),
+                    Field::new("at_ms", DataType::Int64, false),
+                ]),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Uses `embedder` for texts written or recalled without a vector; its model and
+    /// dimension must be the store's.
+    pub fn with_embedder(mut self, embedder: Arc<dyn Embedder>) -> Res<MemoryStore> {
+        if embedder.model() != self.config.model || embedder.dim() != self.config.dim {
+            return Err(MemoryError::ModelMismatch {
+                store: self.name.clone(),
+                have_model: self.config.model.clone(),
+                have_dim: self.config.dim,
+                model: embedder.model().into(),
+                dim: embedder.dim(),
+            }
+            .into());
+        }
+        self.embedder = Some(embedder);
+        Ok(self)
+    }
+
+    /// The store's name (its items table).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn invalid(&self, reason: impl Into<String>) -> crate::Error {
+        MemoryError::Invalid { store: self.name.clone(), reason: reason.into() }.into()
+    }
+
+    fn check_namespace(&self, ns: &str, allow_root: bool) -> Res<()> {
+        if ns.is_empty() {
+            return if allow_root {
+                Ok(())
+            } else {
+                Err(self.invalid("an item needs a namespace"))
+            };
+        }
+        if ns.split('/').any(|s| s.trim().is_empty()) {
+            return Err(self
+                .invalid(format!("bad namespace '{ns}' (segments separated by '/', none empty)")));
+        }
+        Ok(())
+    }
+
+    fn check_vector(&self, v: &[f32]) -> Res<()> {
+        if v.len() != self.config.dim {
+            return Err(self.invalid(format!(
+                "vector of dimension {}, the store's is {}",
+                v.len(),
+                self.config.dim
+            )));
+        }
+        if v.iter().any(|x| !x.is_finite()) {
+            return Err(self.invalid("vector with a NaN or infinite component"));
+        }
+        Ok(())
+    }
+
+    fn check_metadata(&self, m: &Json) -> Res<Option<String>> {
+        match m {
+            Json::Null => Ok(None),
+            Json::Object(_) => {
+                let s = m.to_string();
+                if s.len() > self.config.max_metadata_bytes {
+                    return Err(self.invalid(format!(
+                        "metadata of {} bytes, more than the limit of {}",
+                        s.len(),
+                        self.config.max_metadata_bytes
+                    )));
+                }
+                Ok(Some(s))
+            }
+            other => Err(self.invalid(format!("metadata must be a JSON object, not {other}"))),
+        }
+    }
+
+    fn check_text(&self, t: &str) -> Res<()> {
+        if t.trim().is_empty() {
+            return Err(self.invalid("empty text"));
+        }
+        if t.len() > self.config.max_text_bytes {
+            return Err(self.invalid(format!(
+                "text of {} bytes, more than the limit of {}",
+                t.len(),
+                self.config.max_text_bytes
+            )));
+        }
+        Ok(())
+    }
+
+    /// The vector to store for `text`: the given one (checked), or the embedder's.
+    fn vector_for(&self, text: &str, given: Option<Vec<f32>>) -> Res<Option<Vec<f32>>> {
+        let v = match (given, &self.embedder) {
+            (Some(v), _) => Some(v),
+            (None, Some(e)) => {
+                let mut out = e
+                    .embed(&[text])
+                    .map_err(|reason| MemoryError::Embedder { store: self.name.clone(), reason })?;
+                out.pop()
+            }
+            (None, None) => None,
+        };
+        if let Some(v) = &v {
+            self.check_vector(v)?;
+        }
+        Ok(v)
+    }
+
+    /// Checks and prepares a new item's row (everything but `_id`).
+    fn new_row(
+        &self,
+        namespace: &str,
+        key: Option<&str>,
+        m: NewMemory,
+        now: i64,
+    ) -> Res<(Row, Option<String>)> {
+        self.check_namespace(namespace, false)?;
+        self.check_text(&m.text)?;
+        let meta = self.check_metadata(&m.metadata)?;
+        let vector = self.vector_for(&m.text, m.vector)?;
+        let mut row = Row::new()
+            .set("key", key.map_or(Value::Null, |k| Value::Str(k.into())))
+            .set("namespace", namespace)
+            .set("text", m.text.as_str())
+            .set("metadata", meta.clone().map_or(Value::Null, Value::Str))
+            .set("embedding", vector.map_or(Value::Null, Value::Vector))
+            .set("hash", content_hash(&m.text))
+            .set("version", 1i64)
+            .set("created_ms", now)
+            .set("updated_ms", now)
+            .set("archived", false);
+        row = row.set(
+            "expires_ms",
+            m.ttl.map_or(Value::Null, |t| Value::Int(now.saturating_add(t.as_millis() as i64))),
+        );
+        Ok((row, meta))
+    }
+
+    fn history_row(
+        id: u64,
+        version: i64,
+        op: &str,
+        old: Option<(&str, Option<&str>)>,
+        new: Option<(&str, Option<&str>)>,
+        at: i64,
+    ) -> Row {
+        let s = |v: Option<&str>| v.map_or(Value::Null, |s| Value::Str(s.into()));
+        Row::new()
+            .set("item", id)
+            .set("version", version)
+            .set("op", op)
+            .set("old_text", s(old.map(|o| o.0)))
+            .set("new_text", s(new.map(|n| n.0)))
+            .set("old_metadata", s(old.and_then(|o| o.1)))
+            .set("new_metadata", s(new.and_then(|n| n.1)))
+            .set("at_ms", at)
+    }
+
+    /// Runs `f` in one serializable transaction on a fresh connection: all of it or none.
+    fn txn<T>(&self, f: impl FnOnce(&Connection, &Table, &Table) -> Res<T>) -> Res<T> {
+        let conn = self.db.connect();
+        conn.begin_immediate()?;
+        let r = (|| {
+            let items = conn.table(&self.name)?;
+            let hist = conn.table(&self.history)?;
+            f(&conn, &items, &hist)
+        })();
+        match r {
+            Ok(v) => {
+                conn.commit()?;
+                Ok(v)
+            }
+            Err(e) => {
+                let _ = conn.rollback();
+                Err(e)
+            }
+        }
+    }
+
+    /// Appends a memory (a new id, no key); returns its id.
+    pub fn remember(&self, namespace: &str, memory: NewMemory) -> Res<u64> {
+        let now = now_ms();
+        let text = memory.text.clone();
+        let (row, meta) = self.new_row(namespace, None, memory, now)?;
+        self.txn(|_, items, hist| {
+            let id = items.insert_row(row)?;
+            hist.insert_row(Self::history_row(
+                id,
+                1,
+                "create",
+                None,
+                Some((&text, meta.as_deref())),
+                now,
+            ))?;
+            Ok(id)
+        })
+    }
+
+    /// Writes the memory under `key` in `namespace`: creates it, or replaces the text,
+    /// metadata, vector and expiry of the one there (version + 1). Returns its id. Two
+    /// concurrent puts of one key leave one item.
+    pub fn put(&self, namespace: &str, key: &str, memory: NewMemory) -> Res<u64> {
+        if key.is_empty() {
+            return Err(self.invalid("empty key"));
+        }
+        let now = now_ms();
+        let text = memory.text.clone();
+        let (row, meta) = self.new_row(namespace, Some(key), memory, now)?;
+        self.txn(|_, items, hist| match find_key(items, namespace, key)? {
+            None => {
+                let id = items.insert_row(row)?;
+                hist.insert_row(Self::history_row(
+                    id,
+                    1,
+                    "create",
+                    None,
+                    Some((&text, meta.as_deref())),
+                    now,
+                ))?;
+                Ok(id)
+            }
+            Some(old) => {
+                let version = old.version as i64 + 1;
+                let row = row.set("version", version).set("created_ms", old.created_ms);
+                items.update(old.id, row)?;
+                let old_meta = meta_text(&old.metadata);
+                hist.insert_row(Self::history_row(
+                    old.id,
+                    version,
+                    "update",
+                    Some((&old.text, old_meta.as_deref())),
+                    Some((&text, meta.as_deref())),
+                    now,
+                ))?;
+                Ok(old.id)
+            }
+        })
+    }
+
+    /// The item with this id, if it exists and has not expired (archived items included).
+    pub fn get(&self, id: u64) -> Res<Option<MemoryItem>> {
+        let now = now_ms();
+        Ok(self.db.table(&self.name)?.get(id)?.map(|r| item_of(&r)).filter(|i| !expired(i, now)))
+    }
+
+    /// The item under `key` in `namespace`, if any (and not expired).
+    pub fn get_key(&self, namespace: &str, key: &str) -> Res<Option<MemoryItem>> {
+        let now = now_ms();
+        Ok(find_key(&self.db.table(&self.name)?, namespace, key)?.filter(|i| !expired(i, now)))
+    }
+
+    /// Live items (not archived, not expired) in `namespace` or below it whose metadata
+    /// passes `filter`, by ascending id, at most `limit` of them after id `after` (a cursor:
+    /// pass the last id of the previous page).
+    pub fn list(
+        &self,
+        namespace: &str,
+        filter: Option<&Filter>,
+        limit: usize,
+        after: Option<u64>,
+    ) -> Res<Vec<MemoryItem>> {
+        let mut items = self.live(namespace, filter, after)?;
+        items.truncate(limit);
+        Ok(items)
+    }
+
+    /// Every namespace holding a live item, sorted, with how many it holds.
+    pub fn list_namespaces(&self) -> Res<Vec<(String, u64)>> {
+        let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+        for i in self.live("", None, None)? {
+            *counts.entry(i.namespace).or_default() += 1;
+        }
+        Ok(counts.into_iter().collect())
+    }
+
+    /// Checks a namespace prefix and a filter of a read.
+    fn check_read(&self, namespace: &str, filter: Option<&Filter>) -> Res<()> {
+        self.check_namespace(namespace, true)?;
+        if let Some(f) = filter {
+            f.validate().map_err(|r| self.invalid(r))?;
+        }
+        Ok(())
+    }
+
+    /// Live items of the namespace subtree passing `filter`, sorted by id.
+    fn live(
+        &self,
+        namespace: &str,
+        filter: Option<&Filter>,
+        after: Option<u64>,
+    ) -> Res<Vec<MemoryItem>> {
+        self.check_read(namespace, filter)?;
+        let mut pred = visible(namespace, now_ms());
+        if let Some(a) = after {
+            pred = Predicate::And(vec![pred, Predicate::cmp("_id", CmpOp::Gt, a)]);
+        }
+        let t = self.db.table(&self.name)?;
+        let mut out = Vec::new();
+        for b in t.scan_where(&COLUMNS, &pred)? {
+            let b = b?;
+            for i in 0..b.num_rows() {
+                let item = item_of(&Row::from_batch(&b, i));
+                if filter.is_none_or(|f| f.matches(&item.metadata)) {
+                    out.push(item);
+                }
+            }
+        }
+        out.sort_by_key(|i| i.id);
+        Ok(out)
+    }
+
+    /// The ids of the live items of the namespace subtree passing `filter`, ascending
+    /// (reads `_id`, and `metadata` only when there is a filter).
+    fn candidate_ids(&self, t: &Table, pred: &Predicate, filter: Option<&Filter>) -> Res<Vec<u64>> {
+        let cols: &[&str] = if filter.is_some() { &["_id", "metadata"] } else { &["_id"] };
+        let mut ids = Vec::new();
+        for b in t.scan_where(cols, pred)? {
+            let b = b?;
+            for i in 0..b.num_rows() {
+                let r = Row::from_batch(&b, i);
+                if filter.is_none_or(|f| f.matches(&json_of(r.get("metadata")))) {
+                    ids.extend(r.id());
+                }
+            }
+        }
+        ids.sort_unstable();
+        Ok(ids)
+    }
+
+    /// Changes an item; with `expected_version`, only if it is still at that version
+    /// ([`MemoryError::Conflict`] otherwise). Returns the new version.
+    pub fn update(&self, id: u64, change: MemoryUpdate, expected_version: Option<u64>) -> Res<u64> {
+        if let Some(t) = &change.text {
+            self.check_text(t)?;
+        }
+        let meta = match &change.metadata {
+            Some(m) => Some(self.check_metadata(m)?),
+            None => None,
+        };
+        let vector = match (&change.vector, &change.text) {
+            (Some(v), _) => {
+                self.check_vector(v)?;
+                Some(v.clone())
+            }
+            (None, Some(t)) => self.vector_for(t, None)?,
+            (None, None) => None,
+        };
+        let now = now_ms();
+        self.txn(|_, items, hist| {
+            let Some(old) = items.get(id)?.map(|r| item_of(&r)).filter(|i| !expired(i, now)) else {
+                return Err(MemoryError::NotFound {
+                    store: self.name.clone(),
+                    what: id.to_string(),
+                }
+                .into());
+            };
+            if let Some(e) = expected_version.filter(|e| *e != old.version) {
+                return Err(MemoryError::Conflict {
+                    store: self.name.clone(),
+                    id,
+                    expected: e,
+                    actual: old.version,
+                }
+                .into());
+            }
+            let version = old.version + 1;
+            let mut row = Row::new().set("version", version as i64).set("updated_ms", now);
+            if let Some(t) = &change.text {
+                row = row.set("text", t.as_str()).set("hash", content_hash(t));
+            }
+            if let Some(m) = &meta {
+                row = row.set("metadata", m.clone().map_or(Value::Null, Value::Str));
+            }
+            if let Some(v) = &vector {
+                row = row.set("embedding", Value::Vector(v.clone()));
+            }
+            if let Some(a) = change.archived {
+                row = row.set("archived", a);
+            }
+            items.update(id, row)?;
+            let old_meta = meta_text(&old.metadata);
+            let new_text = change.text.as_deref().unwrap_or(&old.text);
+            let new_meta = match &meta {
+                Some(m) => m.clone(),
+                None => old_meta.clone(),
+            };
+            hist.insert_row(Self::history_row(
+                id,
+                version as i64,
+                "update",
+                Some((&old.text, old_meta.as_deref())),
+                Some((new_text, new_meta.as_deref())),
+                now,
+            ))?;
+            Ok(version)
+        })
+    }
+
+    /// Deletes the item with this id (from the table and its indexes); false if none.
+    pub fn forget(&self, id: u64) -> Res<bool> {
+        self.forget_where(|t| Ok(t.get(id)?.map(|r| item_of(&r)).into_iter().collect()))
+            .map(|n| n == 1)
+    }
+
+    /// Deletes the item under `key` in `namespace`; false if none.
+    pub fn forget_key(&self, namespace: &str, key: &str) -> Res<bool> {
+        self.forget_where(|t| Ok(find_key(t, namespace, key)?.into_iter().collect()))
+            .map(|n| n == 1)
+    }
+
+    /// Deletes every item (archived and expired ones too) in `namespace` or below it whose
+    /// metadata passes `filter`; returns how many.
+    pub fn forget_namespace(&self, namespace: &str, filter: Option<&Filter>) -> Res<u64> {
+        self.check_namespace(namespace, false)?;
+        self.check_read(namespace, filter)?;
+        self.forget_where(|t| {
+            let mut out = Vec::new();
+            for b in t.scan_where(&COLUMNS, &namespace_predicate(namespace))? {
+                let b = b?;
+                for i in 0..b.num_rows() {
+                    let item = item_of(&Row::from_batch(&b, i));
+                    if filter.is_none_or(|f| f.matches(&item.metadata)) {
+                        out.push(item);
+                    }
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    fn forget_where(&self, pick: impl FnOnce(&Table) -> Res<Vec<MemoryItem>>) -> Res<u64> {
+        let now = now_ms();
+        self.txn(|_, items, hist| {
+            let gone = pick(items)?;
+            let ids: Vec<u64> = gone.iter().map(|i| i.id).collect();
+            let n = items.delete_many(&ids)?;
+            for i in &gone {
+                let m = meta_text(&i.metadata);
+                hist.insert_row(Self::history_row(
+                    i.id,
+                    0,
+                    "delete",
+                    Some((&i.text, m.as_deref())),
+                    None,
+                    now,
+                ))?;
+            }
+            Ok(n)
+        })
+    }
+
+    /// The changes of an item, oldest first (it may have been deleted since).
+    pub fn history(&self, id: u64) -> Res<Vec<HistoryEntry>> {
+        let t = self.db.table(&self.history)?;
+        let mut out = Vec::new();
+        let cols = [
+            "_id",
+            "version",
+            "op",
+            "old_text",
+            "new_text",
+            "old_metadata",
+            "new_metadata",
+            "at_ms",
+        ];
+        for b in t.scan_where(&cols, &Predicate::eq("item", id))? {
+            let b = b?;
+            for i in 0..b.num_rows() {
+                let r = Row::from_batch(&b, i);
+                out.push((
+                    r.id().unwrap_or(0),
+                    HistoryEntry {
+                        version: int_of(r.get("version")).max(0) as u64,
+                        op: text_of(r.get("op")).unwrap_or_default(),
+                        old_text: text_of(r.get("old_text")),
+                        new_text: text_of(r.get("new_text")),
+                        old_metadata: json_of(r.get("old_metadata")),
+                        new_metadata: json_of(r.get("new_metadata")),
+                        at_ms: int_of(r.get("at_ms")),
+                    },
+                ));
+            }
+        }
+        out.sort_by_key(|(hid, _)| *hid);
+        Ok(out.into_iter().map(|(_, e)| e).collect())
+    }
+
+    /// The best `k` live items for the request. Namespace, archive and expiry conditions
+    /// run inside the scans (and the vector search) as storage predicates, the metadata
+    /// filter picks candidate ids before any ranking, so `k` items that pass are returned
+    /// whenever `k` exist; whole items are read only for the results.
+    pub fn recall(&self, req: &Recall) -> Res<Vec<RecallHit>> {
+        self.check_read(&req.namespace, req.filter.as_ref())?;
+        if req.k == 0 {
+            return Ok(Vec::new());
+        }
+        let t = self.db.table(&self.name)?;
+        let pred = visible(&req.namespace, now_ms());
+        // With a metadata filter, the candidates are an explicit id set.
+        let filtered = match &req.filter {
+            Some(f) => Some(self.candidate_ids(&t, &pred, Some(f))?),
+            None => None,
+        };
+        let want_vec = !matches!(req.mode, RecallMode::Keyword);
+        let want_kw = !matches!(req.mode, RecallMode::Vector);
+        // Hybrid looks deeper in each channel than k, so fusion has material.
+        let depth =
+            if matches!(req.mode, RecallMode::Hybrid { .. }) { req.k.max(50) } else { req.k };
+        let mut vec_hits: Vec<(u64, f32)> = Vec::new();
+        if want_vec {
+            let q = match &req.vector {
+                Some(v) => {
+                    self.check_vector(v)?;
+                    Some(v.clone())
+                }
+                None if !req.query.trim().is_empty() => self.vector_for(&req.query, None)?,
+                None => None,
+            };
+            if let Some(q) = q.filter(|q| q.iter().any(|x| *x != 0.0)) {
+                let p = match &filtered {
+                    Some(ids) => Predicate::id_set(ids.clone()),
+                    None => pred.clone(),
+                };
+                for n in t.topk_where("embedding", &q, depth, Metric::Cosine, &p)? {
+                    let sim = 1.0 - n.distance;
+                    if req.min_similarity.is_none_or(|m| sim >= m) {
+                        vec_hits.push((n.id, sim));
+                    }
+                }
+            } else if matches!(req.mode, RecallMode::Vector) {
+                return Err(self.invalid(
+                    "vector recall needs a query vector, or a query text and an embedder",
+                ));
+            }
+        }
+        let mut kw_hits: Vec<(u64, f32)> = Vec::new();
+        if want_kw && !req.query.trim().is_empty() {
+            let hits = t.search_text(&req.query, None)?;
+            if !hits.is_empty() {
+                let allowed = match filtered {
+                    Some(ids) => ids,
+                    None => self.candidate_ids(&t, &pred, None)?,
+                };
+                for h in hits {
+                    if allowed.binary_search(&h.id).is_ok() {
+                        kw_hits.push((h.id, h.score));
+                        if kw_hits.len() == depth {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        let (kw_w, vec_w, rrf) = match req.mode {
+            RecallMode::Hybrid { keyword_weight, vector_weight } => {
+                (keyword_weight, vector_weight, true)
+            }
+            _ => (1.0, 1.0, false),
+        };
+        // (score, vector channel, keyword channel) per id.
+        type Fused = (f32, Option<(usize, f32)>, Option<(usize, f32)>);
+        let mut fused: HashMap<u64, Fused> = HashMap::new();
+        for (rank, (id, sim)) in vec_hits.iter().enumerate() {
+            let e = fused.entry(*id).or_default();
+            e.1 = Some((rank + 1, *sim));
+            e.0 += if rrf { vec_w / (60.0 + (rank + 1) as f32) } else { *sim };
+        }
+        for (rank, (id, bm25)) in kw_hits.iter().enumerate() {
+            let e = fused.entry(*id).or_default();
+            e.2 = Some((rank + 1, *bm25));
+            e.0 += if rrf { kw_w / (60.0 + (rank + 1) as f32) } else { *bm25 };
+        }
+        let mut ranked: Vec<(u64, Fused)> = fused.into_iter().collect();
+        ranked.sort_by(|a, b| b.1.0.total_cmp(&a.1.0).then(a.0.cmp(&b.0)));
+        ranked.truncate(req.k);
+        let ids: Vec<u64> = ranked.iter().map(|(id, _)| *id).collect();
+        let rows = t.get_many_columns(&ids, &COLUMNS)?;
+        let mut items: HashMap<u64, MemoryItem> = (0..rows.num_rows())
+            .map(|i| item_of(&Row::from_batch(&rows, i)))
+            .map(|it| (it.id, it))
+            .collect();
+        Ok(ranked
+            .into_iter()
+            .filter_map(|(id, (score, vector, keyword))| {
+                items.remove(&id).map(|item| RecallHit { item, score, vector, keyword })
+            })
+            .collect())
+    }
+}
+
+/// What every read sees: not archived, not expired at `now`, in the namespace subtree
+/// (`""`: all).
+fn visible(namespace: &str, now: i64) -> Predicate {
+    let mut p = vec![
+        Predicate::eq("archived", false),
+        Predicate::Or(vec![
+            Predicate::IsNull { column: "expires_ms".into(), negated: false },
+            Predicate::cmp("expires_ms", CmpOp::Gt, now),
+        ]),
+    ];
+    if !namespace.is_empty() {
+        p.push(namespace_predicate(namespace));
+    }
+    Predicate::And(p)
+}
+
+/// `namespace = ns OR namespace LIKE 'ns/%'`.
+fn namespace_predicate(ns: &str) -> Predicate {
+    Predicate::Or(vec![
+        Predicate::eq("namespace", ns),
+        Predicate::LikePrefix {
+            column: "namespace".into(),
+            prefix: format!("{ns}/"),
+            negated: false,
+        },
+    ])
+}
+
+fn find_key(t: &Table, namespace: &str, key: &str) -> Res<Option<MemoryItem>> {
+    let p = Predicate::And(vec![Predicate::eq("namespace", namespace), Predicate::eq("key", key)]);
+    for b in t.scan_where(&COLUMNS, &p)? {
+        let b = b?;
+        if b.num_rows() > 0 {
+            return Ok(Some(item_of(&Row::from_batch(&b, 0))));
+        }
+    }
+    Ok(None)
+}
+
+fn expired(i: &MemoryItem, now: i64) -> bool {
+    i.expires_ms.is_some_and(|e| e <= now)
+}
+
+fn meta_text(m: &Json) -> Option<String> {
+    (!m.is_null()).then(|| m.to_string())
+}
+
+fn text_of(v: Option<&Value>) -> Option<String> {
+    match v {
+        Some(Value::Str(s)) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+fn int_of(v: Option<&Value>) -> i64 {
+    match v {
+        Some(Value::Int(i)) => *i,
+        Some(Value::UInt(u)) => *u as i64,
+        _ => 0,
+    }
+}
+
+fn json_of(v: Option<&Value>) -> Json {
+    text_of(v).and_then(|s| serde_json::from_str(&s).ok()).unwrap_or(Json::Null)
+}
+
+fn item_of(r: &Row) -> MemoryItem {
+    MemoryItem {
+        id: r.id().unwrap_or(0),
+        key: text_of(r.get("key")),
+        namespace: text_of(r.get("namespace")).unwrap_or_default(),
+        text: text_of(r.get("text")).unwrap_or_default(),
+        metadata: json_of(r.get("metadata")),
+        vector: match r.get("embedding") {
+            Some(Value::Vector(v)) => Some(v.clone()),
+            _ => None,
+        },
+        content_hash: match r.get("hash") {
+            Some(Value::UInt(u)) => *u,
+            _ => 0,
+        },
+        version: int_of(r.get("version")).max(0) as u64,
+        created_ms: int_of(r.get("created_ms")),
+        updated_ms: int_of(r.get("updated_ms")),
+        expires_ms: match r.get("expires_ms") {
+            Some(Value::Int(i)) => Some(*i),
+            _ => None,
+        },
+        archived: matches!(r.get("archived"), Some(Value::Bool(true))),
+    }
+}

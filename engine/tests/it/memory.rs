@@ -1,0 +1,294 @@
+//! The agent-memory store (`basalt::memory`) through the public API.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use basalt::Database;
+use basalt::memory::{
+    Filter, HashEmbedder, MemoryConfig, MemoryError, MemoryStore, MemoryUpdate, NewMemory, Recall,
+    RecallHit, RecallMode,
+};
+use serde_json::json;
+
+const DIM: usize = 64;
+
+fn store(db: &Database) -> MemoryStore {
+    MemoryStore::open(db, "mem", MemoryConfig::new("basalt-hash-v1", DIM))
+        .unwrap()
+        .with_embedder(Arc::new(HashEmbedder::new(DIM)))
+        .unwrap()
+}
+
+fn memory_error(e: basalt::Error) -> MemoryError {
+    match e {
+        basalt::Error::Memory(m) => m,
+        other => panic!("not a memory error: {other}"),
+    }
+}
+
+fn ids(hits: &[RecallHit]) -> BTreeSet<u64> {
+    hits.iter().map(|h| h.item.id).collect()
+}
+
+const MODES: [RecallMode; 3] = [
+    RecallMode::Vector,
+    RecallMode::Keyword,
+    RecallMode::Hybrid { keyword_weight: 1.0, vector_weight: 1.0 },
+];
+
+#[test]
+fn namespaces_are_isolated_in_every_read_path() {
+    let db = Database::open_in_memory().unwrap();
+    let m = store(&db);
+    let a1 = m.remember("acme/agent1/u1", NewMemory::text("user likes green tea")).unwrap();
+    let a2 = m.remember("acme/agent1/u2", NewMemory::text("user likes green tea too")).unwrap();
+    let b = m.remember("acme/agent10", NewMemory::text("user likes green tea as well")).unwrap();
+    let other = m.remember("globex", NewMemory::text("green tea everywhere")).unwrap();
+    let k = m.put("acme/agent1/u1", "drink", NewMemory::text("green tea, no sugar")).unwrap();
+    let list =
+        |ns: &str| m.list(ns, None, 100, None).unwrap().iter().map(|i| i.id).collect::<Vec<_>>();
+    assert_eq!(list("acme/agent1"), vec![a1, a2, k]); // not acme/agent10: whole segments
+    assert_eq!(list("acme"), vec![a1, a2, b, k]);
+    assert_eq!(list("acme/agent1/u1"), vec![a1, k]);
+    assert_eq!(list(""), vec![a1, a2, b, other, k]);
+    for mode in MODES {
+        let mut r = Recall::new("acme/agent1", "green tea", 10);
+        r.mode = mode;
+        assert_eq!(ids(&m.recall(&r).unwrap()), BTreeSet::from([a1, a2, k]), "{mode:?}");
+        r.namespace = "globex".into();
+        assert_eq!(ids(&m.recall(&r).unwrap()), BTreeSet::from([other]), "{mode:?}");
+    }
+    assert!(m.get_key("acme/agent1/u2", "drink").unwrap().is_none());
+    assert_eq!(m.get_key("acme/agent1/u1", "drink").unwrap().map(|i| i.id), Some(k));
+    assert!(!m.forget_key("acme/agent1/u2", "drink").unwrap());
+    let ns: Vec<(String, u64)> = m.list_namespaces().unwrap();
+    let want = [("acme/agent1/u1", 2), ("acme/agent1/u2", 1), ("acme/agent10", 1), ("globex", 1)];
+    assert_eq!(ns, want.map(|(n, c)| (n.to_string(), c)).to_vec());
+    // Pages by cursor.
+    let p1 = m.list("", None, 2, None).unwrap();
+    let p2 = m.list("", None, 2, p1.last().map(|i| i.id)).unwrap();
+    assert_eq!(p1.iter().chain(&p2).map(|i| i.id).collect::<Vec<_>>(), vec![a1, a2, b, other]);
+}
+
+#[test]
+fn keyed_upserts_versions_conflicts_and_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let id;
+    {
+        let db = Database::open(&path).unwrap();
+        let m = store(&db);
+        id = m
+            .put("u/1", "diet", NewMemory::text("vegetarian").metadata(json!({"src": "chat"})))
+            .unwrap();
+        assert_eq!(m.put("u/1", "diet", NewMemory::text("vegan")).unwrap(), id);
+        let item = m.get(id).unwrap().unwrap();
+        assert_eq!(
+            (item.text.as_str(), item.version, item.key.as_deref()),
+            ("vegan", 2, Some("diet"))
+        );
+        assert!(item.created_ms <= item.updated_ms);
+        // Compare-and-set.
+        let stale = m.update(
+            id,
+            MemoryUpdate { text: Some("pescatarian".into()), ..Default::default() },
+            Some(1),
+        );
+        match memory_error(stale.unwrap_err()) {
+            MemoryError::Conflict { expected: 1, actual: 2, .. } => {}
+            other => panic!("{other}"),
+        }
+        assert_eq!(m.get(id).unwrap().unwrap().text, "vegan"); // nothing written
+        let v = m
+            .update(
+                id,
+                MemoryUpdate { metadata: Some(json!({"src": "form"})), ..Default::default() },
+                Some(2),
+            )
+            .unwrap();
+        assert_eq!(v, 3);
+        let missing = m.update(999_999, MemoryUpdate::default(), None).unwrap_err();
+        assert!(matches!(memory_error(missing), MemoryError::NotFound { .. }));
+        db.close().unwrap();
+    }
+    let db = Database::open(&path).unwrap();
+    let m = store(&db);
+    let item = m.get(id).unwrap().unwrap();
+    assert_eq!(
+        (item.text.as_str(), item.version, &item.metadata),
+        ("vegan", 3, &json!({"src": "form"}))
+    );
+    let h = m.history(id).unwrap();
+    let ops: Vec<(u64, &str, Option<&str>, Option<&str>)> = h
+        .iter()
+        .map(|e| (e.version, e.op.as_str(), e.old_text.as_deref(), e.new_text.as_deref()))
+        .collect();
+    assert_eq!(
+        ops,
+        vec![
+            (1, "create", None, Some("vegetarian")),
+            (2, "update", Some("vegetarian"), Some("vegan")),
+            (3, "update", Some("vegan"), Some("vegan")),
+        ]
+    );
+    assert_eq!((&h[1].old_metadata, &h[1].new_metadata), (&json!({"src": "chat"}), &json!(null)));
+    assert_eq!((&h[2].old_metadata, &h[2].new_metadata), (&json!(null), &json!({"src": "form"})));
+    // Another model or dimension is refused.
+    let e =
+        MemoryStore::open(&db, "mem", MemoryConfig::new("basalt-hash-v1", DIM + 1)).unwrap_err();
+    assert!(matches!(memory_error(e), MemoryError::ModelMismatch { .. }));
+    let e = MemoryStore::open(&db, "mem", MemoryConfig::new("other", DIM)).unwrap_err();
+    assert!(matches!(memory_error(e), MemoryError::ModelMismatch { .. }));
+}
+
+#[test]
+fn filters_apply_before_top_k_and_keyword_only_hits_survive_fusion() {
+    let db = Database::open_in_memory().unwrap();
+    let m = MemoryStore::open(&db, "mem", MemoryConfig::new("test", 4)).unwrap();
+    // 200 items near the query, 5 "gold" ones far from it.
+    let mut gold = BTreeSet::new();
+    for i in 0..205u32 {
+        let (v, tier) = if i < 200 {
+            (vec![1.0, 0.01 * i as f32, 0.0, 0.0], "free")
+        } else {
+            (vec![0.0, 0.0, 1.0, i as f32], "gold")
+        };
+        let id = m
+            .remember(
+                "t",
+                NewMemory::text(&format!("note {i}"))
+                    .vector(v)
+                    .metadata(json!({"tier": tier, "n": i})),
+            )
+            .unwrap();
+        if tier == "gold" {
+            gold.insert(id);
+        }
+    }
+    let mut r = Recall::new("t", "", 5);
+    r.vector = Some(vec![1.0, 0.0, 0.0, 0.0]);
+    r.mode = RecallMode::Vector;
+    r.filter = Some(Filter::eq("tier", "gold"));
+    let hits = m.recall(&r).unwrap();
+    assert_eq!(ids(&hits), gold); // never under-filled
+    r.filter =
+        Some(Filter::And(vec![Filter::eq("tier", "free"), Filter::Gte("n".into(), json!(198))]));
+    assert_eq!(m.recall(&r).unwrap().len(), 2);
+    r.min_similarity = Some(0.9999);
+    r.filter = None;
+    assert!(m.recall(&r).unwrap().len() < 5);
+    // A keyword-only item (no vector) survives hybrid fusion.
+    let kw = m.remember("t", NewMemory::text("zebra crossing")).unwrap();
+    let mut h = Recall::new("t", "zebra", 3);
+    h.vector = Some(vec![1.0, 0.0, 0.0, 0.0]);
+    let hits = m.recall(&h).unwrap();
+    let hit = hits.iter().find(|x| x.item.id == kw).expect("the keyword hit is kept");
+    assert!(hit.keyword.is_some() && hit.vector.is_none());
+    // Bad filters are refused.
+    r.filter = Some(Filter::Gt("".into(), json!(1)));
+    assert!(matches!(memory_error(m.recall(&r).unwrap_err()), MemoryError::Invalid { .. }));
+}
+
+#[test]
+fn forget_purges_items_and_their_index_entries() {
+    let db = Database::open_in_memory().unwrap();
+    let m = store(&db);
+    let a = m.remember("x/a", NewMemory::text("alpha keyword one")).unwrap();
+    let b = m
+        .remember("x/b", NewMemory::text("alpha keyword two").metadata(json!({"drop": true})))
+        .unwrap();
+    let c = m.remember("x/b", NewMemory::text("alpha keyword three")).unwrap();
+    let d = m.put("y", "k", NewMemory::text("alpha keyword four")).unwrap();
+    let search = |ns: &str| {
+        let mut r = Recall::new(ns, "alpha", 10);
+        r.mode = RecallMode::Keyword;
+        ids(&m.recall(&r).unwrap())
+    };
+    assert!(m.forget(a).unwrap());
+    assert!(!m.forget(a).unwrap());
+    assert_eq!(m.forget_namespace("x", Some(&Filter::eq("drop", true))).unwrap(), 1);
+    assert_eq!(search(""), BTreeSet::from([c, d]));
+    assert!(m.forget_key("y", "k").unwrap());
+    assert_eq!(m.forget_namespace("x/b", None).unwrap(), 1);
+    assert!(search("").is_empty());
+    assert_eq!(db.table("mem").unwrap().search_text("alpha", None).unwrap().len(), 0);
+    assert_eq!(m.history(b).unwrap().last().map(|e| e.op.clone()), Some("delete".to_string()));
+}
+
+#[test]
+fn expiry_archive_and_bad_input() {
+    let db = Database::open_in_memory().unwrap();
+    let m = store(&db);
+    let t = m.remember("n", NewMemory::text("short lived").ttl(Duration::from_millis(1))).unwrap();
+    let keep = m.remember("n", NewMemory::text("long lived")).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    assert!(m.get(t).unwrap().is_none());
+    assert_eq!(
+        m.list("n", None, 10, None).unwrap().iter().map(|i| i.id).collect::<Vec<_>>(),
+        vec![keep]
+    );
+    m.update(keep, MemoryUpdate { archived: Some(true), ..Default::default() }, None).unwrap();
+    assert!(m.list("n", None, 10, None).unwrap().is_empty());
+    assert!(m.get(keep).unwrap().unwrap().archived); // still readable by id
+    assert!(m.recall(&Recall::new("n", "lived", 5)).unwrap().is_empty());
+
+    let count = || db.table("mem").unwrap().count().unwrap();
+    let before = count();
+    let bad = [
+        m.remember("n", NewMemory::text("   ")),
+        m.remember("n", NewMemory::text(&"x".repeat(70_000))),
+        m.remember("n", NewMemory::text("a").metadata(json!([1, 2]))),
+        m.remember("n", NewMemory::text("a").metadata(json!({"big": "y".repeat(20_000)}))),
+        m.remember("n", NewMemory::text("a").vector(vec![1.0; DIM - 1])),
+        m.remember("n", NewMemory::text("a").vector(vec![f32::NAN; DIM])),
+        m.remember("", NewMemory::text("a")),
+        m.remember("a//b", NewMemory::text("a")),
+        m.put("n", "", NewMemory::text("a")),
+    ];
+    for r in bad {
+        assert!(matches!(memory_error(r.unwrap_err()), MemoryError::Invalid { .. }));
+    }
+    assert_eq!(count(), before); // nothing half-written
+    assert_eq!(m.recall(&Recall::new("n", "x", 0)).unwrap().len(), 0);
+}
+
+#[test]
+fn concurrent_identical_upserts_leave_one_item() {
+    let db = Database::open_in_memory().unwrap();
+    let m = Arc::new(store(&db));
+    let handles: Vec<_> = (0..8)
+        .map(|i| {
+            let m = m.clone();
+            std::thread::spawn(move || {
+                m.put("race", "same", NewMemory::text(&format!("value {i}"))).unwrap()
+            })
+        })
+        .collect();
+    let got: BTreeSet<u64> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    assert_eq!(got.len(), 1);
+    let items = m.list("race", None, 10, None).unwrap();
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0].version, 8);
+    assert_eq!(m.history(items[0].id).unwrap().len(), 8);
+}
+
+#[test]
+fn the_offline_embedder_ranks_shared_words_first() {
+    let db = Database::open_in_memory().unwrap();
+    let m = store(&db);
+    let tea = m.remember("u", NewMemory::text("The user drinks green tea every morning")).unwrap();
+    m.remember("u", NewMemory::text("Quarterly revenue grew in the northern region")).unwrap();
+    m.remember("u", NewMemory::text("The meeting moved to Thursday afternoon")).unwrap();
+    let mut r = Recall::new("u", "what tea does the user drink", 1);
+    r.mode = RecallMode::Vector;
+    let hits = m.recall(&r).unwrap();
+    assert_eq!(hits.first().map(|h| h.item.id), Some(tea));
+    assert!(hits[0].vector.is_some_and(|(rank, sim)| rank == 1 && sim > 0.0));
+    // A store without an embedder needs vectors for vector recall.
+    let plain = MemoryStore::open(&db, "plain", MemoryConfig::new("m", 3)).unwrap();
+    plain.remember("u", NewMemory::text("text only")).unwrap();
+    let mut r = Recall::new("u", "text", 1);
+    r.mode = RecallMode::Vector;
+    assert!(matches!(memory_error(plain.recall(&r).unwrap_err()), MemoryError::Invalid { .. }));
+}
