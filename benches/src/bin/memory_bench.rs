@@ -1,0 +1,207 @@
+//! Agent-memory benchmark (WORKLOAD.md §7, engine-only tier: vectors precomputed): the
+//! `basalt::memory` store on the shapes of Wolbarg's published SQLite figures.
+//!
+//! W1 open empty / reopen populated; W2 one 200-item batch (Basalt has no batch call yet:
+//! 200 `remember` calls, each its own transaction); W3 2,000 `remember`s then recall p50 /
+//! p95 (top 5, org-scoped, vector) over 12 queries round-robin, and the same at 10k and
+//! 100k items; W4 8 / 16 / 32 threads × 20 `remember`s on one shared store; W7 12
+//! concurrent `put`s of one key. Items: templated notes of 30–90 characters, 7 metadata
+//! keys, 8 agents, 384-d vectors. Durability `ProcessSafe` (an acknowledged memory
+//! survives a killed process).
+//!
+//! `cargo run --release -p basalt-benches --bin memory-bench -- [--max N]`
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use basalt::memory::{MemoryConfig, MemoryStore, NewMemory, Recall, RecallMode};
+use basalt::{Database, Durability, Options};
+use basalt_benches::Rng;
+use serde_json::json;
+
+const DIM: usize = 384;
+const AGENTS: usize = 8;
+const TEAMS: [&str; 3] = ["core", "web", "data"];
+const TOPICS: [&str; 12] = [
+    "deploy",
+    "billing",
+    "latency",
+    "onboarding",
+    "refund",
+    "schema",
+    "alerts",
+    "backup",
+    "pricing",
+    "login",
+    "export",
+    "quota",
+];
+
+fn pct(v: &mut [Duration], p: f64) -> Duration {
+    v.sort();
+    v.get(((v.len() as f64 - 1.0) * p).round() as usize).copied().unwrap_or_default()
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1e3)
+}
+
+fn unit(rng: &mut Rng) -> Vec<f32> {
+    let mut v: Vec<f32> =
+        (0..DIM).map(|_| (rng.next_u64() >> 40) as f32 / (1u64 << 24) as f32 - 0.5).collect();
+    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    v.iter_mut().for_each(|x| *x /= n);
+    v
+}
+
+fn item(i: usize, rng: &mut Rng) -> (String, NewMemory) {
+    let topic = TOPICS[i % TOPICS.len()];
+    let agent = i % AGENTS;
+    let text = format!(
+        "Agent {agent} noted that {topic} issue #{i} needs follow-up on {}",
+        ["Monday", "Friday", "the 3rd"][i % 3]
+    );
+    let meta = json!({
+        "agent": format!("a{agent}"), "topic": topic, "priority": i % 5, "source": "chat",
+        "ticket": i, "team": TEAMS[i % 3], "resolved": i.is_multiple_of(4),
+    });
+    (format!("org/a{agent}"), NewMemory::text(&text).metadata(meta).vector(unit(rng)))
+}
+
+fn open(dir: &std::path::Path) -> (Database, MemoryStore) {
+    let opts = Options { durability: Durability::ProcessSafe, ..Options::default() };
+    let db = Database::open_with(dir, opts).expect("open");
+    let m = MemoryStore::open(&db, "memories", MemoryConfig::new("mock-384", DIM)).expect("store");
+    (db, m)
+}
+
+fn fill(m: &MemoryStore, from: usize, to: usize, rng: &mut Rng) -> Duration {
+    let start = Instant::now();
+    for i in from..to {
+        let (ns, it) = item(i, rng);
+        m.remember(&ns, it).expect("remember");
+    }
+    start.elapsed()
+}
+
+fn recall(m: &MemoryStore, rng: &mut Rng, n: usize) -> (Duration, Duration) {
+    let queries: Vec<Vec<f32>> = (0..TOPICS.len()).map(|_| unit(rng)).collect();
+    let mut t = Vec::new();
+    for i in 0..n {
+        let mut r = Recall::new("org", "", 5);
+        r.mode = RecallMode::Vector;
+        r.vector = Some(queries[i % queries.len()].clone());
+        let start = Instant::now();
+        let hits = m.recall(&r).expect("recall");
+        t.push(start.elapsed());
+        assert_eq!(hits.len(), 5);
+    }
+    (pct(&mut t, 0.5), pct(&mut t, 0.95))
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let max: usize = args
+        .iter()
+        .position(|a| a == "--max")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000);
+    let root = std::env::temp_dir().join(format!("basalt-memory-bench-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let mut rng = Rng::new(7);
+
+    // W1
+    let dir = root.join("w1");
+    let start = Instant::now();
+    let (db, m) = open(&dir);
+    let open_empty = start.elapsed();
+    fill(&m, 0, 500, &mut rng);
+    drop(m);
+    db.close().expect("close");
+    let start = Instant::now();
+    let (db, m) = open(&dir);
+    let reopen = start.elapsed();
+    drop((db, m));
+    println!("W1 open empty store: {}; reopen with 500 items: {}", ms(open_empty), ms(reopen));
+
+    // W2
+    let (_db, m) = open(&root.join("w2"));
+    let d = fill(&m, 0, 200, &mut rng);
+    println!("W2 200 remembers (one transaction each): {:.0} ops/s", 200.0 / d.as_secs_f64());
+
+    // W3 + W9 recall at scale
+    let (_db, m) = open(&root.join("w3"));
+    let d = fill(&m, 0, 2000, &mut rng);
+    println!("W3 2,000 remembers: {:.0} ops/s", 2000.0 / d.as_secs_f64());
+    let mut have = 2000;
+    for n in [2_000usize, 10_000, 100_000] {
+        if n > max {
+            break;
+        }
+        if n > have {
+            let d = fill(&m, have, n, &mut rng);
+            println!(
+                "   +{} remembers: {:.0} ops/s",
+                n - have,
+                (n - have) as f64 / d.as_secs_f64()
+            );
+            have = n;
+        }
+        let (p50, p95) = recall(&m, &mut rng, 60);
+        println!("W3/W9 recall top 5 (vector, org-scoped) at {n}: p50 {} p95 {}", ms(p50), ms(p95));
+    }
+
+    // W4
+    for writers in [8usize, 16, 32] {
+        let (_db, m) = open(&root.join(format!("w4-{writers}")));
+        let m = Arc::new(m);
+        let start = Instant::now();
+        let handles: Vec<_> = (0..writers)
+            .map(|w| {
+                let m = m.clone();
+                std::thread::spawn(move || {
+                    let mut rng = Rng::new(100 + w as u64);
+                    let mut lat = Vec::new();
+                    for i in 0..20 {
+                        let (ns, it) = item(w * 20 + i, &mut rng);
+                        let s = Instant::now();
+                        m.remember(&ns, it).expect("remember");
+                        lat.push(s.elapsed());
+                    }
+                    lat
+                })
+            })
+            .collect();
+        let mut lat: Vec<Duration> =
+            handles.into_iter().flat_map(|h| h.join().expect("writer")).collect();
+        let wall = start.elapsed();
+        println!(
+            "W4 {writers} writers × 20: {:.0} ops/s, p95 {}",
+            (writers * 20) as f64 / wall.as_secs_f64(),
+            ms(pct(&mut lat, 0.95))
+        );
+    }
+
+    // W7
+    let (_db, m) = open(&root.join("w7"));
+    let m = Arc::new(m);
+    let handles: Vec<_> = (0..12)
+        .map(|i| {
+            let m = m.clone();
+            std::thread::spawn(move || {
+                m.put("org/a0", "same", NewMemory::text(&format!("same fact, copy {i}")))
+                    .expect("put")
+            })
+        })
+        .collect();
+    let ids: std::collections::BTreeSet<u64> =
+        handles.into_iter().map(|h| h.join().expect("put")).collect();
+    let version = m.get_key("org/a0", "same").expect("get").map(|i| i.version).unwrap_or(0);
+    println!(
+        "W7 12 concurrent puts of one key: {} distinct id(s), {} updates",
+        ids.len(),
+        version.saturating_sub(1)
+    );
+    let _ = std::fs::remove_dir_all(&root);
+}
