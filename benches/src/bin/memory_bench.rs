@@ -1,13 +1,13 @@
 //! Agent-memory benchmark (WORKLOAD.md §7, engine-only tier: vectors precomputed): the
 //! `basalt::memory` store on the shapes of Wolbarg's published SQLite figures.
 //!
-//! W1 open empty / reopen populated; W2 one 200-item batch (Basalt has no batch call yet:
-//! 200 `remember` calls, each its own transaction); W3 2,000 `remember`s then recall p50 /
-//! p95 (top 5, org-scoped, vector) over 12 queries round-robin, and the same at 10k and
-//! 100k items; W4 8 / 16 / 32 threads × 20 `remember`s on one shared store; W7 12
-//! concurrent `put`s of one key. Items: templated notes of 30–90 characters, 7 metadata
-//! keys, 8 agents, 384-d vectors. Durability `ProcessSafe` (an acknowledged memory
-//! survives a killed process).
+//! W1 open empty / reopen populated; W2 one 200-item batch (`remember_many`, one
+//! transaction), and the same 200 as single `remember`s; W3 2,000 `remember`s then recall
+//! p50 / p95 (top 5, org-scoped, vector) over 12 queries round-robin, and the same at 10k
+//! and 100k items; W4 8 / 16 / 32 threads × 20 `remember`s on one shared store; W7 12
+//! concurrent identical `remember`s (exact dedupe) and 12 concurrent `put`s of one key.
+//! Items: templated notes of 30–90 characters, 7 metadata keys, 8 agents, 384-d vectors.
+//! Durability `ProcessSafe` (an acknowledged memory survives a killed process).
 //!
 //! `cargo run --release -p basalt-benches --bin memory-bench -- [--max N]`
 
@@ -127,8 +127,17 @@ fn main() {
 
     // W2
     let (_db, m) = open(&root.join("w2"));
-    let d = fill(&m, 0, 200, &mut rng);
-    println!("W2 200 remembers (one transaction each): {:.0} ops/s", 200.0 / d.as_secs_f64());
+    let batch: Vec<NewMemory> = (0..200).map(|i| item(i, &mut rng).1).collect();
+    let start = Instant::now();
+    let out = m.remember_many("org/a0", batch).expect("batch");
+    let d = start.elapsed();
+    assert!(out.iter().all(Result::is_ok));
+    println!("W2 one batch of 200 (remember_many): {:.0} ops/s", 200.0 / d.as_secs_f64());
+    let d = fill(&m, 200, 400, &mut rng);
+    println!(
+        "   200 single remembers (one transaction each): {:.0} ops/s",
+        200.0 / d.as_secs_f64()
+    );
 
     // W3 + W9 recall at scale
     let (_db, m) = open(&root.join("w3"));
@@ -186,6 +195,23 @@ fn main() {
     // W7
     let (_db, m) = open(&root.join("w7"));
     let m = Arc::new(m);
+    let handles: Vec<_> = (0..12)
+        .map(|_| {
+            let m = m.clone();
+            std::thread::spawn(move || {
+                m.remember("org/a0", NewMemory::text("the same fact")).expect("remember")
+            })
+        })
+        .collect();
+    let ids: std::collections::BTreeSet<u64> =
+        handles.into_iter().map(|h| h.join().expect("remember")).collect();
+    let version =
+        ids.first().and_then(|id| m.get(*id).expect("get")).map(|i| i.version).unwrap_or(0);
+    println!(
+        "W7 12 concurrent identical remembers: {} distinct id(s), {} updates",
+        ids.len(),
+        version.saturating_sub(1)
+    );
     let handles: Vec<_> = (0..12)
         .map(|i| {
             let m = m.clone();

@@ -96,6 +96,13 @@ pub struct MemoryConfig {
     pub max_text_bytes: usize,
     /// Largest metadata document, in bytes of JSON (default 16 KiB).
     pub max_metadata_bytes: usize,
+    /// `remember` of a text whose normalised form (lower case, whitespace collapsed)
+    /// equals a live item's in the same namespace updates that item instead of adding one
+    /// (default true).
+    pub dedupe_exact: bool,
+    /// `remember` of a vector whose cosine similarity to a live item's in the same
+    /// namespace is at least this updates that item instead (default off).
+    pub dedupe_near: Option<f32>,
 }
 
 impl MemoryConfig {
@@ -106,6 +113,8 @@ impl MemoryConfig {
             dim,
             max_text_bytes: 64 << 10,
             max_metadata_bytes: 16 << 10,
+            dedupe_exact: true,
+            dedupe_near: None,
         }
     }
 }
@@ -525,34 +534,174 @@ impl MemoryStore {
         Ok(v)
     }
 
-    /// Checks and prepares a new item's row (everything but `_id`).
-    fn new_row(
-        &self,
-        namespace: &str,
-        key: Option<&str>,
-        m: NewMemory,
-        now: i64,
-    ) -> Res<(Row, Option<String>)> {
+    /// Checks a new item (everything but its vector when the embedder is to make it).
+    fn check_new(&self, namespace: &str, m: &NewMemory) -> Res<Option<String>> {
         self.check_namespace(namespace, false)?;
         self.check_text(&m.text)?;
-        let meta = self.check_metadata(&m.metadata)?;
-        let vector = self.vector_for(&m.text, m.vector)?;
-        let mut row = Row::new()
+        if let Some(v) = &m.vector {
+            self.check_vector(v)?;
+        }
+        self.check_metadata(&m.metadata)
+    }
+
+    /// Checks new items and fills in missing vectors with one embedder call.
+    fn prepare(
+        &self,
+        namespace: &str,
+        memories: Vec<NewMemory>,
+        now: i64,
+    ) -> Res<Vec<Res<Prepared>>> {
+        let mut out: Vec<Res<Prepared>> = memories
+            .into_iter()
+            .map(|m| {
+                let meta = self.check_new(namespace, &m)?;
+                Ok(Prepared {
+                    hash: content_hash(&m.text),
+                    text: m.text,
+                    meta,
+                    vector: m.vector,
+                    expires: m.ttl.map(|t| now.saturating_add(t.as_millis() as i64)),
+                })
+            })
+            .collect();
+        if let Some(e) = &self.embedder {
+            let todo: Vec<usize> = (0..out.len())
+                .filter(|i| out[*i].as_ref().is_ok_and(|p| p.vector.is_none()))
+                .collect();
+            if !todo.is_empty() {
+                let texts: Vec<&str> = todo
+                    .iter()
+                    .filter_map(|i| out[*i].as_ref().ok().map(|p| p.text.as_str()))
+                    .collect();
+                let vectors = e
+                    .embed(&texts)
+                    .map_err(|reason| MemoryError::Embedder { store: self.name.clone(), reason })?;
+                if vectors.len() != todo.len() {
+                    return Err(MemoryError::Embedder {
+                        store: self.name.clone(),
+                        reason: format!("{} vectors for {} texts", vectors.len(), todo.len()),
+                    }
+                    .into());
+                }
+                for (i, v) in todo.into_iter().zip(vectors) {
+                    let checked = self.check_vector(&v);
+                    if let Ok(p) = &mut out[i] {
+                        match checked {
+                            Ok(()) => p.vector = Some(v),
+                            Err(e) => out[i] = Err(e),
+                        }
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The row of a new item (everything but `_id`).
+    fn new_row(namespace: &str, key: Option<&str>, p: &Prepared, now: i64) -> Row {
+        Row::new()
             .set("key", key.map_or(Value::Null, |k| Value::Str(k.into())))
             .set("namespace", namespace)
-            .set("text", m.text.as_str())
-            .set("metadata", meta.clone().map_or(Value::Null, Value::Str))
-            .set("embedding", vector.map_or(Value::Null, Value::Vector))
-            .set("hash", content_hash(&m.text))
+            .set("text", p.text.as_str())
+            .set("metadata", p.meta.clone().map_or(Value::Null, Value::Str))
+            .set("embedding", p.vector.clone().map_or(Value::Null, Value::Vector))
+            .set("hash", p.hash)
             .set("version", 1i64)
             .set("created_ms", now)
             .set("updated_ms", now)
-            .set("archived", false);
-        row = row.set(
-            "expires_ms",
-            m.ttl.map_or(Value::Null, |t| Value::Int(now.saturating_add(t.as_millis() as i64))),
-        );
-        Ok((row, meta))
+            .set("expires_ms", p.expires.map_or(Value::Null, Value::Int))
+            .set("archived", false)
+    }
+
+    /// The live item of `namespace` (exactly) that `p` duplicates, by normalised text or
+    /// (when configured) by vector similarity.
+    fn duplicate_of(
+        &self,
+        items: &Table,
+        namespace: &str,
+        p: &Prepared,
+        now: i64,
+    ) -> Res<Option<MemoryItem>> {
+        let mut live = live_conditions(now);
+        live.push(Predicate::eq("namespace", namespace));
+        if self.config.dedupe_exact {
+            let mut exact = live.clone();
+            exact.push(Predicate::eq("hash", p.hash));
+            let mut found: Option<MemoryItem> = None;
+            for b in items.scan_where(&COLUMNS, &Predicate::And(exact))? {
+                let b = b?;
+                for i in 0..b.num_rows() {
+                    let it = item_of(&Row::from_batch(&b, i));
+                    if found.as_ref().is_none_or(|f| it.id < f.id) {
+                        found = Some(it);
+                    }
+                }
+            }
+            if found.is_some() {
+                return Ok(found);
+            }
+        }
+        if let (Some(min), Some(v)) = (self.config.dedupe_near, &p.vector)
+            && v.iter().any(|x| *x != 0.0)
+        {
+            let near =
+                items.topk_where("embedding", v, 1, Metric::Cosine, &Predicate::And(live))?;
+            if let Some(n) = near.first().filter(|n| 1.0 - n.distance >= min) {
+                return Ok(items.get(n.id)?.map(|r| item_of(&r)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Writes a prepared item inside a transaction: an update of the item it duplicates,
+    /// or a new item. Returns its id.
+    fn write_new(
+        &self,
+        items: &Table,
+        hist: &Table,
+        namespace: &str,
+        p: Prepared,
+        now: i64,
+    ) -> Res<u64> {
+        if let Some(old) = self.duplicate_of(items, namespace, &p, now)? {
+            let version = old.version as i64 + 1;
+            let mut row = Row::new()
+                .set("text", p.text.as_str())
+                .set("hash", p.hash)
+                .set("version", version)
+                .set("updated_ms", now);
+            if let Some(m) = &p.meta {
+                row = row.set("metadata", m.as_str());
+            }
+            if let Some(v) = &p.vector {
+                row = row.set("embedding", Value::Vector(v.clone()));
+            }
+            if let Some(e) = p.expires {
+                row = row.set("expires_ms", e);
+            }
+            items.update(old.id, row)?;
+            let old_meta = meta_text(&old.metadata);
+            let new_meta = p.meta.clone().or_else(|| old_meta.clone());
+            hist.insert_row(Self::history_row(
+                old.id,
+                version,
+                "update",
+                Some((&old.text, old_meta.as_deref())),
+                Some((&p.text, new_meta.as_deref())),
+                now,
+            ))?;
+            return Ok(old.id);
+        }
+        let id = items.insert_row(Self::new_row(namespace, None, &p, now))?;
+        hist.insert_row(Self::history_row(
+            id,
+            1,
+            "create",
+            None,
+            Some((&p.text, p.meta.as_deref())),
+            now,
+        ))?;
+        Ok(id)
     }
 
     fn history_row(
@@ -596,22 +745,34 @@ impl MemoryStore {
         }
     }
 
-    /// Appends a memory (a new id, no key); returns its id.
+    /// Adds a memory to `namespace` and returns its id — or, when it duplicates a live
+    /// item of that namespace (see [`MemoryConfig::dedupe_exact`] and
+    /// [`MemoryConfig::dedupe_near`]), updates that item (version + 1) and returns its id.
     pub fn remember(&self, namespace: &str, memory: NewMemory) -> Res<u64> {
+        self.remember_many(namespace, vec![memory])?
+            .pop()
+            .unwrap_or_else(|| Err(self.invalid("nothing to remember")))
+    }
+
+    /// Adds many memories to `namespace` in one transaction (one embedder call for those
+    /// without vectors). Each gets its own result: a bad item is reported in its place and
+    /// the others are written. The outer error is for failures of the whole batch (the
+    /// embedder, storage).
+    pub fn remember_many(&self, namespace: &str, memories: Vec<NewMemory>) -> Res<Vec<Res<u64>>> {
         let now = now_ms();
-        let text = memory.text.clone();
-        let (row, meta) = self.new_row(namespace, None, memory, now)?;
+        let prepared = self.prepare(namespace, memories, now)?;
+        if prepared.iter().all(Result::is_err) {
+            return Ok(prepared.into_iter().map(|p| p.map(|_| 0)).collect());
+        }
         self.txn(|_, items, hist| {
-            let id = items.insert_row(row)?;
-            hist.insert_row(Self::history_row(
-                id,
-                1,
-                "create",
-                None,
-                Some((&text, meta.as_deref())),
-                now,
-            ))?;
-            Ok(id)
+            let mut out = Vec::with_capacity(prepared.len());
+            for p in prepared {
+                out.push(match p {
+                    Ok(p) => Ok(self.write_new(items, hist, namespace, p, now)?),
+                    Err(e) => Err(e),
+                });
+            }
+            Ok(out)
         })
     }
 
@@ -623,8 +784,12 @@ impl MemoryStore {
             return Err(self.invalid("empty key"));
         }
         let now = now_ms();
-        let text = memory.text.clone();
-        let (row, meta) = self.new_row(namespace, Some(key), memory, now)?;
+        let Some(p) = self.prepare(namespace, vec![memory], now)?.pop() else {
+            return Err(self.invalid("nothing to put"));
+        };
+        let p = p?;
+        let row = Self::new_row(namespace, Some(key), &p, now);
+        let (meta, text) = (p.meta, p.text);
         self.txn(|_, items, hist| match find_key(items, namespace, key)? {
             None => {
                 let id = items.insert_row(row)?;
@@ -1007,16 +1172,30 @@ impl MemoryStore {
     }
 }
 
-/// What every read sees: not archived, not expired at `now`, in the namespace subtree
-/// (`""`: all).
-fn visible(namespace: &str, now: i64) -> Predicate {
-    let mut p = vec![
+/// A checked new item.
+struct Prepared {
+    text: String,
+    hash: u64,
+    meta: Option<String>,
+    vector: Option<Vec<f32>>,
+    expires: Option<i64>,
+}
+
+/// Not archived and not expired at `now`.
+fn live_conditions(now: i64) -> Vec<Predicate> {
+    vec![
         Predicate::eq("archived", false),
         Predicate::Or(vec![
             Predicate::IsNull { column: "expires_ms".into(), negated: false },
             Predicate::cmp("expires_ms", CmpOp::Gt, now),
         ]),
-    ];
+    ]
+}
+
+/// What every read sees: not archived, not expired at `now`, in the namespace subtree
+/// (`""`: all).
+fn visible(namespace: &str, now: i64) -> Predicate {
+    let mut p = live_conditions(now);
     if !namespace.is_empty() {
         p.push(namespace_predicate(namespace));
     }

@@ -292,3 +292,107 @@ fn the_offline_embedder_ranks_shared_words_first() {
     r.mode = RecallMode::Vector;
     assert!(matches!(memory_error(plain.recall(&r).unwrap_err()), MemoryError::Invalid { .. }));
 }
+
+#[test]
+fn a_read_only_open_next_to_the_writer_recalls() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let m = store(&db);
+    let id = m.remember("ro", NewMemory::text("remember the milk")).unwrap();
+    db.flush().unwrap();
+    let reader = Database::open_read_only(dir.path()).unwrap();
+    let r = store(&reader);
+    assert_eq!(r.get(id).unwrap().map(|i| i.text), Some("remember the milk".into()));
+    let mut q = Recall::new("ro", "milk", 1);
+    q.mode = RecallMode::Keyword;
+    assert_eq!(r.recall(&q).unwrap().first().map(|h| h.item.id), Some(id));
+    assert!(r.remember("ro", NewMemory::text("x")).is_err()); // writes stay with the writer
+    // A store that does not exist cannot be created through a read-only open.
+    assert!(MemoryStore::open(&reader, "other", MemoryConfig::new("m", 2)).is_err());
+}
+
+#[test]
+fn batches_report_bad_items_in_place_and_write_the_rest() {
+    let db = Database::open_in_memory().unwrap();
+    let m = store(&db);
+    let out = m
+        .remember_many(
+            "b",
+            vec![
+                NewMemory::text("first good one"),
+                NewMemory::text(""),
+                NewMemory::text("second good one").vector(vec![0.5; DIM]),
+                NewMemory::text("bad vector").vector(vec![1.0; 3]),
+                NewMemory::text("third good one").metadata(json!({"i": 3})),
+            ],
+        )
+        .unwrap();
+    assert_eq!(out.len(), 5);
+    assert!(out[0].is_ok() && out[2].is_ok() && out[4].is_ok());
+    assert!(matches!(
+        memory_error(out.into_iter().nth(1).unwrap().unwrap_err()),
+        MemoryError::Invalid { .. }
+    ));
+    let texts: Vec<String> =
+        m.list("b", None, 10, None).unwrap().into_iter().map(|i| i.text).collect();
+    assert_eq!(texts, vec!["first good one", "second good one", "third good one"]);
+    // Every item embedded (the given vector kept).
+    let items = m.list("b", None, 10, None).unwrap();
+    assert!(items.iter().all(|i| i.vector.is_some()));
+    assert_eq!(items[1].vector.as_deref(), Some(&[0.5; DIM][..]));
+    // A batch of only bad items writes nothing and reports each.
+    let out = m.remember_many("b", vec![NewMemory::text(" "), NewMemory::text("")]).unwrap();
+    assert!(out.iter().all(Result::is_err));
+    assert_eq!(m.list("b", None, 10, None).unwrap().len(), 3);
+}
+
+#[test]
+fn exact_and_near_duplicates_turn_writes_into_updates() {
+    let db = Database::open_in_memory().unwrap();
+    let m = store(&db);
+    let a = m
+        .remember("d", NewMemory::text("The user likes  green tea").metadata(json!({"v": 1})))
+        .unwrap();
+    let b = m.remember("d", NewMemory::text("the USER likes green tea")).unwrap(); // normalised equal
+    assert_eq!(a, b);
+    let item = m.get(a).unwrap().unwrap();
+    assert_eq!(
+        (item.version, item.text.as_str(), &item.metadata),
+        (2, "the USER likes green tea", &json!({"v": 1}))
+    );
+    // Another namespace is another item; so is an archived one's twin.
+    assert_ne!(m.remember("e", NewMemory::text("the user likes green tea")).unwrap(), a);
+    // Concurrent identical remembers leave one item.
+    let m = Arc::new(m);
+    let handles: Vec<_> = (0..12)
+        .map(|_| {
+            let m = m.clone();
+            std::thread::spawn(move || m.remember("race", NewMemory::text("same fact")).unwrap())
+        })
+        .collect();
+    let ids: BTreeSet<u64> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    assert_eq!(ids.len(), 1);
+    let id = ids.into_iter().next().unwrap();
+    assert_eq!(m.get(id).unwrap().unwrap().version, 12);
+
+    // Near duplicates, when configured, by cosine similarity of the vectors.
+    let mut cfg = MemoryConfig::new("near", 2);
+    cfg.dedupe_near = Some(0.99);
+    let n = MemoryStore::open(&db, "near", cfg).unwrap();
+    let x = n.remember("n", NewMemory::text("alpha").vector(vec![1.0, 0.0])).unwrap();
+    let y = n
+        .remember("n", NewMemory::text("alpha, slightly reworded").vector(vec![1.0, 0.01]))
+        .unwrap();
+    let z = n.remember("n", NewMemory::text("beta").vector(vec![0.0, 1.0])).unwrap();
+    assert_eq!(x, y);
+    assert_ne!(x, z);
+    assert_eq!(n.get(x).unwrap().unwrap().text, "alpha, slightly reworded");
+    // Off: every write is new.
+    let mut cfg = MemoryConfig::new("plain", 2);
+    cfg.dedupe_exact = false;
+    let p = MemoryStore::open(&db, "plain", cfg).unwrap();
+    assert_ne!(
+        p.remember("p", NewMemory::text("same")).unwrap(),
+        p.remember("p", NewMemory::text("same")).unwrap()
+    );
+}

@@ -445,3 +445,91 @@ fn killed_writer_leaves_the_text_index_in_step() {
         db.close().unwrap();
     }
 }
+
+/// A child writes agent memories (`remember`, keyed `put` updates, `forget`), each
+/// acknowledged after it returns; the parent SIGKILLs it. After reopening, every
+/// acknowledged memory is there with its history, keyword and vector recall find the last
+/// one, and nothing acknowledged as forgotten comes back.
+#[test]
+fn killed_writer_loses_no_acknowledged_memory() {
+    use basalt::memory::{HashEmbedder, MemoryConfig, MemoryStore, NewMemory, Recall, RecallMode};
+    const TEST: &str = "process::killed_writer_loses_no_acknowledged_memory";
+    let open = |db: &Database| {
+        MemoryStore::open(db, "mem", MemoryConfig::new("basalt-hash-v1", 32))
+            .unwrap()
+            .with_embedder(Arc::new(HashEmbedder::new(32)))
+            .unwrap()
+    };
+    if std::env::var(ROLE).as_deref() == Ok("memory") {
+        let opts = basalt::Options { memtable_flush_rows: 300, ..basalt::Options::default() };
+        let db = Database::open_with(std::env::var(DIR).unwrap(), opts).unwrap();
+        let m = open(&db);
+        // Resume after the last number whose keyed put committed.
+        let mut i = m
+            .get_key("agents/a", "latest")
+            .unwrap()
+            .map_or(0, |l| l.text.trim_start_matches("latest is number").parse::<u64>().unwrap());
+        loop {
+            i += 1;
+            let id =
+                m.remember("agents/a", NewMemory::text(&format!("memo number{i} saved"))).unwrap();
+            m.put("agents/a", "latest", NewMemory::text(&format!("latest is number{i}"))).unwrap();
+            if i % 7 == 0 {
+                assert!(m.forget(id).unwrap());
+                println!("@@acked {i} {id} forgot");
+            } else {
+                println!("@@acked {i} {id} kept");
+            }
+            std::io::stdout().flush().unwrap();
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut forgotten = Vec::new(); // ids acknowledged as forgotten
+    let mut kept = Vec::new(); // (number, id) acknowledged as kept
+    for (round, kill_after) in [25u64, 400, 120].into_iter().enumerate() {
+        let mut child = spawn(TEST, "memory", dir.path());
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut acked = 0;
+        for _ in 0..kill_after {
+            let l = wait_for(&mut lines, "@@acked ");
+            let mut parts = l.split_whitespace();
+            acked = parts.next().unwrap().parse::<u64>().unwrap();
+            let id = parts.next().unwrap().parse::<u64>().unwrap();
+            if parts.next() == Some("forgot") {
+                forgotten.push(id);
+            } else {
+                kept.push((acked, id));
+            }
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+
+        let db = Database::open(dir.path()).unwrap();
+        let m = open(&db);
+        for (n, id) in &kept {
+            let item = m.get(*id).unwrap();
+            assert_eq!(
+                item.map(|i| i.text),
+                Some(format!("memo number{n} saved")),
+                "round {round}"
+            );
+        }
+        for id in &forgotten {
+            assert!(m.get(*id).unwrap().is_none(), "round {round}: forgotten {id} is back");
+        }
+        let latest = m.get_key("agents/a", "latest").unwrap().unwrap();
+        let n: u64 = latest.text.trim_start_matches("latest is number").parse().unwrap();
+        assert!(n >= acked, "round {round}: latest {n} < acked {acked}");
+        assert_eq!(latest.version, n, "round {round}: one version per put");
+        assert_eq!(m.history(latest.id).unwrap().len() as u64, n, "round {round}");
+        let mut r = Recall::new("agents/a", &format!("number{acked}"), 3);
+        r.mode = RecallMode::Keyword;
+        let hits: Vec<String> = m.recall(&r).unwrap().into_iter().map(|h| h.item.text).collect();
+        if acked % 7 != 0 {
+            assert!(hits.contains(&format!("memo number{acked} saved")), "round {round}: {hits:?}");
+        }
+        r.mode = RecallMode::Vector;
+        assert_eq!(m.recall(&r).unwrap().len(), 3, "round {round}");
+        db.close().unwrap();
+    }
+}
