@@ -220,9 +220,10 @@ fn forget_purges_items_and_their_index_entries() {
 fn expiry_archive_and_bad_input() {
     let db = Database::open_in_memory().unwrap();
     let m = store(&db);
-    let t = m.remember("n", NewMemory::text("short lived").ttl(Duration::from_millis(1))).unwrap();
-    let keep = m.remember("n", NewMemory::text("long lived")).unwrap();
-    std::thread::sleep(Duration::from_millis(20));
+    // A zero time to live expires at once (visible means `expires_ms > now`).
+    let t = m.remember("n", NewMemory::text("short lived").ttl(Duration::ZERO)).unwrap();
+    let keep =
+        m.remember("n", NewMemory::text("long lived").ttl(Duration::from_secs(3600))).unwrap();
     assert!(m.get(t).unwrap().is_none());
     assert_eq!(
         m.list("n", None, 10, None).unwrap().iter().map(|i| i.id).collect::<Vec<_>>(),
