@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use basalt::memory::{MemoryConfig, MemoryStore, NewMemory, Recall, RecallMode};
-use basalt::{Database, Durability, Options};
+use basalt::{Database, Durability, Options, Precision};
 use basalt_benches::Rng;
 use serde_json::json;
 
@@ -84,19 +84,35 @@ fn fill(m: &MemoryStore, from: usize, to: usize, rng: &mut Rng) -> Duration {
     start.elapsed()
 }
 
-fn recall(m: &MemoryStore, rng: &mut Rng, n: usize) -> (Duration, Duration) {
+/// Recall p50 / p95 over `n` queries (12 round-robin), and the share of the exact top-5 ids
+/// the chosen precision returns (1.0 for exact).
+fn recall(
+    m: &MemoryStore,
+    rng: &mut Rng,
+    n: usize,
+    precision: Precision,
+) -> (Duration, Duration, f64) {
     let queries: Vec<Vec<f32>> = (0..TOPICS.len()).map(|_| unit(rng)).collect();
     let mut t = Vec::new();
+    let (mut same, mut total) = (0usize, 0usize);
     for i in 0..n {
         let mut r = Recall::new("org", "", 5);
         r.mode = RecallMode::Vector;
         r.vector = Some(queries[i % queries.len()].clone());
+        r.precision = precision;
         let start = Instant::now();
         let hits = m.recall(&r).expect("recall");
         t.push(start.elapsed());
         assert_eq!(hits.len(), 5);
+        if precision != Precision::Exact {
+            r.precision = Precision::Exact;
+            let exact: Vec<u64> = m.recall(&r).expect("recall").iter().map(|h| h.item.id).collect();
+            same += hits.iter().filter(|h| exact.contains(&h.item.id)).count();
+            total += exact.len();
+        }
     }
-    (pct(&mut t, 0.5), pct(&mut t, 0.95))
+    let agreement = if total == 0 { 1.0 } else { same as f64 / total as f64 };
+    (pct(&mut t, 0.5), pct(&mut t, 0.95), agreement)
 }
 
 fn main() {
@@ -157,8 +173,14 @@ fn main() {
             );
             have = n;
         }
-        let (p50, p95) = recall(&m, &mut rng, 60);
+        let (p50, p95, _) = recall(&m, &mut rng, 60, Precision::Exact);
         println!("W3/W9 recall top 5 (vector, org-scoped) at {n}: p50 {} p95 {}", ms(p50), ms(p95));
+        let (p50, p95, agree) = recall(&m, &mut rng, 60, Precision::Int8 { oversample: 4 });
+        println!(
+            "   int8 scan + exact rescoring: p50 {} p95 {}, recall@5 vs exact {agree:.3}",
+            ms(p50),
+            ms(p95)
+        );
     }
 
     // W4

@@ -24,7 +24,9 @@ use serde_json::Value as Json;
 pub use embed::{Embedder, HashEmbedder};
 pub use filter::Filter;
 
-use crate::{CmpOp, Connection, Database, Metric, Predicate, Row, Table, Tokenizer, Value};
+use crate::{
+    CmpOp, Connection, Database, Metric, Precision, Predicate, Row, Table, Tokenizer, Value,
+};
 
 /// Errors of the memory store.
 #[derive(Debug, thiserror::Error)]
@@ -231,6 +233,10 @@ pub struct Recall {
     pub min_similarity: Option<f32>,
     /// Ranking.
     pub mode: RecallMode,
+    /// How the vector channel compares vectors: `Exact` (default), or a scan of an int8 /
+    /// half-float copy whose best candidates are rescored exactly (every distance returned
+    /// is exact; a candidate the copy ranks too low can be missed).
+    pub precision: Precision,
 }
 
 impl Recall {
@@ -244,6 +250,7 @@ impl Recall {
             filter: None,
             min_similarity: None,
             mode: RecallMode::Hybrid { keyword_weight: 1.0, vector_weight: 1.0 },
+            precision: Precision::Exact,
         }
     }
 }
@@ -764,14 +771,64 @@ impl MemoryStore {
         if prepared.iter().all(Result::is_err) {
             return Ok(prepared.into_iter().map(|p| p.map(|_| 0)).collect());
         }
+        // New items are written together (one multi-row insert each for items and
+        // history); an item that duplicates a pending one flushes them first so the
+        // duplicate lookup sees it. Near dedupe compares with stored vectors, so with it
+        // on every item is written before the next is checked.
+        let buffered = self.config.dedupe_near.is_none();
         self.txn(|_, items, hist| {
-            let mut out = Vec::with_capacity(prepared.len());
+            let mut out: Vec<Res<u64>> = Vec::with_capacity(prepared.len());
+            let mut pending: Vec<(usize, Prepared)> = Vec::new(); // (slot in out, item)
+            let flush = |pending: &mut Vec<(usize, Prepared)>,
+                         out: &mut Vec<Res<u64>>|
+             -> Res<()> {
+                if pending.is_empty() {
+                    return Ok(());
+                }
+                let rows: Vec<Row> =
+                    pending.iter().map(|(_, p)| Self::new_row(namespace, None, p, now)).collect();
+                let ids = items.insert_rows(&rows)?;
+                let hrows: Vec<Row> = pending
+                    .iter()
+                    .enumerate()
+                    .map(|(j, (_, p))| {
+                        let id = ids.first + j as u64;
+                        Self::history_row(
+                            id,
+                            1,
+                            "create",
+                            None,
+                            Some((&p.text, p.meta.as_deref())),
+                            now,
+                        )
+                    })
+                    .collect();
+                hist.insert_rows(&hrows)?;
+                for (j, (slot, _)) in pending.drain(..).enumerate() {
+                    out[slot] = Ok(ids.first + j as u64);
+                }
+                Ok(())
+            };
             for p in prepared {
-                out.push(match p {
-                    Ok(p) => Ok(self.write_new(items, hist, namespace, p, now)?),
-                    Err(e) => Err(e),
-                });
+                let p = match p {
+                    Ok(p) => p,
+                    Err(e) => {
+                        out.push(Err(e));
+                        continue;
+                    }
+                };
+                let slot = out.len();
+                out.push(Ok(0));
+                if pending.iter().any(|(_, q)| q.hash == p.hash) {
+                    flush(&mut pending, &mut out)?;
+                }
+                if buffered && self.duplicate_of(items, namespace, &p, now)?.is_none() {
+                    pending.push((slot, p));
+                } else {
+                    out[slot] = Ok(self.write_new(items, hist, namespace, p, now)?);
+                }
             }
+            flush(&mut pending, &mut out)?;
             Ok(out)
         })
     }
@@ -1105,7 +1162,18 @@ impl MemoryStore {
                     Some(ids) => Predicate::id_set(ids.clone()),
                     None => pred.clone(),
                 };
-                for n in t.topk_where("embedding", &q, depth, Metric::Cosine, &p)? {
+                let near = t
+                    .batch_topk_with(
+                        "embedding",
+                        &[&q],
+                        depth,
+                        Metric::Cosine,
+                        Some(&p),
+                        req.precision,
+                    )?
+                    .pop()
+                    .unwrap_or_default();
+                for n in near {
                     let sim = 1.0 - n.distance;
                     if req.min_similarity.is_none_or(|m| sim >= m) {
                         vec_hits.push((n.id, sim));

@@ -397,3 +397,56 @@ fn exact_and_near_duplicates_turn_writes_into_updates() {
         p.remember("p", NewMemory::text("same")).unwrap()
     );
 }
+
+#[test]
+fn int8_recall_returns_exact_distances_of_the_same_items_here() {
+    let db = Database::open_in_memory().unwrap();
+    let m = MemoryStore::open(&db, "q", MemoryConfig::new("m", 16)).unwrap();
+    let mut x: u64 = 1;
+    let mut next = || {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (x >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+    };
+    let batch: Vec<NewMemory> = (0..3000)
+        .map(|i| NewMemory::text(&format!("item {i}")).vector((0..16).map(|_| next()).collect()))
+        .collect();
+    assert!(m.remember_many("q/a", batch).unwrap().iter().all(Result::is_ok));
+    db.flush().unwrap(); // segments: the quantised copy is built per segment
+    let mut r = Recall::new("q", "", 10);
+    r.mode = RecallMode::Vector;
+    r.vector = Some((0..16).map(|_| next()).collect());
+    let exact = m.recall(&r).unwrap();
+    r.precision = basalt::Precision::Int8 { oversample: 8 };
+    let quant = m.recall(&r).unwrap();
+    let key =
+        |h: &[RecallHit]| h.iter().map(|x| (x.item.id, x.score.to_bits())).collect::<Vec<_>>();
+    assert_eq!(key(&quant), key(&exact));
+}
+
+#[test]
+fn duplicates_inside_one_batch_become_one_item() {
+    let db = Database::open_in_memory().unwrap();
+    let m = store(&db);
+    let out: Vec<u64> = m
+        .remember_many(
+            "b",
+            vec![
+                NewMemory::text("alpha"),
+                NewMemory::text("beta"),
+                NewMemory::text("ALPHA "),
+                NewMemory::text("gamma"),
+            ],
+        )
+        .unwrap()
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(out[0], out[2]);
+    assert_eq!(out.iter().collect::<BTreeSet<_>>().len(), 3);
+    assert_eq!(
+        m.get(out[0]).unwrap().map(|i| (i.version, i.text)),
+        Some((2, "ALPHA ".to_string()))
+    );
+    assert_eq!(m.history(out[0]).unwrap().len(), 2);
+    assert_eq!(m.history(out[3]).unwrap().len(), 1);
+}
