@@ -5,7 +5,8 @@
 //! transaction), and the same 200 as single `remember`s; W3 2,000 `remember`s then recall
 //! p50 / p95 (top 5, org-scoped, vector) over 12 queries round-robin, and the same at 10k
 //! and 100k items; W4 8 / 16 / 32 threads × 20 `remember`s on one shared store; W7 12
-//! concurrent identical `remember`s (exact dedupe) and 12 concurrent `put`s of one key.
+//! concurrent identical `remember`s (exact dedupe) and 12 concurrent `put`s of one key; W8
+//! the embedding cache on 10 unique texts × 10.
 //! Items: templated notes of 30–90 characters, 7 metadata keys, 8 agents, 384-d vectors.
 //! Durability `ProcessSafe` (an acknowledged memory survives a killed process).
 //!
@@ -14,7 +15,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use basalt::memory::{MemoryConfig, MemoryStore, NewMemory, Recall, RecallMode};
+use basalt::memory::{
+    CachedEmbedder, Embedder, HashEmbedder, MemoryConfig, MemoryStore, NewMemory, Recall,
+    RecallMode,
+};
 use basalt::{Database, Durability, Options, Precision};
 use basalt_benches::Rng;
 use serde_json::json;
@@ -250,6 +254,21 @@ fn main() {
         "W7 12 concurrent puts of one key: {} distinct id(s), {} updates",
         ids.len(),
         version.saturating_sub(1)
+    );
+
+    // W8
+    let cache = CachedEmbedder::new(Arc::new(HashEmbedder::new(DIM)), 10_000);
+    for _ in 0..10 {
+        for u in 0..10 {
+            cache.embed(&[&format!("unique text {u}")]).expect("embed");
+        }
+    }
+    let s = cache.stats();
+    println!(
+        "W8 embedding cache, 10 unique texts × 10: {} of {} texts reached the provider ({:.0} % fewer)",
+        s.provider_texts,
+        s.requested,
+        100.0 * (1.0 - s.provider_texts as f64 / s.requested as f64)
     );
     let _ = std::fs::remove_dir_all(&root);
 }

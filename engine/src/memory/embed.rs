@@ -67,6 +67,133 @@ impl Embedder for HashEmbedder {
     }
 }
 
+/// An embedding cache in front of another embedder: vectors are kept per (model, exact
+/// text) — keyed by a 64-bit hash of both — so a text embedded once is not sent to the
+/// provider again. Misses of one call go to the provider in one call. In memory, bounded
+/// (the oldest entries go first); shared by every store using this embedder.
+pub struct CachedEmbedder {
+    inner: std::sync::Arc<dyn Embedder>,
+    capacity: usize,
+    state: std::sync::Mutex<CacheState>,
+}
+
+#[derive(Default)]
+struct CacheState {
+    map: std::collections::HashMap<u64, Vec<f32>>,
+    order: std::collections::VecDeque<u64>,
+    stats: CacheStats,
+}
+
+/// What a [`CachedEmbedder`] has done.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Texts asked for.
+    pub requested: u64,
+    /// Texts answered from the cache.
+    pub hits: u64,
+    /// Calls made to the provider.
+    pub provider_calls: u64,
+    /// Texts sent to the provider.
+    pub provider_texts: u64,
+}
+
+impl std::fmt::Debug for CachedEmbedder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CachedEmbedder")
+            .field("model", &self.inner.model())
+            .field("capacity", &self.capacity)
+            .finish()
+    }
+}
+
+impl CachedEmbedder {
+    /// A cache of at most `capacity` vectors in front of `inner`.
+    pub fn new(inner: std::sync::Arc<dyn Embedder>, capacity: usize) -> CachedEmbedder {
+        CachedEmbedder { inner, capacity: capacity.max(1), state: Default::default() }
+    }
+
+    /// Counters since creation.
+    pub fn stats(&self) -> CacheStats {
+        self.state.lock().map(|s| s.stats).unwrap_or_default()
+    }
+
+    fn key(&self, text: &str) -> u64 {
+        let mut k = Vec::with_capacity(self.inner.model().len() + 1 + text.len());
+        k.extend_from_slice(self.inner.model().as_bytes());
+        k.push(0);
+        k.extend_from_slice(text.as_bytes());
+        fnv1a(&k)
+    }
+}
+
+impl Embedder for CachedEmbedder {
+    fn model(&self) -> &str {
+        self.inner.model()
+    }
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+        let keys: Vec<u64> = texts.iter().map(|t| self.key(t)).collect();
+        let mut out: Vec<Option<Vec<f32>>> = Vec::with_capacity(texts.len());
+        let mut missing: Vec<usize> = Vec::new();
+        {
+            let mut st = self.state.lock().map_err(|_| "embedding cache poisoned".to_string())?;
+            st.stats.requested += texts.len() as u64;
+            for (i, k) in keys.iter().enumerate() {
+                let hit = st.map.get(k).cloned();
+                if hit.is_none() {
+                    missing.push(i);
+                }
+                out.push(hit);
+            }
+            st.stats.hits += (texts.len() - missing.len()) as u64;
+        }
+        if !missing.is_empty() {
+            // One provider call for the distinct missing texts.
+            let mut distinct: Vec<usize> = Vec::new();
+            for &i in &missing {
+                if !distinct.iter().any(|&j| keys[j] == keys[i]) {
+                    distinct.push(i);
+                }
+            }
+            let asked: Vec<&str> = distinct.iter().map(|&i| texts[i]).collect();
+            let got = self.inner.embed(&asked)?;
+            if got.len() != asked.len() {
+                return Err(format!(
+                    "the provider returned {} vectors for {} texts",
+                    got.len(),
+                    asked.len()
+                ));
+            }
+            let fresh: std::collections::HashMap<u64, Vec<f32>> =
+                distinct.iter().map(|&i| keys[i]).zip(got).collect();
+            let mut st = self.state.lock().map_err(|_| "embedding cache poisoned".to_string())?;
+            st.stats.provider_calls += 1;
+            st.stats.provider_texts += asked.len() as u64;
+            for (k, v) in &fresh {
+                if st.map.insert(*k, v.clone()).is_none() {
+                    st.order.push_back(*k);
+                }
+            }
+            while st.map.len() > self.capacity {
+                match st.order.pop_front() {
+                    Some(old) => {
+                        st.map.remove(&old);
+                    }
+                    None => break,
+                }
+            }
+            for &i in &missing {
+                out[i] = fresh.get(&keys[i]).cloned();
+            }
+        }
+        out.into_iter()
+            .map(|v| v.ok_or_else(|| "the provider returned no vector".to_string()))
+            .collect()
+    }
+}
+
 /// 64-bit FNV-1a.
 pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -96,5 +223,25 @@ mod tests {
         assert!(cos(&a, &near) > cos(&a, &far) + 0.2, "{} vs {}", cos(&a, &near), cos(&a, &far));
         assert!(e.vector("  ... ").iter().all(|x| *x == 0.0));
         assert_eq!(e.embed(&["a", "b"]).map(|v| v.len()), Ok(2));
+    }
+
+    #[test]
+    fn the_cache_answers_repeats_without_the_provider() {
+        let inner = std::sync::Arc::new(HashEmbedder::new(32));
+        let c = CachedEmbedder::new(inner.clone(), 100);
+        let texts: Vec<String> = (0..10).map(|i| format!("text number {i}")).collect();
+        for _ in 0..10 {
+            for t in &texts {
+                assert_eq!(c.embed(&[t.as_str()]), Ok(vec![inner.vector(t)]));
+            }
+        }
+        let s = c.stats();
+        assert_eq!((s.requested, s.hits, s.provider_texts), (100, 90, 10));
+        // Repeats inside one call go to the provider once; a tiny cache still answers.
+        let small = CachedEmbedder::new(inner.clone(), 1);
+        let got = small.embed(&["a", "b", "a"]).unwrap_or_default();
+        assert_eq!(got, vec![inner.vector("a"), inner.vector("b"), inner.vector("a")]);
+        assert_eq!((small.stats().provider_calls, small.stats().provider_texts), (1, 2));
+        assert_eq!((c.model(), c.dim()), ("basalt-hash-v1", 32));
     }
 }

@@ -21,7 +21,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use arrow_schema::{DataType, Field, Schema};
 use serde_json::Value as Json;
 
-pub use embed::{Embedder, HashEmbedder};
+pub use embed::{CacheStats, CachedEmbedder, Embedder, HashEmbedder};
 pub use filter::Filter;
 
 use crate::{
