@@ -94,13 +94,9 @@ impl Printer {
                     w.write(&b)?;
                     any = true;
                 }
-                drop(w);
                 if !any {
-                    // No batch came: still print the header.
-                    let names: Vec<&str> =
-                        schema.fields().iter().map(|f| f.name().as_str()).collect();
-                    let header = names.iter().map(|n| csv_field(n)).collect::<Vec<_>>().join(",");
-                    writeln!(out, "{header}")?;
+                    // No batch came: an empty one still writes the header.
+                    w.write(&flatten_nested(&RecordBatch::new_empty(schema.clone()))?)?;
                 }
                 Ok(n)
             }
@@ -242,15 +238,6 @@ impl Printer {
 /// Display width of a string in terminal columns.
 fn width(s: &str) -> usize {
     s.chars().map(|c| c.width().unwrap_or(0)).sum()
-}
-
-/// Quotes a CSV field when it needs it.
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
 }
 
 /// The display text of every cell of a batch: floats rounded to 6 decimals (table and line

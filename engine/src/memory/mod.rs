@@ -373,16 +373,7 @@ impl MemoryStore {
         }
         match found {
             Some((model, dim)) => {
-                if model != store.config.model || dim != store.config.dim {
-                    return Err(MemoryError::ModelMismatch {
-                        store: name.into(),
-                        have_model: model,
-                        have_dim: dim,
-                        model: store.config.model.clone(),
-                        dim: store.config.dim,
-                    }
-                    .into());
-                }
+                store.same_model((&model, dim), (&store.config.model, store.config.dim))?;
             }
             None => {
                 store.create_tables()?;
@@ -439,18 +430,24 @@ impl MemoryStore {
     /// Uses `embedder` for texts written or recalled without a vector; its model and
     /// dimension must be the store's.
     pub fn with_embedder(mut self, embedder: Arc<dyn Embedder>) -> Res<MemoryStore> {
-        if embedder.model() != self.config.model || embedder.dim() != self.config.dim {
-            return Err(MemoryError::ModelMismatch {
-                store: self.name.clone(),
-                have_model: self.config.model.clone(),
-                have_dim: self.config.dim,
-                model: embedder.model().into(),
-                dim: embedder.dim(),
-            }
-            .into());
-        }
+        self.same_model((&self.config.model, self.config.dim), (embedder.model(), embedder.dim()))?;
         self.embedder = Some(embedder);
         Ok(self)
+    }
+
+    /// Refuses `asked` (model, dimension) where the store holds `have`.
+    fn same_model(&self, have: (&str, usize), asked: (&str, usize)) -> Res<()> {
+        if have == asked {
+            return Ok(());
+        }
+        Err(MemoryError::ModelMismatch {
+            store: self.name.clone(),
+            have_model: have.0.into(),
+            have_dim: have.1,
+            model: asked.0.into(),
+            dim: asked.1,
+        }
+        .into())
     }
 
     /// The store's name (its items table).
@@ -523,18 +520,15 @@ impl MemoryStore {
         Ok(())
     }
 
-    /// The vector to store for `text`: the given one (checked), or the embedder's.
-    fn vector_for(&self, text: &str, given: Option<Vec<f32>>) -> Res<Option<Vec<f32>>> {
-        let v = match (given, &self.embedder) {
-            (Some(v), _) => Some(v),
-            (None, Some(e)) => {
-                let mut out = e
-                    .embed(&[text])
-                    .map_err(|reason| MemoryError::Embedder { store: self.name.clone(), reason })?;
-                out.pop()
-            }
-            (None, None) => None,
+    /// The embedder's vector for `text` (checked), or `None` without an embedder.
+    fn embed_one(&self, text: &str) -> Res<Option<Vec<f32>>> {
+        let Some(e) = &self.embedder else {
+            return Ok(None);
         };
+        let v = e
+            .embed(&[text])
+            .map_err(|reason| MemoryError::Embedder { store: self.name.clone(), reason })?
+            .pop();
         if let Some(v) = &v {
             self.check_vector(v)?;
         }
@@ -660,55 +654,43 @@ impl MemoryStore {
         Ok(None)
     }
 
-    /// Writes a prepared item inside a transaction: an update of the item it duplicates,
-    /// or a new item. Returns its id.
-    fn write_new(
+    /// Inside a transaction: turns prepared item `p` into an update of `old`, the live item
+    /// it duplicates (version + 1, its metadata / vector / expiry when given). Returns the id.
+    fn merge_into(
         &self,
         items: &Table,
         hist: &Table,
-        namespace: &str,
+        old: MemoryItem,
         p: Prepared,
         now: i64,
     ) -> Res<u64> {
-        if let Some(old) = self.duplicate_of(items, namespace, &p, now)? {
-            let version = old.version as i64 + 1;
-            let mut row = Row::new()
-                .set("text", p.text.as_str())
-                .set("hash", p.hash)
-                .set("version", version)
-                .set("updated_ms", now);
-            if let Some(m) = &p.meta {
-                row = row.set("metadata", m.as_str());
-            }
-            if let Some(v) = &p.vector {
-                row = row.set("embedding", Value::Vector(v.clone()));
-            }
-            if let Some(e) = p.expires {
-                row = row.set("expires_ms", e);
-            }
-            items.update(old.id, row)?;
-            let old_meta = meta_text(&old.metadata);
-            let new_meta = p.meta.clone().or_else(|| old_meta.clone());
-            hist.insert_row(Self::history_row(
-                old.id,
-                version,
-                "update",
-                Some((&old.text, old_meta.as_deref())),
-                Some((&p.text, new_meta.as_deref())),
-                now,
-            ))?;
-            return Ok(old.id);
+        let version = old.version as i64 + 1;
+        let mut row = Row::new()
+            .set("text", p.text.as_str())
+            .set("hash", p.hash)
+            .set("version", version)
+            .set("updated_ms", now);
+        if let Some(m) = &p.meta {
+            row = row.set("metadata", m.as_str());
         }
-        let id = items.insert_row(Self::new_row(namespace, None, &p, now))?;
+        if let Some(v) = &p.vector {
+            row = row.set("embedding", Value::Vector(v.clone()));
+        }
+        if let Some(e) = p.expires {
+            row = row.set("expires_ms", e);
+        }
+        items.update(old.id, row)?;
+        let old_meta = meta_text(&old.metadata);
+        let new_meta = p.meta.clone().or_else(|| old_meta.clone());
         hist.insert_row(Self::history_row(
-            id,
-            1,
-            "create",
-            None,
-            Some((&p.text, p.meta.as_deref())),
+            old.id,
+            version,
+            "update",
+            Some((&old.text, old_meta.as_deref())),
+            Some((&p.text, new_meta.as_deref())),
             now,
         ))?;
-        Ok(id)
+        Ok(old.id)
     }
 
     fn history_row(
@@ -822,10 +804,14 @@ impl MemoryStore {
                 if pending.iter().any(|(_, q)| q.hash == p.hash) {
                     flush(&mut pending, &mut out)?;
                 }
-                if buffered && self.duplicate_of(items, namespace, &p, now)?.is_none() {
-                    pending.push((slot, p));
-                } else {
-                    out[slot] = Ok(self.write_new(items, hist, namespace, p, now)?);
+                match self.duplicate_of(items, namespace, &p, now)? {
+                    Some(old) => out[slot] = Ok(self.merge_into(items, hist, old, p, now)?),
+                    None => {
+                        pending.push((slot, p));
+                        if !buffered {
+                            flush(&mut pending, &mut out)?;
+                        }
+                    }
                 }
             }
             flush(&mut pending, &mut out)?;
@@ -908,8 +894,13 @@ impl MemoryStore {
     /// Every namespace holding a live item, sorted, with how many it holds.
     pub fn list_namespaces(&self) -> Res<Vec<(String, u64)>> {
         let mut counts: BTreeMap<String, u64> = BTreeMap::new();
-        for i in self.live("", None, None)? {
-            *counts.entry(i.namespace).or_default() += 1;
+        let t = self.db.table(&self.name)?;
+        for b in t.scan_where(&["namespace"], &visible("", now_ms()))? {
+            let b = b?;
+            for i in 0..b.num_rows() {
+                let r = Row::from_batch(&b, i);
+                *counts.entry(text_of(r.get("namespace")).unwrap_or_default()).or_default() += 1;
+            }
         }
         Ok(counts.into_iter().collect())
     }
@@ -983,7 +974,7 @@ impl MemoryStore {
                 self.check_vector(v)?;
                 Some(v.clone())
             }
-            (None, Some(t)) => self.vector_for(t, None)?,
+            (None, Some(t)) => self.embed_one(t)?,
             (None, None) => None,
         };
         let now = now_ms();
@@ -1154,7 +1145,7 @@ impl MemoryStore {
                     self.check_vector(v)?;
                     Some(v.clone())
                 }
-                None if !req.query.trim().is_empty() => self.vector_for(&req.query, None)?,
+                None if !req.query.trim().is_empty() => self.embed_one(&req.query)?,
                 None => None,
             };
             if let Some(q) = q.filter(|q| q.iter().any(|x| *x != 0.0)) {
