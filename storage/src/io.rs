@@ -46,6 +46,10 @@ pub trait Vfs: Send + Sync + Debug {
     fn create_dir_all(&self, path: &Path) -> Result<()>;
     /// Creates (or truncates) `path` and writes `parts` in order; fsyncs the file if `sync`.
     fn write_file(&self, path: &Path, parts: &[&[u8]], sync: bool) -> Result<()>;
+    /// Writes `data` at the start of `path` (created if missing) without truncating and
+    /// without syncing: bytes past `data.len()` keep their old contents. No new inode, no
+    /// rename, so it costs about one page-cache write.
+    fn overwrite(&self, path: &Path, data: &[u8]) -> Result<()>;
     /// Atomically renames `from` to `to`, replacing `to`.
     fn rename(&self, from: &Path, to: &Path) -> Result<()>;
     /// Removes a file; a missing file is not an error.
@@ -221,6 +225,16 @@ impl Vfs for OsFs {
             f.sync_all().map_err(|e| Error::io("fsync", path, e))?;
         }
         Ok(())
+    }
+
+    fn overwrite(&self, path: &Path, data: &[u8]) -> Result<()> {
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| Error::io("open", path, e))?;
+        write_at(&f, data, 0).map_err(|e| Error::io("write", path, e))
     }
 
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
@@ -473,6 +487,12 @@ impl Vfs for MemFs {
         Ok(())
     }
 
+    fn overwrite(&self, path: &Path, data: &[u8]) -> Result<()> {
+        // The durable contents (if any) stay what they were: the write is not synced.
+        self.write_at(path, 0, data, 0);
+        Ok(())
+    }
+
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
         let mut files = self.0.files.lock();
         let b = files.remove(from).ok_or_else(|| Error::io("rename", from, not_found(from)))?;
@@ -647,6 +667,15 @@ impl Vfs for FaultFs {
             return Err(e);
         }
         self.inner.write_file(path, parts, sync)
+    }
+    fn overwrite(&self, path: &Path, data: &[u8]) -> Result<()> {
+        if let Err(e) = self.tick(path) {
+            if self.kind == FaultKind::Torn {
+                let _ = self.inner.overwrite(path, &data[..data.len() / 2]);
+            }
+            return Err(e);
+        }
+        self.inner.overwrite(path, data)
     }
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
         self.tick(from)?;

@@ -25,6 +25,28 @@
 //! removed at the next writer open); after the rename, the new one. A torn or damaged
 //! manifest fails its CRC and the database refuses to open with [`Error::Corrupt`] rather than
 //! guessing.
+//!
+//! # Pending catalog changes
+//!
+//! A catalog-only change (a table created, renamed, altered or dropped while it has no
+//! files; a view created or dropped) in a database whose default durability is not
+//! power-safe is installed by [`install_pending`]: the same bytes written over the start of
+//! one of two slot files, `MANIFEST.pending-0` and `MANIFEST.pending-1` (version v goes to
+//! slot v % 2), with no fsync, no truncation and no rename — a page-cache write, where a
+//! new file and a rename over the old one cost ext4 an inode and an early write-back. Bytes
+//! past the frame's length are an older, longer manifest's tail and are ignored. Two slots
+//! because a write can tear: consecutive pending versions alternate, so the newest intact
+//! one is never the one being overwritten (a synced install in between makes the
+//! overwritten one stale anyway). Like a process-safe commit, a pending manifest survives a
+//! killed process but not necessarily a power loss. [`Manifest::load`] takes the newest
+//! intact slot whose version is above the synced manifest's; torn, lost or stale slots (a
+//! power loss, or superseded) leave the synced `MANIFEST` in force — the state before the
+//! pending changes (or an intact pending state in between: every one is a state the
+//! database was in). The store keeps those states safe to fall back to: it never deletes a
+//! file the synced manifest names while a pending one is in force, and it makes the pending
+//! manifest synced (a normal [`install`]) before the first log record that depends on it
+//! (rows of a table created or altered by a pending change). The next synced install
+//! supersedes the slots; their files stay, to be overwritten.
 
 use std::path::{Path, PathBuf};
 
@@ -41,6 +63,11 @@ pub const MANIFEST_OLDEST_VERSION: u32 = 1;
 pub const MANIFEST_FILE: &str = "MANIFEST";
 /// Temporary name used while replacing the manifest.
 pub const MANIFEST_TMP: &str = "MANIFEST.tmp";
+/// File names of the two slots of manifests installed without an fsync (see the module
+/// docs); version v goes to slot v % 2.
+pub const MANIFEST_PENDING: [&str; 2] = ["MANIFEST.pending-0", "MANIFEST.pending-1"];
+/// Bytes before the body: magic, format version, body length.
+const HEADER_LEN: usize = 20;
 const MAGIC: &[u8; 8] = b"BSLTMAN\0";
 
 /// A live segment of a table.
@@ -307,15 +334,45 @@ impl Manifest {
         Ok(m)
     }
 
-    /// Reads the manifest of the database at `root`; `Ok(None)` if there is none yet.
-    pub fn load(vfs: &dyn Vfs, root: &Path) -> Result<Option<Manifest>> {
+    /// Reads the manifest of the database at `root`; `Ok(None)` if there is none yet. An
+    /// intact pending manifest newer than the synced one wins; the flag says it did.
+    pub fn load(vfs: &dyn Vfs, root: &Path) -> Result<Option<(Manifest, bool)>> {
         let path = root.join(MANIFEST_FILE);
         if !vfs.exists(&path) {
             return Ok(None);
         }
         let bytes = vfs.read(&path)?;
-        Manifest::decode(&bytes, &path).map(Some)
+        let synced = Manifest::decode(&bytes, &path)?;
+        // Pending slots were never synced: after a power loss they may be torn or lost, and
+        // a superseded one is stale; then the synced manifest is the truth.
+        let mut best: Option<Manifest> = None;
+        for name in MANIFEST_PENDING {
+            let path = root.join(name);
+            if !vfs.exists(&path) {
+                continue;
+            }
+            let Ok(bytes) = vfs.read(&path) else { continue };
+            let Some(m) = frame(&bytes).and_then(|f| Manifest::decode(f, &path).ok()) else {
+                continue;
+            };
+            if m.version > best.as_ref().map_or(synced.version, |b| b.version) {
+                best = Some(m);
+            }
+        }
+        Ok(Some(match best {
+            Some(m) => (m, true),
+            None => (synced, false),
+        }))
     }
+}
+
+/// The manifest frame at the start of `bytes` (a pending slot may hold an older manifest's
+/// tail after it); `None` when the bytes are too short for the length they announce.
+fn frame(bytes: &[u8]) -> Option<&[u8]> {
+    let len = bytes.get(12..HEADER_LEN)?;
+    let body = u64::from_le_bytes(len.try_into().ok()?);
+    let total = usize::try_from(body).ok()?.checked_add(HEADER_LEN + 4)?;
+    bytes.get(..total)
 }
 
 /// Atomically replaces the manifest of the database at `root` with `m`.
@@ -324,6 +381,12 @@ pub fn install(vfs: &dyn Vfs, root: &Path, m: &Manifest) -> Result<()> {
     vfs.write_file(&tmp, &[&m.encode()], true)?;
     vfs.rename(&tmp, &root.join(MANIFEST_FILE))?;
     vfs.sync_dir(root)
+}
+
+/// Replaces the pending manifest of the database at `root` with `m`, without syncing
+/// anything (see the module docs): survives a killed process, not a power loss.
+pub fn install_pending(vfs: &dyn Vfs, root: &Path, m: &Manifest) -> Result<()> {
+    vfs.overwrite(&root.join(MANIFEST_PENDING[(m.version % 2) as usize]), &m.encode())
 }
 
 #[cfg(test)]
@@ -429,7 +492,53 @@ mod tests {
         install(&fs, root, &m).unwrap();
         m.version += 1;
         install(&fs, root, &m).unwrap();
-        assert_eq!(Manifest::load(&fs, root).unwrap(), Some(m));
+        assert_eq!(Manifest::load(&fs, root).unwrap(), Some((m, false)));
         assert!(!fs.exists(&root.join(MANIFEST_TMP)));
+    }
+
+    #[test]
+    fn a_pending_manifest_wins_only_when_intact_and_newer() {
+        let fs = crate::io::MemFs::new();
+        let root = Path::new("/db");
+        let mut m = sample();
+        install(&fs, root, &m).unwrap();
+        let synced = m.clone();
+        let slot = |v: u64| root.join(MANIFEST_PENDING[(v % 2) as usize]);
+        // A long pending manifest, then a shorter one in the other slot, then a shorter
+        // one over the first slot (its tail stays behind the new frame).
+        m.version += 1;
+        m.views.push(("w".into(), "SELECT 1 -- a long view text to leave a tail".into()));
+        install_pending(&fs, root, &m).unwrap();
+        assert_eq!(Manifest::load(&fs, root).unwrap(), Some((m.clone(), true)));
+        m.version += 1;
+        m.views.pop();
+        install_pending(&fs, root, &m).unwrap();
+        assert_eq!(Manifest::load(&fs, root).unwrap(), Some((m.clone(), true)));
+        m.version += 1;
+        let v = m.version;
+        install_pending(&fs, root, &m).unwrap();
+        assert!(fs.read(&slot(v)).unwrap().len() > m.encode().len());
+        assert_eq!(Manifest::load(&fs, root).unwrap(), Some((m.clone(), true)));
+        // The newest slot torn (half of a next version written over it): the other slot
+        // (an older pending state) is in force.
+        let mut torn = m.clone();
+        torn.version += 2;
+        torn.next_table_id += 1;
+        let bytes = torn.encode();
+        fs.overwrite(&slot(v), &bytes[..bytes.len() / 2]).unwrap();
+        let older = Manifest::load(&fs, root).unwrap().unwrap();
+        assert_eq!((older.0.version, older.1), (v - 1, true));
+        // Both lost (a power loss): the synced one.
+        fs.lose_unsynced_writes();
+        assert_eq!(Manifest::load(&fs, root).unwrap(), Some((synced.clone(), false)));
+        // Slots older than the synced manifest (superseded): ignored.
+        install_pending(&fs, root, &m).unwrap();
+        m.version += 1;
+        install(&fs, root, &m).unwrap();
+        assert_eq!(Manifest::load(&fs, root).unwrap(), Some((m, false)));
+        // Garbage and short files in the slots are ignored too.
+        fs.put(&slot(0), b"BSLTMAN");
+        fs.put(&slot(1), &[0xff; 40]);
+        assert!(!Manifest::load(&fs, root).unwrap().unwrap().1);
     }
 }

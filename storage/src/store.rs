@@ -1318,6 +1318,19 @@ pub struct Store {
     pins: RwLock<std::collections::BTreeSet<PathBuf>>,
     /// Open full-text indexes.
     fts: fts::Registry,
+    /// Catalog changes installed as a pending manifest, not yet synced. Only touched with
+    /// `head` locked.
+    pending: Mutex<PendingCatalog>,
+}
+
+/// Catalog changes in force through a pending manifest (see the `manifest` module docs).
+#[derive(Debug, Default)]
+struct PendingCatalog {
+    /// A pending manifest newer than the synced one is in force.
+    active: bool,
+    /// Tables created or altered by pending changes: a log record with rows of one of them
+    /// must not be written before a synced manifest describes the table.
+    tables: std::collections::HashSet<u64>,
 }
 
 /// Holds the commit hook; opaque in `Debug` output.
@@ -1395,6 +1408,7 @@ impl Store {
             hook: RwLock::new(None),
             pins: RwLock::new(Default::default()),
             fts: fts::Registry::default(),
+            pending: Mutex::new(PendingCatalog::default()),
         };
         store.reload_pins()?;
         if !opts.read_only {
@@ -1440,7 +1454,15 @@ impl Store {
         opts: &StoreOptions,
     ) -> Result<(DbSnapshot, ReplayEnd)> {
         let manifest = match Manifest::load(vfs, root)? {
-            Some(m) => m,
+            Some((m, pending)) => {
+                // Pending catalog changes survived (no power loss): a writer makes them
+                // synced before anything else is written or removed. (The slot files stay,
+                // superseded, to be overwritten.)
+                if pending && !opts.read_only {
+                    manifest::install(vfs, root, &m)?;
+                }
+                m
+            }
             None if opts.read_only => {
                 return Err(Error::io(
                     "open database",
@@ -1644,17 +1666,49 @@ impl Store {
     /// Installs `next` as the manifest (segments already written), makes it the head, and
     /// publishes it. `absorbed` says every memtable row of `next` is now in a synced segment,
     /// so no log sync is owed before publishing.
-    fn install(
+    fn install(&self, head: &mut Arc<DbSnapshot>, next: DbSnapshot, absorbed: bool) -> Result<()> {
+        self.install_as(head, next, absorbed, None)
+    }
+
+    /// Installs a catalog-only change `next` (no file written or removed) the way the store's
+    /// durability asks: synced for a power-safe store, otherwise as a pending manifest (see
+    /// the `manifest` module docs) that survives a killed process. `depends` names tables
+    /// created or altered by the change: log records with their rows wait for a synced
+    /// manifest.
+    fn install_catalog(
+        &self,
+        head: &mut Arc<DbSnapshot>,
+        next: DbSnapshot,
+        absorbed: bool,
+        depends: &[u64],
+    ) -> Result<()> {
+        let pending = self.opts.durability != Durability::PowerSafe;
+        self.install_as(head, next, absorbed, pending.then_some(depends))
+    }
+
+    fn install_as(
         &self,
         head: &mut Arc<DbSnapshot>,
         mut next: DbSnapshot,
         absorbed: bool,
+        pending: Option<&[u64]>,
     ) -> Result<()> {
         next.manifest_version += 1;
         next.version = head.version + 1;
         next.next_segment_id = self.next_segment_id.load(Ordering::Acquire);
         let m = next.to_manifest(next.manifest_version);
-        self.poison(manifest::install(self.vfs.as_ref(), &self.root, &m))?;
+        match pending {
+            Some(depends) => {
+                self.poison(manifest::install_pending(self.vfs.as_ref(), &self.root, &m))?;
+                let mut p = self.pending.lock();
+                p.active = true;
+                p.tables.extend(depends.iter().copied());
+            }
+            None => {
+                self.poison(manifest::install(self.vfs.as_ref(), &self.root, &m))?;
+                self.pending_superseded();
+            }
+        }
         if absorbed {
             next.sync_lsn = 0;
         }
@@ -1664,6 +1718,37 @@ impl Store {
         self.publish(next)?;
         self.fts.note_install(version);
         Ok(())
+    }
+
+    /// A synced manifest now holds every pending catalog change: the pending slots are
+    /// stale (older, so ignored at open) and stay to be overwritten.
+    fn pending_superseded(&self) {
+        let mut p = self.pending.lock();
+        p.active = false;
+        p.tables.clear();
+    }
+
+    /// Makes pending catalog changes synced: `head`'s manifest (already written as the
+    /// pending one) installed the normal way.
+    fn sync_catalog(&self, head: &DbSnapshot) -> Result<()> {
+        if !self.pending.lock().active {
+            return Ok(());
+        }
+        let m = head.to_manifest(head.manifest_version);
+        self.poison(manifest::install(self.vfs.as_ref(), &self.root, &m))?;
+        self.pending_superseded();
+        Ok(())
+    }
+
+    /// Whether writing `ops` to the log must wait for pending catalog changes to be synced.
+    fn ops_need_synced_catalog(&self, ops: &[Op]) -> bool {
+        let p = self.pending.lock();
+        p.active
+            && ops.iter().any(|op| match op {
+                Op::Insert { table_id, .. } | Op::Delete { table_id, .. } => {
+                    p.tables.contains(table_id)
+                }
+            })
     }
 
     /// Creates a table with the given user columns.
@@ -1694,20 +1779,27 @@ impl Store {
             fts: None,
         };
         next.tables.insert(name.to_string(), Arc::new(t));
-        self.install_replacing(head, next, old)
+        self.install_replacing(head, next, old, &[id])
     }
 
-    /// Installs `next`, then deletes the files of the table it replaced (if any).
+    /// Installs the catalog change `next` (see [`Store::install_catalog`]), then deletes the
+    /// files of the table it replaced (if any). Replacing a table that has files makes the
+    /// install synced: the synced manifest must never name a deleted file.
     fn install_replacing(
         &self,
         mut head: parking_lot::MutexGuard<'_, Arc<DbSnapshot>>,
         next: DbSnapshot,
-        replaced: Option<u64>,
+        replaced: Option<Arc<TableSnapshot>>,
+        depends: &[u64],
     ) -> Result<()> {
-        self.install(&mut head, next, false)?;
+        if replaced.as_ref().is_some_and(|t| has_files(t)) {
+            self.install(&mut head, next, false)?;
+        } else {
+            self.install_catalog(&mut head, next, false, depends)?;
+        }
         drop(head);
         if let Some(old) = replaced {
-            self.remove_table_files(old);
+            self.remove_table_files(old.id);
         }
         Ok(())
     }
@@ -1732,7 +1824,7 @@ impl Store {
         let mut t = clone_table(&t);
         t.name = to.to_string();
         next.tables.insert(to.to_string(), Arc::new(t));
-        self.install_replacing(head, next, old)
+        self.install_replacing(head, next, old, &[])
     }
 
     /// Creates a view: a name for the SQL text of a query (storage keeps the text; the SQL
@@ -1750,7 +1842,7 @@ impl Store {
             return Err(Error::ViewExists { view: name.to_string() });
         }
         next.views.insert(name.to_string(), sql.to_string());
-        self.install(&mut head, next, false)
+        self.install_catalog(&mut head, next, false, &[])
     }
 
     /// Drops a view.
@@ -1762,7 +1854,7 @@ impl Store {
         if next.views.remove(name).is_none() {
             return Err(Error::ViewNotFound { view: name.to_string() });
         }
-        self.install(&mut head, next, false)
+        self.install_catalog(&mut head, next, false, &[])
     }
 
     /// Drops a table and deletes its files.
@@ -1774,7 +1866,13 @@ impl Store {
             .tables
             .remove(name)
             .ok_or_else(|| Error::TableNotFound { table: name.to_string() })?;
-        self.install(&mut head, next, false)?;
+        // A table with files is dropped by a synced install: its files go right after, and
+        // the synced manifest must never name a deleted file.
+        if has_files(&t) {
+            self.install(&mut head, next, false)?;
+        } else {
+            self.install_catalog(&mut head, next, false, &[])?;
+        }
         // The table is gone once the manifest is installed; its files are garbage now. A
         // failure here leaves orphans that the next writer open removes.
         self.remove_table_files(t.id);
@@ -1832,8 +1930,9 @@ impl Store {
         };
         let mut nt = (*t).clone();
         nt.schema = Arc::new(schema);
+        let id = nt.id;
         next.tables.insert(table.to_string(), Arc::new(nt));
-        self.install(&mut head, next, true)
+        self.install_catalog(&mut head, next, true, &[id])
     }
 
     /// Inserts rows with the store's default durability. See [`Store::insert_with`].
@@ -2233,6 +2332,9 @@ impl Store {
         if durability != Durability::Buffered
             && let Some(wal) = &self.wal
         {
+            if self.ops_need_synced_catalog(ops) {
+                self.sync_catalog(&head)?;
+            }
             let lsn = self.poison(wal.append(&Record { ops: ops.to_vec() }))?;
             if durability == Durability::PowerSafe {
                 next.sync_lsn = lsn;
@@ -2346,7 +2448,8 @@ impl Store {
             .values()
             .any(|t| !t.memtable.is_empty() || t.segments.iter().any(|s| s.deletes_dirty));
         if !dirty {
-            return Ok(());
+            // Nothing to write but perhaps pending catalog changes: flushed means durable.
+            return self.sync_catalog(&head);
         }
         let next = (**head).clone();
         self.flush_into(&mut head, next)?;
@@ -2543,15 +2646,24 @@ fn state_from_manifest(vfs: &dyn Vfs, root: &Path, manifest: Manifest) -> Result
 
 /// The id of the table a new table named `name` replaces (`None` if there is none); an
 /// error if it exists and may not be replaced, or if a view has the name.
-fn replaced_table(state: &DbSnapshot, name: &str, replace: bool) -> Result<Option<u64>> {
+fn replaced_table(
+    state: &DbSnapshot,
+    name: &str,
+    replace: bool,
+) -> Result<Option<Arc<TableSnapshot>>> {
     if state.views.contains_key(name) {
         return Err(Error::ViewExists { view: name.to_string() });
     }
     match state.tables.get(name) {
         Some(_) if !replace => Err(Error::TableExists { table: name.to_string() }),
-        Some(t) => Ok(Some(t.id)),
+        Some(t) => Ok(Some(t.clone())),
         None => Ok(None),
     }
+}
+
+/// Whether a manifest names files of `t` (segments, delete files, a full-text index).
+fn has_files(t: &TableSnapshot) -> bool {
+    !t.segments.is_empty() || t.fts.is_some()
 }
 
 /// Files a manifest refers to.
