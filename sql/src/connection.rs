@@ -205,8 +205,20 @@ impl SqlConnection {
         let schema = Arc::new(BasaltSchema::new(binding.clone(), files.clone()));
         catalog.register_schema("public", schema.clone())?;
         catalog.register_schema(FILES_SCHEMA, files.schema())?;
-        // `SELECT … FROM 'data.parquet'`: DataFusion's URL tables, tried after the catalog.
-        let ctx = ctx.enable_url_table();
+        // `SELECT … FROM 'data.parquet'`: URL tables, tried after the catalog.
+        let urls = Arc::new(crate::files::UrlTables::default());
+        let catalogs = Arc::new(datafusion::catalog::DynamicFileCatalog::new(
+            ctx.state().catalog_list().clone(),
+            urls.clone(),
+        ));
+        let session_id = ctx.session_id();
+        let ctx: SessionContext = ctx
+            .into_state_builder()
+            .with_session_id(session_id)
+            .with_catalog_list(catalogs)
+            .build()
+            .into();
+        urls.set_state(ctx.state_weak_ref());
         schema.set_state(ctx.state_weak_ref());
         Ok(SqlConnection {
             ctx,
@@ -469,6 +481,9 @@ impl SqlConnection {
 
     async fn run(&self, stmt: DfStatement, stream: bool) -> Result<Outcome> {
         if let DfStatement::Statement(s) = &stmt {
+            if let Some(plan) = self.plan_ddl_directly(s)? {
+                return self.run_plan(plan, stream).await;
+            }
             match s.as_ref() {
                 Statement::StartTransaction { .. } => {
                     self.binding.session().lock().begin(false)?;
@@ -503,6 +518,85 @@ impl SqlConnection {
         }
         let plan = self.plan(stmt).await?;
         self.run_plan(plan, stream).await
+    }
+
+    /// Plans a plain `CREATE TABLE` (a column list of types with `NULL` / `NOT NULL`, no
+    /// query, no other clause) and a `DROP TABLE` / `DROP VIEW` of one name without the
+    /// session: the logical plan DataFusion's planner builds for them, minus the copy of
+    /// the session state and the resolution of the statement's names against the catalog
+    /// and the file system (most of a DDL statement's time). `None` for anything else, or
+    /// with the fast paths off: DataFusion plans it.
+    fn plan_ddl_directly(&self, s: &Statement) -> Result<Option<LogicalPlan>> {
+        use datafusion::common::{DFSchema, DFSchemaRef, ToDFSchema};
+        use datafusion::logical_expr::{CreateMemoryTable, DropTable, DropView, EmptyRelation};
+        use datafusion::sql::planner::{SqlToRel, object_name_to_table_reference};
+        use datafusion::sql::sqlparser::ast::helpers::stmt_create_table::CreateTableBuilder;
+        use datafusion::sql::sqlparser::ast::{ColumnOption, ObjectType};
+        if !self.fast_paths.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        let options = || self.ctx.state_ref().read().config_options().clone();
+        match s {
+            Statement::CreateTable(ct) => {
+                let plain_columns = !ct.columns.is_empty()
+                    && ct.columns.iter().all(|c| {
+                        c.options.iter().all(|o| {
+                            o.name.is_none()
+                                && matches!(o.option, ColumnOption::Null | ColumnOption::NotNull)
+                        })
+                    });
+                // Nothing but name, columns, IF NOT EXISTS and OR REPLACE.
+                let bare = || {
+                    CreateTableBuilder::new(ct.name.clone())
+                        .columns(ct.columns.clone())
+                        .if_not_exists(ct.if_not_exists)
+                        .or_replace(ct.or_replace)
+                        .build()
+                };
+                if !plain_columns || ct.query.is_some() || bare() != *ct {
+                    return Ok(None);
+                }
+                let options = options();
+                let fold = options.sql_parser.enable_ident_normalization;
+                let types = crate::types::TypesOnly::new(options);
+                let schema = SqlToRel::new(&types).build_schema(ct.columns.clone())?;
+                let input = LogicalPlan::EmptyRelation(EmptyRelation {
+                    produce_one_row: false,
+                    schema: schema.to_dfschema_ref()?,
+                });
+                Ok(Some(LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(CreateMemoryTable {
+                    name: object_name_to_table_reference(ct.name.clone(), fold)?,
+                    constraints: Default::default(),
+                    input: Arc::new(input),
+                    if_not_exists: ct.if_not_exists,
+                    or_replace: ct.or_replace,
+                    column_defaults: Vec::new(),
+                    temporary: false,
+                }))))
+            }
+            Statement::Drop {
+                object_type: object_type @ (ObjectType::Table | ObjectType::View),
+                if_exists,
+                names,
+                cascade: false,
+                restrict: false,
+                purge: false,
+                temporary: false,
+                table: None,
+            } if names.len() == 1 => {
+                let fold = options().sql_parser.enable_ident_normalization;
+                let name = object_name_to_table_reference(names[0].clone(), fold)?;
+                let schema = DFSchemaRef::new(DFSchema::empty());
+                let if_exists = *if_exists;
+                Ok(Some(LogicalPlan::Ddl(match object_type {
+                    ObjectType::Table => {
+                        DdlStatement::DropTable(DropTable { name, if_exists, schema })
+                    }
+                    _ => DdlStatement::DropView(DropView { name, if_exists, schema }),
+                })))
+            }
+            _ => Ok(None),
+        }
     }
 
     async fn run_plan(&self, plan: LogicalPlan, stream: bool) -> Result<Outcome> {
@@ -893,6 +987,16 @@ impl SqlConnection {
     /// The Arrow field a SQL column definition describes (type, NOT NULL), planned by
     /// DataFusion with Basalt's type planner.
     async fn column_field(&self, column_def: &str) -> Result<Field> {
+        // A plain column definition plans directly (no copy of the session state).
+        let sql = format!("CREATE TABLE basalt_schema_probe ({column_def})");
+        let options = self.ctx.state_ref().read().config_options().clone();
+        if let DfStatement::Statement(s) = parse_one(&options, &sql)?
+            && let Some(LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(c))) =
+                self.plan_ddl_directly(&s)?
+            && let Some(f) = storable_schema(c.input.schema().as_arrow()).fields().first()
+        {
+            return Ok(f.as_ref().clone());
+        }
         let schema = crate::files::schema_from_text(&self.ctx.state(), column_def).await?;
         schema
             .fields()
@@ -1144,5 +1248,84 @@ impl NativeTables for CatalogNames {
     }
     fn fold_case(&self) -> bool {
         self.fold
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use basalt_storage::{MemFs, Store, StoreOptions};
+
+    use super::*;
+
+    fn connection() -> SqlConnection {
+        let store = Store::open(
+            Arc::new(MemFs::new()),
+            Path::new("/db"),
+            Path::new(":memory:"),
+            StoreOptions::default(),
+        )
+        .unwrap();
+        let session = Session::new(Arc::new(store));
+        let runtime = Arc::new(datafusion::execution::runtime_env::RuntimeEnv::default());
+        SqlConnection::new(Arc::new(Mutex::new(session)), 1, runtime).unwrap()
+    }
+
+    /// The direct DDL plans are exactly what DataFusion plans for the same statements, and
+    /// every statement with more than the direct path understands is left to DataFusion.
+    #[test]
+    fn plain_ddl_is_planned_directly_and_like_datafusion() {
+        let c = connection();
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let parse = |sql: &str| {
+            let DfStatement::Statement(s) = parse_one(c.ctx.state().config_options(), sql).unwrap()
+            else {
+                panic!("{sql}: not a plain statement")
+            };
+            s
+        };
+        for sql in [
+            "CREATE TABLE t (k BIGINT)",
+            "CREATE TABLE IF NOT EXISTS \"Mixed\" (a INT NOT NULL, b VARCHAR NULL, v VECTOR(3))",
+            "CREATE OR REPLACE TABLE public.t (a DOUBLE, b BOOLEAN, c TIMESTAMP, d DECIMAL(10, 2))",
+            "CREATE TABLE t (Upper TEXT, a FLOAT[4])",
+            "DROP TABLE t",
+            "DROP TABLE IF EXISTS public.\"T\"",
+            "DROP VIEW IF EXISTS v",
+        ] {
+            let s = parse(sql);
+            let direct = c.plan_ddl_directly(&s).unwrap().unwrap_or_else(|| panic!("{sql}"));
+            let state = c.ctx.state();
+            let planned = rt.block_on(state.statement_to_plan(DfStatement::Statement(s))).unwrap();
+            assert_eq!(direct, planned, "{sql}");
+        }
+        for sql in [
+            "CREATE TABLE t (a INT PRIMARY KEY)",
+            "CREATE TABLE t (a INT DEFAULT 3)",
+            "CREATE TABLE t (a INT, UNIQUE (a))",
+            "CREATE TABLE t AS SELECT 1 AS a",
+            "CREATE TABLE t (a INT) AS SELECT 1",
+            "CREATE TEMPORARY TABLE t (a INT)",
+            "CREATE EXTERNAL TABLE t STORED AS CSV LOCATION 'x.csv'",
+            "CREATE TABLE t (a INT) WITH (x = 1)",
+            "CREATE TABLE t (a INT) COMMENT 'c'",
+            "DROP TABLE a, b",
+            "DROP TABLE a CASCADE",
+            "DROP SCHEMA s",
+        ] {
+            let s = match parse_one(c.ctx.state().config_options(), sql) {
+                Ok(DfStatement::Statement(s)) => s,
+                _ => continue, // not even a plain statement to DataFusion's parser
+            };
+            assert!(c.plan_ddl_directly(&s).unwrap().is_none(), "{sql}");
+        }
+        // A bad type is the error DataFusion gives.
+        let s = parse("CREATE TABLE t (v VECTOR(0))");
+        let e = c.plan_ddl_directly(&s).unwrap_err().to_string();
+        assert!(e.contains("VECTOR needs one dimension"), "{e}");
+        // Fast paths off: DataFusion plans everything.
+        c.set_fast_paths(false);
+        assert!(c.plan_ddl_directly(&parse("DROP TABLE t")).unwrap().is_none());
     }
 }

@@ -43,6 +43,56 @@ use crate::error::{Error, Result};
 /// The schema the per-statement file tables are registered in.
 pub const FILES_SCHEMA: &str = "basalt_files";
 
+/// DataFusion's URL tables (`SELECT … FROM 'data.parquet'`): a name the catalog does not
+/// know is tried as a file path or URL. DataFusion's own factory lists the path through
+/// the object store on a blocking thread for every unknown name — including the new name
+/// of each `CREATE TABLE` and every misspelt table — which costs two thread hand-offs and a
+/// copy of the session state. This one first asks whether the name can be a file at all:
+/// a URL (`scheme://`), a glob, or a path that exists; anything else is "no table" at once,
+/// which is what the listing would have concluded.
+#[derive(Debug, Default)]
+pub struct UrlTables {
+    state: std::sync::OnceLock<std::sync::Weak<parking_lot::RwLock<SessionState>>>,
+}
+
+impl UrlTables {
+    /// Gives the factory the session it infers file schemas with.
+    pub fn set_state(&self, state: std::sync::Weak<parking_lot::RwLock<SessionState>>) {
+        let _ = self.state.set(state);
+    }
+}
+
+/// Whether `name` can name a file table: a URL, a glob, or an existing path.
+fn may_be_file(name: &str) -> bool {
+    name.contains("://") || name.contains(['*', '?', '[']) || std::path::Path::new(name).exists()
+}
+
+#[async_trait::async_trait]
+impl datafusion::catalog::UrlTableFactory for UrlTables {
+    async fn try_new(
+        &self,
+        url: &str,
+    ) -> datafusion::error::Result<Option<Arc<dyn TableProvider>>> {
+        if !may_be_file(url) {
+            return Ok(None);
+        }
+        let Ok(table_url) = ListingTableUrl::parse(url) else { return Ok(None) };
+        let Some(state) = self.state.get().and_then(std::sync::Weak::upgrade) else {
+            return Err(datafusion::error::DataFusionError::Internal(
+                "the SQL session is gone".into(),
+            ));
+        };
+        let state = state.read().clone();
+        use datafusion::datasource::listing::ListingTableConfigExt;
+        // A path that is no readable table (wrong format, empty directory) is no table.
+        let Ok(config) = ListingTableConfig::new(table_url).infer_options(&state).await else {
+            return Ok(None);
+        };
+        let config = config.infer_partitions_from_path(&state).await?.infer_schema(&state).await?;
+        Ok(Some(Arc::new(ListingTable::try_new(config)?)))
+    }
+}
+
 /// File tables of one connection: registered per statement, removed when it ends.
 #[derive(Debug)]
 pub struct Files {

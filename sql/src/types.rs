@@ -29,3 +29,83 @@ impl TypePlanner for VectorTypes {
         Ok(Some(basalt_storage::vector_type(dim)))
     }
 }
+
+/// A planner context that knows types and nothing else (no tables, no functions): all that
+/// `SqlToRel::build_schema` needs for the column list of a plain `CREATE TABLE`. Planning
+/// such a statement through the session would copy the whole session state and resolve the
+/// new table's name against the catalog and the file system first.
+pub(crate) struct TypesOnly {
+    options: std::sync::Arc<datafusion::config::ConfigOptions>,
+}
+
+impl TypesOnly {
+    /// A context with the session's current options.
+    pub(crate) fn new(options: std::sync::Arc<datafusion::config::ConfigOptions>) -> Self {
+        Self { options }
+    }
+}
+
+impl datafusion::logical_expr::planner::ContextProvider for TypesOnly {
+    fn get_table_source(
+        &self,
+        name: datafusion::common::TableReference,
+    ) -> Result<std::sync::Arc<dyn datafusion::logical_expr::TableSource>> {
+        Err(DataFusionError::Plan(format!("no table '{name}' in a column list")))
+    }
+
+    fn get_type_planner(&self) -> Option<std::sync::Arc<dyn TypePlanner>> {
+        Some(std::sync::Arc::new(VectorTypes))
+    }
+
+    fn get_function_meta(
+        &self,
+        _name: &str,
+    ) -> Option<std::sync::Arc<datafusion::logical_expr::ScalarUDF>> {
+        None
+    }
+
+    fn get_higher_order_meta(
+        &self,
+        _name: &str,
+    ) -> Option<std::sync::Arc<datafusion::logical_expr::HigherOrderUDF>> {
+        None
+    }
+
+    fn get_aggregate_meta(
+        &self,
+        _name: &str,
+    ) -> Option<std::sync::Arc<datafusion::logical_expr::AggregateUDF>> {
+        None
+    }
+
+    fn get_window_meta(
+        &self,
+        _name: &str,
+    ) -> Option<std::sync::Arc<datafusion::logical_expr::WindowUDF>> {
+        None
+    }
+
+    fn get_variable_type(&self, _names: &[String]) -> Option<DataType> {
+        None
+    }
+
+    fn options(&self) -> &datafusion::config::ConfigOptions {
+        &self.options
+    }
+
+    fn udf_names(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    fn higher_order_function_names(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    fn udaf_names(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    fn udwf_names(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
