@@ -229,6 +229,54 @@ fn connection_durability_override_survives_a_kill() {
     }
 }
 
+/// A child runs DDL (process-safe, the default: catalog changes go to the pending
+/// manifest slots without any fsync) and reports each statement acknowledged; the parent
+/// SIGKILLs it. Every acknowledged CREATE, DROP and ALTER survives, and the reopened
+/// database takes writes.
+#[test]
+fn killed_writer_loses_no_acknowledged_ddl() {
+    const TEST: &str = "process::killed_writer_loses_no_acknowledged_ddl";
+    if std::env::var(ROLE).as_deref() == Ok("ddl") {
+        let db = Database::open(std::env::var(DIR).unwrap()).unwrap();
+        for i in 1u64.. {
+            db.sql(&format!("CREATE TABLE d{i} (k BIGINT)")).unwrap();
+            if i % 3 == 0 {
+                db.sql(&format!("DROP TABLE d{}", i - 1)).unwrap();
+            }
+            if i % 4 == 0 {
+                db.sql(&format!("ALTER TABLE d{i} ADD COLUMN c{i} BIGINT")).unwrap();
+            }
+            println!("@@acked {i}");
+            std::io::stdout().flush().unwrap();
+        }
+    }
+    for (round, kill_after) in [7u64, 120].into_iter().enumerate() {
+        let dir = tempfile::tempdir().unwrap();
+        let acked = kill_after_acks(TEST, "ddl", dir.path(), kill_after);
+        let db = Database::open(dir.path()).unwrap();
+        let tables = db.list_tables();
+        // Step j + 1 drops d{j} when j + 1 is a multiple of 3; the step after the last
+        // acknowledged one may or may not have run.
+        for j in 1..=acked {
+            let dropped = (j + 1) % 3 == 0;
+            let exists = tables.contains(&format!("d{j}"));
+            if j < acked {
+                assert_eq!(exists, !dropped, "round {round}: d{j} ({acked} acknowledged)");
+            } else {
+                assert!(exists || dropped, "round {round}: d{j} was acknowledged");
+            }
+            if exists && j % 4 == 0 {
+                let cols = db.table(&format!("d{j}")).unwrap().schema().unwrap();
+                assert!(cols.field_with_name(&format!("c{j}")).is_ok(), "round {round}: d{j}");
+            }
+        }
+        db.sql("INSERT INTO d1 (k) VALUES (1), (2)").unwrap();
+        db.close().unwrap();
+        let db = Database::open(dir.path()).unwrap();
+        assert_eq!(db.table("d1").unwrap().count().unwrap(), 2, "round {round}");
+    }
+}
+
 /// Rounds for the randomised kill tests: `BASALT_CRASH_ROUNDS` (small by default for CI).
 fn crash_rounds() -> u64 {
     std::env::var("BASALT_CRASH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(4)
