@@ -816,46 +816,16 @@ pub fn decode_window(
             format!("window {start}+{len} outside {n} rows"),
         ));
     }
+    if matches!(c.encoding, Encoding::Dict { .. })
+        && mode == DecodeMode::Values
+        && len <= SMALL_WINDOW
+    {
+        // A few rows (point lookups): gather their values straight from the dictionary
+        // instead of validating the whole dictionary and casting.
+        return decode_rows(raw, c, &(start..start + len).collect::<Vec<_>>());
+    }
     let corrupt = |reason: String| Error::corrupt(c.file, c.offset, reason);
-    // Section buffers.
-    let mut secs = Vec::with_capacity(c.sections.len());
-    let mut pos = 0usize;
-    for &len in c.sections {
-        let len = usize::try_from(len).map_err(|_| corrupt("section length overflows".into()))?;
-        let end = pos.checked_add(len).filter(|&e| e <= raw.len());
-        let Some(end) = end else {
-            return Err(corrupt(format!("section [{pos}, +{len}) exceeds block of {}", raw.len())));
-        };
-        secs.push(raw.slice_with_length(pos, end - pos));
-        pos = align64(end);
-    }
-    let has_validity = c.null_count > 0 && c.phys != Physical::Generic;
-    let expected_secs = usize::from(has_validity)
-        + match (&c.encoding, c.phys) {
-            (Encoding::Ipc, _) => 1,
-            (Encoding::Plain, Physical::Bytes) => 2,
-            (Encoding::Plain, _) => 1,
-            (Encoding::Dict { .. }, Physical::Bytes) => 3,
-            (Encoding::Dict { .. }, _) => 2,
-            (Encoding::ForPacked { .. } | Encoding::DeltaPacked { .. }, _) => 1,
-        };
-    if secs.len() != expected_secs {
-        return Err(corrupt(format!("expected {expected_secs} sections, found {}", secs.len())));
-    }
-    let mut secs = secs.into_iter();
-    let nulls = if has_validity {
-        let v = secs.next().ok_or_else(|| corrupt("missing validity".into()))?;
-        if v.len() < n.div_ceil(8) {
-            return Err(corrupt("validity bitmap too short".into()));
-        }
-        let nb = NullBuffer::new(BooleanBuffer::new(v, 0, n));
-        if nb.null_count() != c.null_count as usize {
-            return Err(corrupt("null count does not match the validity bitmap".into()));
-        }
-        Some(nb)
-    } else {
-        None
-    };
+    let (mut secs, nulls) = sections(raw, &c)?;
     let mut next = || secs.next().ok_or_else(|| corrupt("missing section".into()));
     let need = |b: &Buffer, len: usize, what: &str| {
         if b.len() < len {
@@ -960,13 +930,8 @@ pub fn decode_window(
             build(c.data_type.clone(), vec![], vec![child], nulls)
         }
         (Encoding::Plain, phys) => {
-            let w = match phys {
-                Physical::Int { width, .. } => width as usize,
-                Physical::F32 => 4,
-                Physical::F64 => 8,
-                Physical::Decimal128 => 16,
-                _ => return Err(corrupt("plain encoding for an unexpected kind".into())),
-            };
+            let w = plain_width(phys)
+                .ok_or_else(|| corrupt("plain encoding for an unexpected kind".into()))?;
             let v = next()?;
             need(&v, n * w, "values")?;
             build(c.data_type.clone(), vec![v.slice_with_length(0, n * w)], vec![], nulls)
@@ -1007,73 +972,6 @@ pub fn decode_window(
                 });
             });
             windowed(vec![values], start)
-        }
-        (Encoding::Dict { code_width, dict_len }, phys)
-            if mode == DecodeMode::Values && len <= SMALL_WINDOW =>
-        {
-            // A few rows (point lookups): gather their values straight from the dictionary
-            // instead of validating the whole dictionary and casting.
-            let (k, cw) = (*dict_len as usize, *code_width as usize);
-            let (dict_a, dict_b) = match phys {
-                Physical::Bytes => (Some(next()?), next()?),
-                Physical::F32 | Physical::F64 => (None, next()?),
-                _ => return Err(corrupt("dictionary encoding for an unexpected kind".into())),
-            };
-            let codes = next()?;
-            need(&codes, n * cw, "codes")?;
-            let code_at = |i: usize| -> Result<usize> {
-                let b = codes.as_slice();
-                let c = match cw {
-                    1 => b[i] as usize,
-                    2 => u16::from_le_bytes([b[2 * i], b[2 * i + 1]]) as usize,
-                    _ => u32::from_le_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]])
-                        as usize,
-                };
-                if c >= k {
-                    return Err(corrupt(format!("dictionary code {c} out of {k} entries")));
-                }
-                Ok(c)
-            };
-            let is_null = |i: usize| nulls.as_ref().is_some_and(|nb| nb.is_null(i));
-            match dict_a {
-                Some(offs) => {
-                    need(&offs, (k + 1) * 4, "dictionary offsets")?;
-                    let o = offs.typed_data::<i32>();
-                    let data = dict_b.as_slice();
-                    let mut out_offs = Vec::with_capacity(len + 1);
-                    let mut out = Vec::new();
-                    out_offs.push(0i32);
-                    for i in start..start + len {
-                        if !is_null(i) {
-                            let c = code_at(i)?;
-                            let (lo, hi) = (o[c], o[c + 1]);
-                            if lo < 0 || hi < lo || hi as usize > data.len() {
-                                return Err(corrupt("dictionary offsets out of range".into()));
-                            }
-                            out.extend_from_slice(&data[lo as usize..hi as usize]);
-                        }
-                        let end = i32::try_from(out.len())
-                            .map_err(|_| corrupt("window of strings too large".into()))?;
-                        out_offs.push(end);
-                    }
-                    windowed(vec![Buffer::from_vec(out_offs), Buffer::from_vec(out)], 0)
-                }
-                None => {
-                    let w = if phys == Physical::F32 { 4 } else { 8 };
-                    need(&dict_b, k * w, "dictionary")?;
-                    let d = dict_b.as_slice();
-                    // MutableBuffer is 64-byte aligned, as Arrow needs for f32/f64 values.
-                    let mut out = MutableBuffer::from_len_zeroed(len * w);
-                    let o = out.as_slice_mut();
-                    for (j, i) in (start..start + len).enumerate() {
-                        if !is_null(i) {
-                            let c = code_at(i)?;
-                            o[j * w..(j + 1) * w].copy_from_slice(&d[c * w..(c + 1) * w]);
-                        }
-                    }
-                    windowed(vec![out.into()], 0)
-                }
-            }
         }
         (Encoding::Dict { code_width, dict_len }, phys) => {
             let k = *dict_len as usize;
@@ -1143,6 +1041,241 @@ pub fn decode_window(
             }
         }
         (e, p) => Err(corrupt(format!("encoding {} is invalid for {p:?}", e.name()))),
+    }
+}
+
+/// A block's section buffers (count checked against the encoding) and its validated
+/// validity bitmap (counted against the chunk's null count) when it has one.
+fn sections(
+    raw: &Buffer,
+    c: &ChunkInfo<'_>,
+) -> Result<(std::vec::IntoIter<Buffer>, Option<NullBuffer>)> {
+    let n = c.rows;
+    let corrupt = |reason: String| Error::corrupt(c.file, c.offset, reason);
+    let mut secs = Vec::with_capacity(c.sections.len());
+    let mut pos = 0usize;
+    for &len in c.sections {
+        let len = usize::try_from(len).map_err(|_| corrupt("section length overflows".into()))?;
+        let end = pos.checked_add(len).filter(|&e| e <= raw.len());
+        let Some(end) = end else {
+            return Err(corrupt(format!("section [{pos}, +{len}) exceeds block of {}", raw.len())));
+        };
+        secs.push(raw.slice_with_length(pos, end - pos));
+        pos = align64(end);
+    }
+    let has_validity = c.null_count > 0 && c.phys != Physical::Generic;
+    let expected_secs = usize::from(has_validity)
+        + match (c.encoding, c.phys) {
+            (Encoding::Ipc, _) => 1,
+            (Encoding::Plain, Physical::Bytes) => 2,
+            (Encoding::Plain, _) => 1,
+            (Encoding::Dict { .. }, Physical::Bytes) => 3,
+            (Encoding::Dict { .. }, _) => 2,
+            (Encoding::ForPacked { .. } | Encoding::DeltaPacked { .. }, _) => 1,
+        };
+    if secs.len() != expected_secs {
+        return Err(corrupt(format!("expected {expected_secs} sections, found {}", secs.len())));
+    }
+    let mut secs = secs.into_iter();
+    let nulls = if has_validity {
+        let v = secs.next().ok_or_else(|| corrupt("missing validity".into()))?;
+        if v.len() < n.div_ceil(8) {
+            return Err(corrupt("validity bitmap too short".into()));
+        }
+        let nb = NullBuffer::new(BooleanBuffer::new(v, 0, n));
+        if nb.null_count() != c.null_count as usize {
+            return Err(corrupt("null count does not match the validity bitmap".into()));
+        }
+        Some(nb)
+    } else {
+        None
+    };
+    Ok((secs, nulls))
+}
+
+/// Like [`decode_window`] for the rows `rows` (ascending, each below the chunk's row count)
+/// in values mode: the values of just those rows, gathered straight from the encoded
+/// sections — one pass over the block's metadata for all of them instead of one per row,
+/// and no other row decoded (a prefix for delta-packed chunks with varying steps). This is
+/// how a lookup of many ids reads a row group it has few rows in.
+pub fn decode_rows(raw: &Buffer, c: ChunkInfo<'_>, rows: &[usize]) -> Result<ArrayRef> {
+    let n = c.rows;
+    let corrupt = |reason: String| Error::corrupt(c.file, c.offset, reason);
+    let (Some(&first), Some(&last)) = (rows.first(), rows.last()) else {
+        return Ok(arrow_array::new_empty_array(c.data_type));
+    };
+    if last >= n || rows.windows(2).any(|w| w[0] > w[1]) {
+        return Err(corrupt(format!("rows {first}..={last} outside {n} rows or unsorted")));
+    }
+    let k = rows.len();
+    let span = |raw: &Buffer| -> Result<ArrayRef> {
+        // Decode the covering window once and pick the rows from it.
+        let w = decode_window(raw, c, DecodeMode::Values, first, last - first + 1)?;
+        let idx =
+            arrow_array::UInt32Array::from_iter_values(rows.iter().map(|&r| (r - first) as u32));
+        arrow_select::take::take(w.as_ref(), &idx, None)
+            .map_err(|e| corrupt(format!("gather rows: {e}")))
+    };
+    match (c.encoding, c.phys) {
+        (Encoding::Ipc, _) | (Encoding::Plain, Physical::Vector { .. } | Physical::Bool) => {
+            return span(raw);
+        }
+        (Encoding::DeltaPacked { bits, .. }, _) if *bits > 0 => return span(raw),
+        _ => {}
+    }
+    let (mut secs, nulls) = sections(raw, &c)?;
+    let mut next = || secs.next().ok_or_else(|| corrupt("missing section".into()));
+    let need = |b: &Buffer, len: usize, what: &str| {
+        if b.len() < len {
+            Err(corrupt(format!("{what} section has {} bytes, needs {len}", b.len())))
+        } else {
+            Ok(())
+        }
+    };
+    let out_nulls = nulls
+        .as_ref()
+        .map(|nb| NullBuffer::new(BooleanBuffer::from_iter(rows.iter().map(|&r| nb.is_valid(r)))));
+    let is_null = |i: usize| nulls.as_ref().is_some_and(|nb| nb.is_null(i));
+    let build = |buffers: Vec<Buffer>| {
+        arrow_data::ArrayData::builder(c.data_type.clone())
+            .len(k)
+            .buffers(buffers)
+            .nulls(out_nulls.clone())
+            .build()
+            .map(make_array)
+            .map_err(|e| corrupt(format!("invalid column data: {e}")))
+    };
+    // Fixed-width values: `w` bytes of row `r` at `r * w` of `v`.
+    let gather_fixed = |v: &Buffer, w: usize| {
+        let mut out = MutableBuffer::from_len_zeroed(k * w);
+        let o = out.as_slice_mut();
+        for (j, &r) in rows.iter().enumerate() {
+            o[j * w..(j + 1) * w].copy_from_slice(&v.as_slice()[r * w..(r + 1) * w]);
+        }
+        Buffer::from(out)
+    };
+    match (c.encoding, c.phys) {
+        (Encoding::Plain, Physical::Bytes) => {
+            let offs = next()?;
+            let data = next()?;
+            need(&offs, (n + 1) * 4, "offsets")?;
+            let o = offs.typed_data::<i32>();
+            let mut out_offs = Vec::with_capacity(k + 1);
+            let mut out = Vec::new();
+            out_offs.push(0i32);
+            for &r in rows {
+                let (lo, hi) = (o[r], o[r + 1]);
+                if lo < 0 || hi < lo || hi as usize > data.len() {
+                    return Err(corrupt("string offsets out of range".into()));
+                }
+                out.extend_from_slice(&data.as_slice()[lo as usize..hi as usize]);
+                out_offs
+                    .push(i32::try_from(out.len()).map_err(|_| corrupt("rows too large".into()))?);
+            }
+            build(vec![Buffer::from_vec(out_offs), Buffer::from_vec(out)])
+        }
+        (Encoding::Plain, phys) => {
+            let w = plain_width(phys)
+                .ok_or_else(|| corrupt("plain encoding for an unexpected kind".into()))?;
+            let v = next()?;
+            need(&v, n * w, "values")?;
+            build(vec![gather_fixed(&v, w)])
+        }
+        (Encoding::ForPacked { base, bits }, Physical::Int { width, .. }) => {
+            let p = next()?;
+            need(&p, bitpack::packed_len(n, *bits), "packed")?;
+            let values = unpack_ints(width, k, |out| {
+                for (o, &r) in out.iter_mut().zip(rows) {
+                    *o = base.wrapping_add(bitpack::get(p.as_slice(), *bits, r));
+                }
+            });
+            build(vec![values])
+        }
+        (Encoding::DeltaPacked { first, base, .. }, Physical::Int { width, .. }) => {
+            // Constant step (the other case took the window above).
+            let p = next()?;
+            need(&p, bitpack::packed_len(n.saturating_sub(1), 0), "packed")?;
+            let values = unpack_ints(width, k, |out| {
+                for (o, &r) in out.iter_mut().zip(rows) {
+                    *o = first.wrapping_add(base.wrapping_mul(r as u64));
+                }
+            });
+            build(vec![values])
+        }
+        (Encoding::Dict { code_width, dict_len }, phys) => {
+            let (dk, cw) = (*dict_len as usize, *code_width as usize);
+            let (dict_a, dict_b) = match phys {
+                Physical::Bytes => (Some(next()?), next()?),
+                Physical::F32 | Physical::F64 => (None, next()?),
+                _ => return Err(corrupt("dictionary encoding for an unexpected kind".into())),
+            };
+            let codes = next()?;
+            need(&codes, n * cw, "codes")?;
+            let code_at = |i: usize| -> Result<usize> {
+                let b = codes.as_slice();
+                let c = match cw {
+                    1 => b[i] as usize,
+                    2 => u16::from_le_bytes([b[2 * i], b[2 * i + 1]]) as usize,
+                    _ => u32::from_le_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]])
+                        as usize,
+                };
+                if c >= dk {
+                    return Err(corrupt(format!("dictionary code {c} out of {dk} entries")));
+                }
+                Ok(c)
+            };
+            match dict_a {
+                Some(offs) => {
+                    need(&offs, (dk + 1) * 4, "dictionary offsets")?;
+                    let o = offs.typed_data::<i32>();
+                    let data = dict_b.as_slice();
+                    let mut out_offs = Vec::with_capacity(k + 1);
+                    let mut out = Vec::new();
+                    out_offs.push(0i32);
+                    for &r in rows {
+                        if !is_null(r) {
+                            let c = code_at(r)?;
+                            let (lo, hi) = (o[c], o[c + 1]);
+                            if lo < 0 || hi < lo || hi as usize > data.len() {
+                                return Err(corrupt("dictionary offsets out of range".into()));
+                            }
+                            out.extend_from_slice(&data[lo as usize..hi as usize]);
+                        }
+                        out_offs.push(
+                            i32::try_from(out.len())
+                                .map_err(|_| corrupt("rows too large".into()))?,
+                        );
+                    }
+                    build(vec![Buffer::from_vec(out_offs), Buffer::from_vec(out)])
+                }
+                None => {
+                    let w = if phys == Physical::F32 { 4 } else { 8 };
+                    need(&dict_b, dk * w, "dictionary")?;
+                    let d = dict_b.as_slice();
+                    let mut out = MutableBuffer::from_len_zeroed(k * w);
+                    let o = out.as_slice_mut();
+                    for (j, &r) in rows.iter().enumerate() {
+                        if !is_null(r) {
+                            let c = code_at(r)?;
+                            o[j * w..(j + 1) * w].copy_from_slice(&d[c * w..(c + 1) * w]);
+                        }
+                    }
+                    build(vec![out.into()])
+                }
+            }
+        }
+        _ => span(raw),
+    }
+}
+
+/// Bytes per value of a plain fixed-width chunk of kind `phys`.
+fn plain_width(phys: Physical) -> Option<usize> {
+    match phys {
+        Physical::Int { width, .. } => Some(width as usize),
+        Physical::F32 => Some(4),
+        Physical::F64 => Some(8),
+        Physical::Decimal128 => Some(16),
+        _ => None,
     }
 }
 
@@ -1256,6 +1389,23 @@ mod tests {
                     );
                 }
                 assert!(decode_window(&raw, info, DecodeMode::Values, n, 1).is_err());
+                // Row lists gather exactly those rows.
+                let picks: [Vec<usize>; 6] = [
+                    Vec::new(),
+                    (0..n).collect(),
+                    (0..n).step_by(3).collect(),
+                    (0..n).filter(|i| i % 7 == 2 || i % 11 == 5).collect(),
+                    [0, n.saturating_sub(1)].into_iter().filter(|_| n > 1).collect(),
+                    vec![n / 2; n.min(2)],
+                ];
+                for rows in picks {
+                    let got = decode_rows(&raw, info, &rows).unwrap();
+                    let idx = UInt32Array::from_iter_values(rows.iter().map(|&r| r as u32));
+                    let want = arrow_select::take::take(a.as_ref(), &idx, None).unwrap();
+                    assert_eq!(got.as_ref(), want.as_ref(), "rows {rows:?} of {:?}", enc.encoding);
+                }
+                assert!(decode_rows(&raw, info, &[n]).is_err());
+                assert!(n < 2 || decode_rows(&raw, info, &[1, 0]).is_err());
                 let codes = decode(&raw, info, DecodeMode::Codes).unwrap();
                 if let DataType::Dictionary(_, _) = codes.data_type() {
                     let back = arrow_cast::cast(&codes, a.data_type()).unwrap();

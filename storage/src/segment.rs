@@ -582,6 +582,12 @@ impl Segment {
         len: usize,
         mode: DecodeMode,
     ) -> Result<ArrayRef> {
+        let (raw, info) = self.block_info(rg, col)?;
+        encoding::decode_window(&raw, info, mode, start, len)
+    }
+
+    /// The (verified) block of column `col` of row group `rg` and what decoding it needs.
+    fn block_info(&self, rg: usize, col: usize) -> Result<(Buffer, ChunkInfo<'_>)> {
         let raw = self.block(rg, col)?;
         let m = self.chunk(rg, col)?;
         let info = ChunkInfo {
@@ -594,7 +600,14 @@ impl Segment {
             file: &self.path,
             offset: m.offset,
         };
-        encoding::decode_window(&raw, info, mode, start, len)
+        Ok((raw, info))
+    }
+
+    /// Decodes the rows `rows` (ascending) of column `col` of row group `rg` only, as
+    /// values (see [`encoding::decode_rows`]).
+    pub fn read_column_rows(&self, rg: usize, col: usize, rows: &[usize]) -> Result<ArrayRef> {
+        let (raw, info) = self.block_info(rg, col)?;
+        encoding::decode_rows(&raw, info, rows)
     }
 
     /// The `_id` column (segment position 0) of row group `rg`, decoded once and kept: a

@@ -355,14 +355,7 @@ impl TableSnapshot {
         mode: DecodeMode,
     ) -> Result<Vec<ArrayRef>> {
         self.check_projection(projection)?;
-        let seg = &self
-            .segments
-            .get(segment)
-            .ok_or_else(|| Error::InvalidInput {
-                table: self.name.clone(),
-                reason: format!("no segment {segment} (table has {})", self.segments.len()),
-            })?
-            .segment;
+        let seg = self.segment_at(segment)?;
         let rows = seg.meta().row_groups.get(rg).map(|g| g.rows as usize).ok_or_else(|| {
             Error::InvalidInput {
                 table: self.name.clone(),
@@ -727,103 +720,82 @@ impl TableSnapshot {
     pub fn rows_at(&self, locs: &[RowLocation], projection: &[usize]) -> Result<RecordBatch> {
         self.check_projection(projection)?;
         let schema = self.projected_schema(projection)?;
-        // Few rows: decode just those rows. Many: decode each touched row group once.
-        if locs.len() <= 64 {
-            let mut rows: Vec<Vec<ArrayRef>> = Vec::with_capacity(locs.len());
-            for &loc in locs {
-                rows.push(match loc {
-                    RowLocation::Memtable { batch, row } => {
-                        let b = self.memtable_batch(batch)?;
-                        projection.iter().map(|&p| b.column(p).slice(row, 1)).collect()
-                    }
-                    RowLocation::Segment { segment, rg, row } => {
-                        self.read_row(segment, rg, row, projection)?
-                    }
-                });
-            }
-            let mut columns = Vec::with_capacity(projection.len());
-            for c in 0..projection.len() {
-                let parts: Vec<&dyn Array> = rows.iter().map(|r| r[c].as_ref()).collect();
-                columns.push(match parts.as_slice() {
-                    [] => new_null_array(schema.field(c).data_type(), 0),
-                    [_] => rows[0][c].clone(),
-                    _ => arrow_select::concat::concat(&parts)
-                        .map_err(|e| Error::arrow("gather rows", e))?,
-                });
-            }
-            return RecordBatch::try_new_with_options(
-                schema,
+        let batch = |columns: Vec<ArrayRef>, rows: usize| {
+            RecordBatch::try_new_with_options(
+                schema.clone(),
                 columns,
-                &arrow_array::RecordBatchOptions::new().with_row_count(Some(rows.len())),
+                &arrow_array::RecordBatchOptions::new().with_row_count(Some(rows)),
             )
-            .map_err(|e| Error::arrow("gather rows", e));
+            .map_err(|e| Error::arrow("gather rows", e))
+        };
+        if let [loc] = locs {
+            let columns = match *loc {
+                RowLocation::Memtable { batch, row } => {
+                    let b = self.memtable_batch(batch)?;
+                    projection.iter().map(|&p| b.column(p).slice(row, 1)).collect()
+                }
+                RowLocation::Segment { segment, rg, row } => {
+                    self.read_row(segment, rg, row, projection)?
+                }
+            };
+            return batch(columns, 1);
         }
-        // Many rows: group them by source. A memtable batch is used as it is; of a row
-        // group, the window from its first to its last wanted row is decoded once — unless
-        // the wanted rows are sparse in it (a few ids spread over a large table), then each
-        // row is decoded on its own.
+        // Group the wanted rows by source: a memtable batch is used as it is; of a row
+        // group, the window from its first to its last wanted row is decoded once when the
+        // rows are dense in it, otherwise just the wanted rows are gathered from each
+        // column's encoded block (one pass over each block's metadata for all of them).
         let key_of = |loc: RowLocation| match loc {
             RowLocation::Memtable { batch, row } => ((0, batch), row),
             RowLocation::Segment { segment, rg, row } => ((1 + segment, rg), row),
         };
-        let mut span: BTreeMap<(usize, usize), (usize, usize, usize)> = BTreeMap::new();
+        let mut wanted: BTreeMap<(usize, usize), Vec<usize>> = BTreeMap::new();
         for &loc in locs {
             let (key, row) = key_of(loc);
-            let e = span.entry(key).or_insert((row, row, 0));
-            e.0 = e.0.min(row);
-            e.1 = e.1.max(row);
-            e.2 += 1;
+            wanted.entry(key).or_default().push(row);
         }
-        let sparse = |&(lo, hi, n): &(usize, usize, usize)| n * 256 < hi - lo + 1;
-        let mut sources: Vec<Vec<ArrayRef>> = Vec::new();
-        // Windowed sources: key → (source, first row); single rows: (key, row) → source.
-        let mut windows: BTreeMap<(usize, usize), (usize, usize)> = BTreeMap::new();
-        let mut singles: std::collections::HashMap<((usize, usize), usize), usize> =
-            std::collections::HashMap::new();
+        // Per source: its columns and how a wanted row maps to an index into them.
+        enum Pick {
+            Direct,
+            Offset(usize),
+            Listed(Vec<usize>),
+        }
+        let mut sources: Vec<Vec<ArrayRef>> = Vec::with_capacity(wanted.len());
+        let mut picks_of: BTreeMap<(usize, usize), (usize, Pick)> = BTreeMap::new();
+        for (key, mut rows) in wanted {
+            rows.sort_unstable();
+            rows.dedup();
+            let (cols, pick) = if key.0 == 0 {
+                let b = self.memtable_batch(key.1)?;
+                (projection.iter().map(|&p| b.column(p).clone()).collect(), Pick::Direct)
+            } else {
+                let (segment, rg) = (key.0 - 1, key.1);
+                let (lo, hi) = (rows[0], rows[rows.len() - 1]);
+                if rows.len() * 4 >= hi - lo + 1 {
+                    let len = Some(hi - lo + 1);
+                    let mode = DecodeMode::Values;
+                    let cols =
+                        self.read_row_group_window(segment, rg, projection, lo, len, mode)?;
+                    (cols, Pick::Offset(lo))
+                } else {
+                    (self.read_row_group_rows(segment, rg, projection, &rows)?, Pick::Listed(rows))
+                }
+            };
+            sources.push(cols);
+            picks_of.insert(key, (sources.len() - 1, pick));
+        }
         let mut picks: Vec<(usize, usize)> = Vec::with_capacity(locs.len());
         for &loc in locs {
             let (key, row) = key_of(loc);
-            let sp = span.get(&key).copied().unwrap_or((row, row, 1));
-            if let RowLocation::Segment { segment, rg, row } = loc
-                && sparse(&sp)
-            {
-                let src = match singles.get(&(key, row)) {
-                    Some(&s) => s,
-                    None => {
-                        sources.push(self.read_row(segment, rg, row, projection)?);
-                        singles.insert((key, row), sources.len() - 1);
-                        sources.len() - 1
-                    }
-                };
-                picks.push((src, 0));
-                continue;
-            }
-            let (src, base) = match windows.get(&key) {
-                Some(&w) => w,
-                None => {
-                    let (cols, base) = match loc {
-                        RowLocation::Memtable { batch, .. } => {
-                            let b = self.memtable_batch(batch)?;
-                            (projection.iter().map(|&p| b.column(p).clone()).collect(), 0)
-                        }
-                        RowLocation::Segment { segment, rg, .. } => (
-                            self.read_row_group_window(
-                                segment,
-                                rg,
-                                projection,
-                                sp.0,
-                                Some(sp.1 - sp.0 + 1),
-                                DecodeMode::Values,
-                            )?,
-                            sp.0,
-                        ),
-                    };
-                    sources.push(cols);
-                    windows.insert(key, (sources.len() - 1, base));
-                    (sources.len() - 1, base)
-                }
-            };
-            picks.push((src, row - base));
+            // Every key and row was put in `picks_of` above.
+            let pick = picks_of.get(&key).and_then(|(src, pick)| match pick {
+                Pick::Direct => Some((*src, row)),
+                Pick::Offset(lo) => Some((*src, row - lo)),
+                Pick::Listed(rows) => rows.binary_search(&row).ok().map(|i| (*src, i)),
+            });
+            picks.push(pick.ok_or_else(|| Error::InvalidInput {
+                table: self.name.clone(),
+                reason: "a wanted row lost its source".into(),
+            })?);
         }
         let mut columns = Vec::with_capacity(projection.len());
         for c in 0..projection.len() {
@@ -836,12 +808,44 @@ impl TableSnapshot {
             };
             columns.push(col);
         }
-        RecordBatch::try_new_with_options(
-            schema,
-            columns,
-            &arrow_array::RecordBatchOptions::new().with_row_count(Some(picks.len())),
-        )
-        .map_err(|e| Error::arrow("gather rows", e))
+        batch(columns, picks.len())
+    }
+
+    fn segment_at(&self, segment: usize) -> Result<&Segment> {
+        Ok(&self
+            .segments
+            .get(segment)
+            .ok_or_else(|| Error::InvalidInput {
+                table: self.name.clone(),
+                reason: format!("no segment {segment} (table has {})", self.segments.len()),
+            })?
+            .segment)
+    }
+
+    /// The rows `rows` (ascending) of the projected columns of one row group, gathered
+    /// from the encoded blocks without decoding other rows.
+    pub fn read_row_group_rows(
+        &self,
+        segment: usize,
+        rg: usize,
+        projection: &[usize],
+        rows: &[usize],
+    ) -> Result<Vec<ArrayRef>> {
+        self.check_projection(projection)?;
+        let seg = self.segment_at(segment)?;
+        projection
+            .iter()
+            .map(|&p| {
+                let cid = self.schema.column_id_at(p);
+                match seg.meta().position_of(cid) {
+                    Some(pos) => seg.read_column_rows(rg, pos, rows),
+                    None => Ok(new_null_array(
+                        self.schema.full_schema().field(p).data_type(),
+                        rows.len(),
+                    )),
+                }
+            })
+            .collect()
     }
 
     fn memtable_batch(&self, batch: usize) -> Result<&RecordBatch> {

@@ -1012,6 +1012,15 @@ fn range_scans_and_many_row_lookups_equal_the_full_scan() {
                 .unwrap();
         assert_eq!(got, want);
     }
+    // A few ids (spread over row groups and the memtable, repeated, missing).
+    for list in [vec![5u64, 70_001, 140_100, 5, 99_999, 5_000_000], vec![140_250, 3], vec![]] {
+        let got = t.get_many(&list, &proj).unwrap();
+        let rows: Vec<u32> = list.iter().filter_map(|id| at.get(id)).map(|&r| r as u32).collect();
+        let want =
+            arrow_select::take::take_record_batch(&full, &arrow_array::UInt32Array::from(rows))
+                .unwrap();
+        assert_eq!(got, want, "{list:?}");
+    }
 }
 
 #[test]
