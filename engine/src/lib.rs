@@ -281,6 +281,16 @@ impl Database {
         Ok(self.inner.store.ack_feed(name, lsn)?)
     }
 
+    /// The change feeds and their acknowledged positions.
+    pub fn list_feeds(&self) -> Vec<(String, u64)> {
+        self.inner.store.feeds()
+    }
+
+    /// Whether this handle was opened read-only (every write fails).
+    pub fn is_read_only(&self) -> bool {
+        self.inner.store.options().read_only
+    }
+
     /// Removes a change feed.
     pub fn drop_feed(&self, name: &str) -> Result<()> {
         Ok(self.inner.store.drop_feed(name)?)
@@ -301,6 +311,13 @@ impl Database {
     /// `_id`s handed out since are not reused.
     pub fn restore(&self, name: &str) -> Result<()> {
         Ok(self.inner.store.restore(name)?)
+    }
+
+    /// Restores only `tables` to a checkpoint (their rows, schemas and full-text indexes);
+    /// every other table, every view and every change feed stays as it is. A table the
+    /// checkpoint lacks is an error and nothing changes.
+    pub fn restore_tables(&self, name: &str, tables: &[&str]) -> Result<()> {
+        Ok(self.inner.store.restore_tables(name, tables)?)
     }
 
     /// Drops a checkpoint and the files only it kept.
@@ -494,6 +511,12 @@ impl Table {
     /// The table's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The table's id: what [`ChangeOp`]s of a change feed name it by (stable across
+    /// renames, never reused).
+    pub fn id(&self) -> Result<u64> {
+        Ok(self.snap()?.id())
     }
 
     /// The user columns (what `SELECT *` shows; `_id` not included).

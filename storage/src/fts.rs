@@ -525,6 +525,12 @@ impl Store {
     /// Opens the index of every table that has one, rebuilding or catching up as the
     /// module docs describe (`rebuild`: rebuild every one, as after a restore).
     pub(crate) fn fts_open_all(&self, rebuild: bool) -> Result<()> {
+        self.fts_open_tables(|_| rebuild)
+    }
+
+    /// Like [`Store::fts_open_all`], rebuilding the indexes of the tables (by id) for which
+    /// `rebuild` says so.
+    pub(crate) fn fts_open_tables(&self, rebuild: impl Fn(u64) -> bool) -> Result<()> {
         self.fts.handles.write().clear();
         let snap = self.head_snapshot();
         for t in snap.tables.values() {
@@ -541,7 +547,7 @@ impl Store {
                 }
                 continue;
             }
-            self.fts_open_one(t, &snap, entry, rebuild)?;
+            self.fts_open_one(t, &snap, entry, rebuild(t.id))?;
         }
         Ok(())
     }

@@ -770,7 +770,7 @@ impl TableSnapshot {
             } else {
                 let (segment, rg) = (key.0 - 1, key.1);
                 let (lo, hi) = (rows[0], rows[rows.len() - 1]);
-                if rows.len() * 4 >= hi - lo + 1 {
+                if rows.len() * 4 > hi - lo {
                     let len = Some(hi - lo + 1);
                     let mode = DecodeMode::Values;
                     let cols =
@@ -2129,24 +2129,58 @@ impl Store {
     /// never reused: row, table and segment counters keep their current maxima. Change feeds
     /// keep their positions.
     pub fn restore(&self, name: &str) -> Result<()> {
+        self.restore_from(name, None)
+    }
+
+    /// Restores only the tables `tables` to checkpoint `name`: their rows, schemas and
+    /// full-text indexes become what they were; every other table, every view and every
+    /// change feed stays as it is. A named table the checkpoint does not hold is an error
+    /// (nothing changes). A table of that name created since the checkpoint is replaced.
+    pub fn restore_tables(&self, name: &str, tables: &[&str]) -> Result<()> {
+        self.restore_from(name, Some(tables))
+    }
+
+    fn restore_from(&self, name: &str, only: Option<&[&str]>) -> Result<()> {
         let _w = self.writer()?;
         let mut head = self.head.lock();
         let m = self.load_checkpoint(name)?;
         let restored = state_from_manifest(self.vfs.as_ref(), &self.root, m)?;
+        if let Some(names) = only {
+            if let Some(missing) = names.iter().find(|n| !restored.tables.contains_key(**n)) {
+                return Err(Error::InvalidInput {
+                    table: missing.to_string(),
+                    reason: format!("checkpoint '{name}' has no table '{missing}'"),
+                });
+            }
+            // The other tables keep their rows, those still only in the log included: make
+            // them segments, so that no log record needs replaying after the swap below.
+            let n = (**head).clone();
+            self.flush_into(&mut head, n)?;
+        }
         let mut next = (**head).clone();
         next.next_table_id = next.next_table_id.max(restored.next_table_id);
-        let mut tables = BTreeMap::new();
+        let picked = |tname: &str| only.is_none_or(|o| o.contains(&tname));
+        let mut tables = if only.is_some() { next.tables.clone() } else { BTreeMap::new() };
+        let mut rebuilt = std::collections::BTreeSet::new();
         for (tname, t) in restored.tables {
+            if !picked(&tname) {
+                continue;
+            }
             let mut t = (*t).clone();
             if let Some(cur) = head.tables.values().find(|c| c.id == t.id) {
                 t.next_row_id = t.next_row_id.max(cur.next_row_id);
             }
+            // Renamed since: the table goes back to its old name.
+            tables.retain(|k, c| c.id != t.id || *k == tname);
+            rebuilt.insert(t.id);
             tables.insert(tname, Arc::new(t));
         }
         next.tables = tables;
-        next.views = restored.views;
-        // The log's records describe the state being discarded: none may replay onto the
-        // restored one.
+        if only.is_none() {
+            next.views = restored.views;
+        }
+        // The log's records describe the state being discarded (or, restoring some
+        // tables, are all in segments now): none may replay onto the restored one.
         if let Some(wal) = &self.wal {
             next.wal_lsn = next.wal_lsn.max(wal.last_lsn());
         }
@@ -2154,7 +2188,7 @@ impl Store {
         self.install(&mut head, next, true)?;
         drop(head);
         // The restored tables' indexes describe other rows: build them again.
-        self.fts_open_all(true)?;
+        self.fts_open_tables(|id| rebuilt.contains(&id))?;
         if let Some(wal) = &self.wal {
             let keep = self.retention(&self.head.lock());
             self.poison(wal.rotate(keep))?;

@@ -7,11 +7,12 @@
 //! and a registry row per store) through the public API, so durability, transactions and
 //! the full-text index are the engine's. It must not reach below the public API.
 //!
-//! Not yet here (see the README's *Agent memory*): near-duplicate detection, the embedding
-//! cache, the change feed subscription, checkpoints, TTL sweeping (expired items are only
-//! hidden), batch operations, and the HTTP embedder.
+//! Change feed (`subscribe`, in `feed`), checkpoints (the database's, restored for the
+//! store's tables alone), TTL sweeping and strict namespaces are here too. Not yet here
+//! (see the README's *Agent memory*): a persistent embedding cache and the HTTP embedder.
 
 mod embed;
+mod feed;
 mod filter;
 
 use std::collections::{BTreeMap, HashMap};
@@ -22,6 +23,7 @@ use arrow_schema::{DataType, Field, Schema};
 use serde_json::Value as Json;
 
 pub use embed::{CacheStats, CachedEmbedder, Embedder, HashEmbedder};
+pub use feed::{MemoryEvent, MemoryEventKind, Subscription};
 pub use filter::Filter;
 
 use crate::{
@@ -77,6 +79,17 @@ pub enum MemoryError {
         /// The id or key looked for.
         what: String,
     },
+    /// A strict store (see [`MemoryConfig::strict_namespaces`]) was given a namespace
+    /// that is not registered (nor below a registered one).
+    #[error(
+        "memory store '{store}': unknown namespace '{namespace}' (strict store: register it first)"
+    )]
+    UnknownNamespace {
+        /// The store.
+        store: String,
+        /// The namespace.
+        namespace: String,
+    },
     /// The embedder failed.
     #[error("memory store '{store}': embedder: {reason}")]
     Embedder {
@@ -105,6 +118,10 @@ pub struct MemoryConfig {
     /// `remember` of a vector whose cosine similarity to a live item's in the same
     /// namespace is at least this updates that item instead (default off).
     pub dedupe_near: Option<f32>,
+    /// Only registered namespaces ([`MemoryStore::register_namespace`]) and those below
+    /// them may be written or read; any other is [`MemoryError::UnknownNamespace`], so a
+    /// misspelt tenant or user is an error instead of an empty result (default false).
+    pub strict_namespaces: bool,
 }
 
 impl MemoryConfig {
@@ -117,6 +134,7 @@ impl MemoryConfig {
             max_metadata_bytes: 16 << 10,
             dedupe_exact: true,
             dedupe_near: None,
+            strict_namespaces: false,
         }
     }
 }
@@ -273,7 +291,7 @@ pub struct RecallHit {
 pub struct HistoryEntry {
     /// The version this change produced (0 for a deletion).
     pub version: u64,
-    /// `create`, `update` or `delete`.
+    /// `create`, `update`, `delete`, or `expire` (swept after its time to live).
     pub op: String,
     /// Text before the change.
     pub old_text: Option<String>,
@@ -308,8 +326,13 @@ pub struct MemoryStore {
     db: Database,
     name: String,
     history: String,
+    /// Registered namespaces (`<name>__namespaces`).
+    namespaces: String,
     config: MemoryConfig,
     embedder: Option<Arc<dyn Embedder>>,
+    /// Registered namespaces seen so far (a cache of the table; misses read it again, so
+    /// registrations through other handles count).
+    known: parking_lot::Mutex<std::collections::BTreeSet<String>>,
 }
 
 impl std::fmt::Debug for MemoryStore {
@@ -342,8 +365,10 @@ impl MemoryStore {
             db: db.clone(),
             name: name.into(),
             history: format!("{name}__history"),
+            namespaces: format!("{name}__namespaces"),
             config,
             embedder: None,
+            known: Default::default(),
         };
         if store.config.dim == 0 {
             return Err(store.invalid("the vector dimension must be at least 1"));
@@ -385,7 +410,123 @@ impl MemoryStore {
                 )?;
             }
         }
+        // A read-only handle (another process's writer owns the store) changes nothing.
+        if db.is_read_only() {
+            return Ok(store);
+        }
+        // Stores made before namespace registration existed lack the table.
+        if !db.list_tables().contains(&store.namespaces) {
+            db.create_table(
+                &store.namespaces,
+                &Schema::new(vec![Field::new("namespace", DataType::Utf8, false)]),
+            )?;
+        }
+        // Expired items are invisible from the moment they expire; opening reclaims them.
+        store.sweep_expired()?;
         Ok(store)
+    }
+
+    /// Saves the store as it is now (items, history, registered namespaces) under `name`:
+    /// a checkpoint of the database (cheap: its files are kept, nothing is copied).
+    pub fn checkpoint(&self, name: &str) -> Res<()> {
+        self.db.checkpoint(&self.checkpoint_name(name))
+    }
+
+    /// Brings the store back to checkpoint `name`: items, versions, history and registered
+    /// namespaces become what they were, the full-text index is rebuilt; other tables of
+    /// the database are untouched and ids handed out since are never reused. A restore is
+    /// not a change-feed event: subscribers that mirror the store read it again.
+    pub fn restore(&self, name: &str) -> Res<()> {
+        let tables = [self.name.as_str(), self.history.as_str(), self.namespaces.as_str()];
+        self.db.restore_tables(&self.checkpoint_name(name), &tables)?;
+        self.known.lock().clear();
+        Ok(())
+    }
+
+    /// Drops checkpoint `name` of the store (and the files only it kept).
+    pub fn drop_checkpoint(&self, name: &str) -> Res<()> {
+        self.db.drop_checkpoint(&self.checkpoint_name(name))
+    }
+
+    /// The store's checkpoints, sorted.
+    pub fn checkpoints(&self) -> Res<Vec<String>> {
+        let prefix = self.checkpoint_name("");
+        Ok(self
+            .db
+            .list_checkpoints()?
+            .into_iter()
+            .filter_map(|c| c.strip_prefix(&prefix).map(str::to_string))
+            .collect())
+    }
+
+    fn checkpoint_name(&self, name: &str) -> String {
+        format!("{}__cp__{name}", self.name)
+    }
+
+    /// Registers `namespace` (and so everything below it) for a strict store; registering
+    /// twice is harmless. Works on any store.
+    pub fn register_namespace(&self, namespace: &str) -> Res<()> {
+        self.check_namespace_form(namespace, false)?;
+        if self.registered(namespace)? {
+            return Ok(());
+        }
+        self.db.table(&self.namespaces)?.insert_row(Row::new().set("namespace", namespace))?;
+        self.known.lock().insert(namespace.to_string());
+        Ok(())
+    }
+
+    /// The registered namespaces, sorted.
+    pub fn registered_namespaces(&self) -> Res<Vec<String>> {
+        let mut out = std::collections::BTreeSet::new();
+        // (Absent on a read-only handle of a store made before registration existed.)
+        let Ok(table) = self.db.table(&self.namespaces) else { return Ok(Vec::new()) };
+        for b in table.scan_columns(&["namespace"])? {
+            let b = b?;
+            for i in 0..b.num_rows() {
+                if let Some(ns) = text_of(Row::from_batch(&b, i).get("namespace")) {
+                    out.insert(ns);
+                }
+            }
+        }
+        *self.known.lock() = out.clone();
+        Ok(out.into_iter().collect())
+    }
+
+    /// Whether `ns` or one of its ancestors is registered.
+    fn registered(&self, ns: &str) -> Res<bool> {
+        let covered = |known: &std::collections::BTreeSet<String>| {
+            let mut prefix = String::new();
+            ns.split('/').any(|seg| {
+                if !prefix.is_empty() {
+                    prefix.push('/');
+                }
+                prefix.push_str(seg);
+                known.contains(&prefix)
+            })
+        };
+        if covered(&self.known.lock()) {
+            return Ok(true);
+        }
+        let all = self.registered_namespaces()?;
+        Ok(covered(&all.into_iter().collect()))
+    }
+
+    /// Deletes expired items for good (their full-text entries with them), each with an
+    /// `expire` history entry; returns how many. Expired items are invisible to every read
+    /// from the moment they expire; sweeping reclaims their space (run it on a timer; every
+    /// open sweeps too).
+    pub fn sweep_expired(&self) -> Res<u64> {
+        let now = now_ms();
+        self.forget_where("expire", |t| {
+            let mut out = Vec::new();
+            for b in t.scan_where(&COLUMNS, &Predicate::cmp("expires_ms", CmpOp::LtEq, now))? {
+                let b = b?;
+                for i in 0..b.num_rows() {
+                    out.push(item_of(&Row::from_batch(&b, i)));
+                }
+            }
+            Ok(out)
+        })
     }
 
     fn create_tables(&self) -> Res<()> {
@@ -459,7 +600,21 @@ impl MemoryStore {
         MemoryError::Invalid { store: self.name.clone(), reason: reason.into() }.into()
     }
 
+    /// Checks a namespace's form and, for a strict store, that it is registered (the root
+    /// `""`, where allowed, always is).
     fn check_namespace(&self, ns: &str, allow_root: bool) -> Res<()> {
+        self.check_namespace_form(ns, allow_root)?;
+        if self.config.strict_namespaces && !ns.is_empty() && !self.registered(ns)? {
+            return Err(MemoryError::UnknownNamespace {
+                store: self.name.clone(),
+                namespace: ns.to_string(),
+            }
+            .into());
+        }
+        Ok(())
+    }
+
+    fn check_namespace_form(&self, ns: &str, allow_root: bool) -> Res<()> {
         if ns.is_empty() {
             return if allow_root {
                 Ok(())
@@ -1030,13 +1185,13 @@ impl MemoryStore {
 
     /// Deletes the item with this id (from the table and its indexes); false if none.
     pub fn forget(&self, id: u64) -> Res<bool> {
-        self.forget_where(|t| Ok(t.get(id)?.map(|r| item_of(&r)).into_iter().collect()))
+        self.forget_where("delete", |t| Ok(t.get(id)?.map(|r| item_of(&r)).into_iter().collect()))
             .map(|n| n == 1)
     }
 
     /// Deletes the item under `key` in `namespace`; false if none.
     pub fn forget_key(&self, namespace: &str, key: &str) -> Res<bool> {
-        self.forget_where(|t| Ok(find_key(t, namespace, key)?.into_iter().collect()))
+        self.forget_where("delete", |t| Ok(find_key(t, namespace, key)?.into_iter().collect()))
             .map(|n| n == 1)
     }
 
@@ -1045,7 +1200,7 @@ impl MemoryStore {
     pub fn forget_namespace(&self, namespace: &str, filter: Option<&Filter>) -> Res<u64> {
         self.check_namespace(namespace, false)?;
         self.check_read(namespace, filter)?;
-        self.forget_where(|t| {
+        self.forget_where("delete", |t| {
             let mut out = Vec::new();
             for b in t.scan_where(&COLUMNS, &namespace_predicate(namespace))? {
                 let b = b?;
@@ -1060,10 +1215,19 @@ impl MemoryStore {
         })
     }
 
-    fn forget_where(&self, pick: impl FnOnce(&Table) -> Res<Vec<MemoryItem>>) -> Res<u64> {
+    /// Deletes the items `pick` chooses (inside the transaction), writing an `op` history
+    /// entry for each.
+    fn forget_where(
+        &self,
+        op: &str,
+        pick: impl FnOnce(&Table) -> Res<Vec<MemoryItem>>,
+    ) -> Res<u64> {
         let now = now_ms();
         self.txn(|_, items, hist| {
             let gone = pick(items)?;
+            if gone.is_empty() {
+                return Ok(0);
+            }
             let ids: Vec<u64> = gone.iter().map(|i| i.id).collect();
             let n = items.delete_many(&ids)?;
             for i in &gone {
@@ -1071,7 +1235,7 @@ impl MemoryStore {
                 hist.insert_row(Self::history_row(
                     i.id,
                     0,
-                    "delete",
+                    op,
                     Some((&i.text, m.as_deref())),
                     None,
                     now,

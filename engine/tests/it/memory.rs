@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use basalt::Database;
 use basalt::memory::{
-    Filter, HashEmbedder, MemoryConfig, MemoryError, MemoryStore, MemoryUpdate, NewMemory, Recall,
-    RecallHit, RecallMode,
+    Filter, HashEmbedder, MemoryConfig, MemoryError, MemoryEventKind, MemoryStore, MemoryUpdate,
+    NewMemory, Recall, RecallHit, RecallMode,
 };
 use serde_json::json;
 
@@ -449,4 +449,166 @@ fn duplicates_inside_one_batch_become_one_item() {
     );
     assert_eq!(m.history(out[0]).unwrap().len(), 2);
     assert_eq!(m.history(out[3]).unwrap().len(), 1);
+}
+
+#[test]
+fn sweeping_reclaims_expired_items_with_their_index_entries() {
+    let db = Database::open_in_memory().unwrap();
+    let m = store(&db);
+    let gone = m.remember("n", NewMemory::text("ephemeral lychee").ttl(Duration::ZERO)).unwrap();
+    let kept = m.remember("n", NewMemory::text("durable lychee")).unwrap();
+    let rows = || db.table("mem").unwrap().count().unwrap();
+    assert_eq!(rows(), 2); // hidden, not yet removed
+    assert_eq!(m.sweep_expired().unwrap(), 1);
+    assert_eq!(rows(), 1);
+    assert_eq!(m.sweep_expired().unwrap(), 0);
+    let h = m.history(gone).unwrap();
+    assert_eq!(h.last().map(|e| e.op.as_str()), Some("expire"));
+    assert_eq!(h.last().unwrap().old_text.as_deref(), Some("ephemeral lychee"));
+    let hits = db.table("mem").unwrap().search_text("lychee", None).unwrap();
+    assert_eq!(hits.iter().map(|h| h.id).collect::<Vec<_>>(), vec![kept]);
+    // Opening a store sweeps too.
+    m.remember("n", NewMemory::text("another short one").ttl(Duration::ZERO)).unwrap();
+    assert_eq!(rows(), 2);
+    let _again = store(&db);
+    assert_eq!(rows(), 1);
+}
+
+#[test]
+fn strict_stores_refuse_unregistered_namespaces() {
+    let db = Database::open_in_memory().unwrap();
+    let mut config = MemoryConfig::new("basalt-hash-v1", DIM);
+    config.strict_namespaces = true;
+    let open = || {
+        MemoryStore::open(&db, "strict", config.clone())
+            .unwrap()
+            .with_embedder(Arc::new(HashEmbedder::new(DIM)))
+            .unwrap()
+    };
+    let m = open();
+    let unknown = |r: basalt::Result<u64>| {
+        matches!(memory_error(r.unwrap_err()), MemoryError::UnknownNamespace { .. })
+    };
+    assert!(unknown(m.remember("acme/u1", NewMemory::text("hello"))));
+    m.register_namespace("acme").unwrap();
+    m.register_namespace("acme").unwrap(); // twice is harmless
+    let id = m.remember("acme/u1", NewMemory::text("hello")).unwrap();
+    assert!(unknown(m.remember("acmex", NewMemory::text("hello"))));
+    assert!(unknown(m.put("globex", "k", NewMemory::text("hello"))));
+    let read_err = m.list("globex", None, 10, None).unwrap_err();
+    assert!(matches!(memory_error(read_err), MemoryError::UnknownNamespace { .. }));
+    assert!(m.recall(&Recall::new("glob", "hello", 3)).is_err());
+    assert_eq!(m.list("", None, 10, None).unwrap().len(), 1); // the root reads everything
+    assert_eq!(ids(&m.recall(&Recall::new("acme", "hello", 3)).unwrap()), BTreeSet::from([id]));
+    // Registrations made through another handle count.
+    let other = open();
+    other.register_namespace("globex/team").unwrap();
+    m.put("globex/team/u9", "k", NewMemory::text("hi")).unwrap();
+    assert_eq!(m.registered_namespaces().unwrap(), vec!["acme", "globex/team"]);
+    // A store that is not strict takes any namespace.
+    store(&db).remember("anything/at/all", NewMemory::text("fine")).unwrap();
+}
+
+#[test]
+fn the_change_feed_delivers_committed_changes_in_order_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let m = store(&db);
+    let sub = m.subscribe("mirror").unwrap();
+    let a = m.remember("n", NewMemory::text("alpha")).unwrap();
+    let b = m.remember("n/x", NewMemory::text("beta")).unwrap();
+    m.update(a, MemoryUpdate { text: Some("alpha two".into()), ..Default::default() }, None)
+        .unwrap();
+    m.forget(b).unwrap();
+    let c = m.put("n", "k", NewMemory::text("gamma")).unwrap();
+    let many = m.remember_many("n", vec![NewMemory::text("delta"), NewMemory::text("eps")]);
+    let many: Vec<u64> = many.unwrap().into_iter().map(Result::unwrap).collect();
+    m.remember("n", NewMemory::text("ALPHA two")).unwrap(); // an exact duplicate: an update
+    let events = sub.poll(100).unwrap();
+    let seen: Vec<(MemoryEventKind, u64, Option<u64>)> =
+        events.iter().map(|e| (e.kind, e.id, e.version)).collect();
+    use MemoryEventKind::*;
+    assert_eq!(
+        seen,
+        vec![
+            (Remembered, a, Some(1)),
+            (Remembered, b, Some(1)),
+            (Updated, a, Some(2)),
+            (Forgotten, b, None),
+            (Remembered, c, Some(1)),
+            (Remembered, many[0], Some(1)),
+            (Remembered, many[1], Some(1)),
+            (Updated, a, Some(3)),
+        ]
+    );
+    assert_eq!(events[1].namespace.as_deref(), Some("n/x"));
+    assert_eq!(events[2].text.as_deref(), Some("alpha two"));
+    assert_eq!(events[4].key.as_deref(), Some("k"));
+    assert!(events.windows(2).all(|w| w[0].lsn <= w[1].lsn));
+    // Unacknowledged: delivered again; acknowledged: gone, also after a restart.
+    assert_eq!(sub.poll(100).unwrap(), events);
+    assert_eq!(sub.poll(2).unwrap().len(), 2); // two commits, one event each
+    sub.ack(events.last().unwrap().lsn).unwrap();
+    assert!(sub.poll(100).unwrap().is_empty());
+    drop((sub, m.subscribe("late").unwrap(), m));
+    db.close().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let m = store(&db);
+    let sub = m.subscribe("mirror").unwrap();
+    assert!(sub.poll(100).unwrap().is_empty());
+    let late = m.subscribe("late").unwrap(); // resumes where it was
+    let f = m.remember("n", NewMemory::text("phi")).unwrap();
+    let kinds = |s: &basalt::memory::Subscription| {
+        s.poll(100).unwrap().iter().map(|e| (e.kind, e.id)).collect::<Vec<_>>()
+    };
+    assert_eq!(kinds(&sub), vec![(Remembered, f)]);
+    assert_eq!(kinds(&late), vec![(Remembered, f)]); // created after the first events
+    m.unsubscribe("late").unwrap();
+    assert!(late.poll(10).is_err());
+}
+
+#[test]
+fn a_checkpoint_restores_the_store_and_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let m = store(&db);
+    let notes = db
+        .create_table(
+            "notes",
+            &arrow_schema::Schema::new(vec![arrow_schema::Field::new(
+                "t",
+                arrow_schema::DataType::Utf8,
+                false,
+            )]),
+        )
+        .unwrap();
+    let a = m.remember("n", NewMemory::text("the red kite")).unwrap();
+    let b = m.put("n", "k", NewMemory::text("the blue heron")).unwrap();
+    m.register_namespace("n").unwrap();
+    m.checkpoint("v1").unwrap();
+    m.update(a, MemoryUpdate { text: Some("the green finch".into()), ..Default::default() }, None)
+        .unwrap();
+    m.forget(b).unwrap();
+    let c = m.remember("n", NewMemory::text("the grey owl")).unwrap();
+    m.register_namespace("later").unwrap();
+    notes.insert_row(basalt::Row::new().set("t", "kept")).unwrap();
+    m.restore("v1").unwrap();
+    let get = |id| m.get(id).unwrap().map(|i| (i.text, i.version));
+    assert_eq!(get(a), Some(("the red kite".to_string(), 1)));
+    assert_eq!(get(b), Some(("the blue heron".to_string(), 1)));
+    assert_eq!(get(c), None);
+    assert_eq!(m.history(a).unwrap().len(), 1);
+    assert_eq!(m.registered_namespaces().unwrap(), vec!["n"]);
+    // The full-text index was rebuilt for the restored rows.
+    let mut r = Recall::new("n", "heron", 5);
+    r.mode = RecallMode::Keyword;
+    assert_eq!(ids(&m.recall(&r).unwrap()), BTreeSet::from([b]));
+    r.query = "owl".into();
+    assert!(m.recall(&r).unwrap().is_empty());
+    assert_eq!(db.table("notes").unwrap().count().unwrap(), 1); // other tables untouched
+    assert!(m.remember("n", NewMemory::text("a new one")).unwrap() > c); // ids not reused
+    assert_eq!(m.checkpoints().unwrap(), vec!["v1"]);
+    assert!(m.restore("nope").is_err());
+    m.drop_checkpoint("v1").unwrap();
+    assert!(m.checkpoints().unwrap().is_empty());
 }
