@@ -8,12 +8,15 @@
 //! the full-text index are the engine's. It must not reach below the public API.
 //!
 //! Change feed (`subscribe`, in `feed`), checkpoints (the database's, restored for the
-//! store's tables alone), TTL sweeping and strict namespaces are here too. Not yet here
-//! (see the README's *Agent memory*): a persistent embedding cache and the HTTP embedder.
+//! store's tables alone), TTL sweeping, strict namespaces and an OpenAI-compatible HTTP
+//! embedder (`http`, feature `http-embedder`) are here too. Not yet here (see the README's
+//! *Agent memory*): a persistent embedding cache.
 
 mod embed;
 mod feed;
 mod filter;
+#[cfg(feature = "http-embedder")]
+mod http;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -25,6 +28,8 @@ use serde_json::Value as Json;
 pub use embed::{CacheStats, CachedEmbedder, Embedder, HashEmbedder};
 pub use feed::{MemoryEvent, MemoryEventKind, Subscription};
 pub use filter::Filter;
+#[cfg(feature = "http-embedder")]
+pub use http::{API_KEY_ENV, BASE_URL_ENV, HttpEmbedder};
 
 use crate::{
     CmpOp, Connection, Database, Metric, Precision, Predicate, Row, Table, Tokenizer, Value,
