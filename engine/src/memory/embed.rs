@@ -1,8 +1,9 @@
-//! Embedders: the trait the memory store calls to turn text into vectors, and a
-//! deterministic offline embedder for tests and demos.
+//! Embedders: the trait the memory store calls to turn text into vectors, a
+//! deterministic offline embedder for tests and demos, and the embedding cache.
 //!
-//! Owns no storage; an embedder is a pure function of its text (plus, for remote ones,
-//! the network).
+//! An embedder is a pure function of its text (plus, for remote ones, the network). The
+//! only storage here is the optional persistent layer of [`CachedEmbedder`]: the table
+//! `basalt_embedding_cache` of a database, written through the public API.
 
 /// Turns texts into vectors of a fixed dimension for one named model.
 pub trait Embedder: Send + Sync {
@@ -70,18 +71,42 @@ impl Embedder for HashEmbedder {
 /// An embedding cache in front of another embedder: vectors are kept per (model, exact
 /// text) — keyed by a 64-bit hash of both — so a text embedded once is not sent to the
 /// provider again. Misses of one call go to the provider in one call. In memory, bounded
-/// (the oldest entries go first); shared by every store using this embedder.
+/// (the oldest entries go first); shared by every store using this embedder. With
+/// [`CachedEmbedder::persistent`], vectors are also kept in a table of a database (not
+/// bounded; the text is stored and compared, so a hash collision is a miss, never a wrong
+/// vector) and survive restarts.
 pub struct CachedEmbedder {
     inner: std::sync::Arc<dyn Embedder>,
     capacity: usize,
     state: std::sync::Mutex<CacheState>,
+    disk: Option<crate::Database>,
 }
+
+/// The table of the persistent embedding cache.
+pub const EMBEDDING_CACHE_TABLE: &str = "basalt_embedding_cache";
 
 #[derive(Default)]
 struct CacheState {
     map: std::collections::HashMap<u64, Vec<f32>>,
     order: std::collections::VecDeque<u64>,
     stats: CacheStats,
+}
+
+impl CacheState {
+    /// Keeps `v` under `k`, evicting the oldest entries beyond `capacity`.
+    fn put(&mut self, k: u64, v: Vec<f32>, capacity: usize) {
+        if self.map.insert(k, v).is_none() {
+            self.order.push_back(k);
+        }
+        while self.map.len() > capacity {
+            match self.order.pop_front() {
+                Some(old) => {
+                    self.map.remove(&old);
+                }
+                None => break,
+            }
+        }
+    }
 }
 
 /// What a [`CachedEmbedder`] has done.
@@ -95,6 +120,8 @@ pub struct CacheStats {
     pub provider_calls: u64,
     /// Texts sent to the provider.
     pub provider_texts: u64,
+    /// Texts answered from the persistent table (counted in `hits` too).
+    pub disk_hits: u64,
 }
 
 impl std::fmt::Debug for CachedEmbedder {
@@ -109,7 +136,87 @@ impl std::fmt::Debug for CachedEmbedder {
 impl CachedEmbedder {
     /// A cache of at most `capacity` vectors in front of `inner`.
     pub fn new(inner: std::sync::Arc<dyn Embedder>, capacity: usize) -> CachedEmbedder {
-        CachedEmbedder { inner, capacity: capacity.max(1), state: Default::default() }
+        CachedEmbedder { inner, capacity: capacity.max(1), state: Default::default(), disk: None }
+    }
+
+    /// [`CachedEmbedder::new`] whose vectors are also kept in `db`'s table
+    /// `basalt_embedding_cache` (created on first use): memory misses look there before
+    /// calling the provider, and the provider's answers are written there (committed with
+    /// the database's default durability).
+    pub fn persistent(
+        inner: std::sync::Arc<dyn Embedder>,
+        capacity: usize,
+        db: &crate::Database,
+    ) -> crate::Result<CachedEmbedder> {
+        use arrow_schema::{DataType, Field, Schema};
+        if !db.list_tables().iter().any(|t| t == EMBEDDING_CACHE_TABLE) {
+            db.create_table(
+                EMBEDDING_CACHE_TABLE,
+                &Schema::new(vec![
+                    Field::new("model", DataType::Utf8, false),
+                    Field::new("key", DataType::UInt64, false),
+                    Field::new("text", DataType::Utf8, false),
+                    Field::new("vector", DataType::Binary, false),
+                ]),
+            )?;
+        }
+        let mut c = CachedEmbedder::new(inner, capacity);
+        c.disk = Some(db.clone());
+        Ok(c)
+    }
+
+    /// Vectors of `wanted` (key, text) pairs found in the persistent table.
+    fn disk_get(
+        &self,
+        db: &crate::Database,
+        wanted: &[(u64, &str)],
+    ) -> crate::Result<std::collections::HashMap<u64, Vec<f32>>> {
+        use crate::{Predicate, Row, Value};
+        let mut found = std::collections::HashMap::new();
+        let pred = Predicate::And(vec![
+            Predicate::eq("model", self.inner.model()),
+            Predicate::InList {
+                column: "key".into(),
+                values: wanted.iter().map(|(k, _)| (*k).into()).collect(),
+                negated: false,
+            },
+        ]);
+        let table = db.table(EMBEDDING_CACHE_TABLE)?;
+        for b in table.scan_where(&["key", "text", "vector"], &pred)? {
+            let b = b?;
+            for i in 0..b.num_rows() {
+                let r = Row::from_batch(&b, i);
+                let (Some(Value::UInt(k)), Some(Value::Str(t)), Some(Value::Bytes(v))) =
+                    (r.get("key"), r.get("text"), r.get("vector"))
+                else {
+                    continue;
+                };
+                let same_text = wanted.iter().any(|(wk, wt)| wk == k && wt == t);
+                if same_text && v.len() == 4 * self.inner.dim() {
+                    let vec =
+                        v.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]));
+                    found.insert(*k, vec.collect());
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    /// Writes fresh vectors to the persistent table (one insert).
+    fn disk_put(&self, db: &crate::Database, fresh: &[(u64, &str, &[f32])]) -> crate::Result<()> {
+        let rows: Vec<crate::Row> = fresh
+            .iter()
+            .map(|(k, t, v)| {
+                let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+                crate::Row::new()
+                    .set("model", self.inner.model())
+                    .set("key", *k)
+                    .set("text", *t)
+                    .set("vector", bytes)
+            })
+            .collect();
+        db.table(EMBEDDING_CACHE_TABLE)?.insert_rows(&rows)?;
+        Ok(())
     }
 
     /// Counters since creation.
@@ -149,6 +256,30 @@ impl Embedder for CachedEmbedder {
             }
             st.stats.hits += (texts.len() - missing.len()) as u64;
         }
+        if !missing.is_empty()
+            && let Some(db) = &self.disk
+        {
+            let wanted: Vec<(u64, &str)> = missing.iter().map(|&i| (keys[i], texts[i])).collect();
+            let found = self.disk_get(db, &wanted).map_err(|e| format!("embedding cache: {e}"))?;
+            if !found.is_empty() {
+                let mut st =
+                    self.state.lock().map_err(|_| "embedding cache poisoned".to_string())?;
+                let before = missing.len();
+                missing.retain(|&i| match found.get(&keys[i]) {
+                    Some(v) => {
+                        out[i] = Some(v.clone());
+                        false
+                    }
+                    None => true,
+                });
+                let n = (before - missing.len()) as u64;
+                st.stats.hits += n;
+                st.stats.disk_hits += n;
+                for (k, v) in found {
+                    st.put(k, v, self.capacity);
+                }
+            }
+        }
         if !missing.is_empty() {
             // One provider call for the distinct missing texts.
             let mut distinct: Vec<usize> = Vec::new();
@@ -166,23 +297,21 @@ impl Embedder for CachedEmbedder {
                     asked.len()
                 ));
             }
+            if let Some(db) = &self.disk {
+                let rows: Vec<(u64, &str, &[f32])> = distinct
+                    .iter()
+                    .zip(&got)
+                    .map(|(&i, v)| (keys[i], texts[i], v.as_slice()))
+                    .collect();
+                self.disk_put(db, &rows).map_err(|e| format!("embedding cache: {e}"))?;
+            }
             let fresh: std::collections::HashMap<u64, Vec<f32>> =
                 distinct.iter().map(|&i| keys[i]).zip(got).collect();
             let mut st = self.state.lock().map_err(|_| "embedding cache poisoned".to_string())?;
             st.stats.provider_calls += 1;
             st.stats.provider_texts += asked.len() as u64;
             for (k, v) in &fresh {
-                if st.map.insert(*k, v.clone()).is_none() {
-                    st.order.push_back(*k);
-                }
-            }
-            while st.map.len() > self.capacity {
-                match st.order.pop_front() {
-                    Some(old) => {
-                        st.map.remove(&old);
-                    }
-                    None => break,
-                }
+                st.put(*k, v.clone(), self.capacity);
             }
             for &i in &missing {
                 out[i] = fresh.get(&keys[i]).cloned();

@@ -9,8 +9,8 @@
 //!
 //! Change feed (`subscribe`, in `feed`), checkpoints (the database's, restored for the
 //! store's tables alone), TTL sweeping, strict namespaces and an OpenAI-compatible HTTP
-//! embedder (`http`, feature `http-embedder`) are here too. Not yet here (see the README's
-//! *Agent memory*): a persistent embedding cache.
+//! embedder (`http`, feature `http-embedder`) and a persistent embedding cache are here
+//! too.
 
 mod embed;
 mod feed;

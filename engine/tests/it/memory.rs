@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use basalt::Database;
 use basalt::memory::{
-    Filter, HashEmbedder, MemoryConfig, MemoryError, MemoryEventKind, MemoryStore, MemoryUpdate,
-    NewMemory, Recall, RecallHit, RecallMode,
+    CachedEmbedder, Embedder, Filter, HashEmbedder, MemoryConfig, MemoryError, MemoryEventKind,
+    MemoryStore, MemoryUpdate, NewMemory, Recall, RecallHit, RecallMode,
 };
 use serde_json::json;
 
@@ -611,4 +611,38 @@ fn a_checkpoint_restores_the_store_and_nothing_else() {
     assert!(m.restore("nope").is_err());
     m.drop_checkpoint("v1").unwrap();
     assert!(m.checkpoints().unwrap().is_empty());
+}
+
+#[test]
+fn the_persistent_embedding_cache_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let hash = Arc::new(HashEmbedder::new(DIM));
+    let c = CachedEmbedder::persistent(hash.clone(), 1, &db).unwrap();
+    let v = c.embed(&["alpha", "beta", "alpha"]).unwrap();
+    assert_eq!(v, vec![hash.vector("alpha"), hash.vector("beta"), hash.vector("alpha")]);
+    assert_eq!(c.stats().provider_texts, 2);
+    // The memory part holds one vector; the other comes from the table.
+    assert_eq!(c.embed(&["alpha", "beta"]).unwrap()[1], hash.vector("beta"));
+    assert_eq!(c.stats().provider_texts, 2);
+    assert!(c.stats().disk_hits >= 1);
+    drop(c);
+    db.close().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let c = CachedEmbedder::persistent(hash.clone(), 100, &db).unwrap();
+    assert_eq!(c.embed(&["alpha", "gamma"]).unwrap()[0], hash.vector("alpha"));
+    let s = c.stats();
+    assert_eq!((s.disk_hits, s.provider_texts, s.provider_calls), (1, 1, 1));
+    // Same model name, another dimension: never a vector of the wrong size.
+    let wide = Arc::new(HashEmbedder::new(DIM * 2));
+    let w = CachedEmbedder::persistent(wide.clone(), 100, &db).unwrap();
+    assert_eq!(w.embed(&["alpha"]).unwrap()[0], wide.vector("alpha"));
+    assert_eq!(w.stats().disk_hits, 0);
+    // A store uses it like any embedder.
+    let m = MemoryStore::open(&db, "mem", MemoryConfig::new("basalt-hash-v1", DIM))
+        .unwrap()
+        .with_embedder(Arc::new(c))
+        .unwrap();
+    let id = m.remember("n", NewMemory::text("gamma")).unwrap();
+    assert_eq!(m.get(id).unwrap().unwrap().vector, Some(hash.vector("gamma")));
 }
