@@ -162,6 +162,9 @@ struct Inner {
     path: Option<PathBuf>,
     runtime: sql::Runtime,
     sql_env: sql::SqlEnv,
+    /// Exact-dedupe indexes of memory stores, by store name: shared by every handle of a
+    /// store on this database (see `memory::DedupeIndex`).
+    memory_dedupe: memory::DedupeSlots,
 }
 
 impl Database {
@@ -196,6 +199,7 @@ impl Database {
                 path: Some(path.to_path_buf()),
                 runtime: sql::Runtime::default(),
                 sql_env: sql::SqlEnv::new(options.sql_memory_limit),
+                memory_dedupe: Default::default(),
             }),
         })
     }
@@ -217,6 +221,7 @@ impl Database {
                 path: None,
                 runtime: sql::Runtime::default(),
                 sql_env: sql::SqlEnv::new(options.sql_memory_limit),
+                memory_dedupe: Default::default(),
             }),
         })
     }

@@ -6,7 +6,12 @@
 //! p50 / p95 (top 5, org-scoped, vector) over 12 queries round-robin, and the same at 10k
 //! and 100k items; W4 8 / 16 / 32 threads × 20 `remember`s on one shared store; W7 12
 //! concurrent identical `remember`s (exact dedupe) and 12 concurrent `put`s of one key; W8
-//! the embedding cache on 10 unique texts × 10.
+//! the embedding cache on 10 unique texts × 10; W5 16 writer threads + 16 recall threads ×
+//! 20 ops on a 2,000-item store; W6 reported (one process owns writes: other processes
+//! open read-only — measured here as a read-only open plus a recall next to the writer).
+//! Then the SDK-equivalent tier: W2, W3 and W4 again with no precomputed vectors, every
+//! text embedded by a deterministic mock embedder that costs 0.25 ms per text (one FTS
+//! entry and one history row per memory, as always).
 //! Items: templated notes of 30–90 characters, 7 metadata keys, 8 agents, 384-d vectors.
 //! Durability `ProcessSafe` (an acknowledged memory survives a killed process).
 //!
@@ -70,6 +75,73 @@ fn item(i: usize, rng: &mut Rng) -> (String, NewMemory) {
         "ticket": i, "team": TEAMS[i % 3], "resolved": i.is_multiple_of(4),
     });
     (format!("org/a{agent}"), NewMemory::text(&text).metadata(meta).vector(unit(rng)))
+}
+
+/// The SDK tier's embedder: the offline hash embedder, made to cost `cost` per text (a
+/// spin, so the cost is paid on the calling thread as a provider round trip would be).
+struct MockEmbed {
+    inner: HashEmbedder,
+    cost: Duration,
+}
+
+impl Embedder for MockEmbed {
+    fn model(&self) -> &str {
+        "mock-384"
+    }
+    fn dim(&self) -> usize {
+        DIM
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+        let until = Instant::now() + self.cost * texts.len() as u32;
+        let out = texts.iter().map(|t| self.inner.vector(t)).collect();
+        while Instant::now() < until {
+            std::hint::spin_loop();
+        }
+        Ok(out)
+    }
+}
+
+/// A store whose texts go through [`MockEmbed`].
+fn open_sdk(dir: &std::path::Path) -> (Database, MemoryStore) {
+    let (db, m) = open(dir);
+    let e = MockEmbed { inner: HashEmbedder::new(DIM), cost: Duration::from_micros(250) };
+    (db, m.with_embedder(Arc::new(e)).expect("embedder"))
+}
+
+/// [`item`] without its vector (the SDK tier embeds the text).
+fn text_item(i: usize, rng: &mut Rng) -> (String, NewMemory) {
+    let (ns, mut it) = item(i, rng);
+    it.vector = None;
+    (ns, it)
+}
+
+/// `writers` threads × 20 `remember`s on one store; returns ops/s and p95.
+fn writers_x20(
+    m: &Arc<MemoryStore>,
+    writers: usize,
+    make: fn(usize, &mut Rng) -> (String, NewMemory),
+) -> (f64, Duration) {
+    let start = Instant::now();
+    let handles: Vec<_> = (0..writers)
+        .map(|w| {
+            let m = m.clone();
+            std::thread::spawn(move || {
+                let mut rng = Rng::new(100 + w as u64);
+                let mut lat = Vec::new();
+                for i in 0..20 {
+                    let (ns, it) = make(w * 20 + i, &mut rng);
+                    let s = Instant::now();
+                    m.remember(&ns, it).expect("remember");
+                    lat.push(s.elapsed());
+                }
+                lat
+            })
+        })
+        .collect();
+    let mut lat: Vec<Duration> =
+        handles.into_iter().flat_map(|h| h.join().expect("writer")).collect();
+    let wall = start.elapsed();
+    ((writers * 20) as f64 / wall.as_secs_f64(), pct(&mut lat, 0.95))
 }
 
 fn open(dir: &std::path::Path) -> (Database, MemoryStore) {
@@ -190,33 +262,63 @@ fn main() {
     // W4
     for writers in [8usize, 16, 32] {
         let (_db, m) = open(&root.join(format!("w4-{writers}")));
-        let m = Arc::new(m);
-        let start = Instant::now();
-        let handles: Vec<_> = (0..writers)
-            .map(|w| {
-                let m = m.clone();
-                std::thread::spawn(move || {
-                    let mut rng = Rng::new(100 + w as u64);
-                    let mut lat = Vec::new();
-                    for i in 0..20 {
-                        let (ns, it) = item(w * 20 + i, &mut rng);
-                        let s = Instant::now();
-                        m.remember(&ns, it).expect("remember");
-                        lat.push(s.elapsed());
-                    }
-                    lat
-                })
-            })
-            .collect();
-        let mut lat: Vec<Duration> =
-            handles.into_iter().flat_map(|h| h.join().expect("writer")).collect();
-        let wall = start.elapsed();
-        println!(
-            "W4 {writers} writers × 20: {:.0} ops/s, p95 {}",
-            (writers * 20) as f64 / wall.as_secs_f64(),
-            ms(pct(&mut lat, 0.95))
-        );
+        let (ops, p95) = writers_x20(&Arc::new(m), writers, item);
+        println!("W4 {writers} writers × 20: {ops:.0} ops/s, p95 {}", ms(p95));
     }
+
+    // W5: 16 writers and 16 recall readers at once, 20 operations each.
+    let (db5, m) = open(&root.join("w5"));
+    fill(&m, 0, 2000, &mut rng);
+    let m = Arc::new(m);
+    let queries: Arc<Vec<Vec<f32>>> = Arc::new((0..TOPICS.len()).map(|_| unit(&mut rng)).collect());
+    let start = Instant::now();
+    let mut handles = Vec::new();
+    for w in 0..16usize {
+        let m = m.clone();
+        handles.push(std::thread::spawn(move || {
+            let mut rng = Rng::new(500 + w as u64);
+            (0..20)
+                .filter(|i| {
+                    let (ns, it) = item(2000 + w * 20 + i, &mut rng);
+                    m.remember(&ns, it).is_err()
+                })
+                .count()
+        }));
+    }
+    for r in 0..16usize {
+        let (m, queries) = (m.clone(), queries.clone());
+        handles.push(std::thread::spawn(move || {
+            (0..20)
+                .filter(|i| {
+                    let mut q = Recall::new("org", "", 5);
+                    q.mode = RecallMode::Vector;
+                    q.vector = Some(queries[(r + i) % queries.len()].clone());
+                    m.recall(&q).map(|h| h.len() != 5).unwrap_or(true)
+                })
+                .count()
+        }));
+    }
+    let failures: usize = handles.into_iter().map(|h| h.join().expect("thread")).sum();
+    println!(
+        "W5 16 writers + 16 recall readers × 20: wall {}, failures {failures}",
+        ms(start.elapsed())
+    );
+
+    // W6: one process owns writes; another process opens read-only.
+    let start = Instant::now();
+    let ro = Database::open_read_only(root.join("w5")).expect("read-only open");
+    let rm = MemoryStore::open(&ro, "memories", MemoryConfig::new("mock-384", DIM)).expect("store");
+    let mut q = Recall::new("org", "", 5);
+    q.mode = RecallMode::Vector;
+    q.vector = Some(queries[0].clone());
+    let n = rm.recall(&q).expect("recall").len();
+    println!(
+        "W6 several processes writing one store: out of scope (one process owns writes; a \
+         second writer gets StorageError::Locked). Read-only open + recall next to the \
+         writer: {} ({n} hits)",
+        ms(start.elapsed())
+    );
+    drop((rm, ro, m, db5));
 
     // W7
     let (_db, m) = open(&root.join("w7"));
@@ -270,5 +372,38 @@ fn main() {
         s.requested,
         100.0 * (1.0 - s.provider_texts as f64 / s.requested as f64)
     );
+    // SDK-equivalent tier: texts embedded per operation by the 0.25 ms mock.
+    println!("SDK-equivalent tier (mock embedder, 0.25 ms per text):");
+    let (_db, m) = open_sdk(&root.join("sdk-w2"));
+    let batch: Vec<NewMemory> = (0..200).map(|i| text_item(i, &mut rng).1).collect();
+    let start = Instant::now();
+    let out = m.remember_many("org/a0", batch).expect("batch");
+    assert!(out.iter().all(Result::is_ok));
+    println!("   W2 one batch of 200: {:.0} ops/s", 200.0 / start.elapsed().as_secs_f64());
+    let (_db, m) = open_sdk(&root.join("sdk-w3"));
+    let start = Instant::now();
+    for i in 0..2000 {
+        let (ns, it) = text_item(i, &mut rng);
+        m.remember(&ns, it).expect("remember");
+    }
+    println!("   W3 2,000 remembers: {:.0} ops/s", 2000.0 / start.elapsed().as_secs_f64());
+    let mut t = Vec::new();
+    for i in 0..60 {
+        let mut r = Recall::new("org", &format!("{} follow-up", TOPICS[i % TOPICS.len()]), 5);
+        r.mode = RecallMode::Vector;
+        let s = Instant::now();
+        assert_eq!(m.recall(&r).expect("recall").len(), 5);
+        t.push(s.elapsed());
+    }
+    println!(
+        "   W3 recall top 5 (query embedded): p50 {} p95 {}",
+        ms(pct(&mut t, 0.5)),
+        ms(pct(&mut t, 0.95))
+    );
+    for writers in [8usize, 16, 32] {
+        let (_db, m) = open_sdk(&root.join(format!("sdk-w4-{writers}")));
+        let (ops, p95) = writers_x20(&Arc::new(m), writers, text_item);
+        println!("   W4 {writers} writers × 20: {ops:.0} ops/s, p95 {}", ms(p95));
+    }
     let _ = std::fs::remove_dir_all(&root);
 }

@@ -326,6 +326,41 @@ const COLUMNS: [&str; 12] = [
     "archived",
 ];
 
+/// Candidates for exact dedupe: (hash of the namespace, content hash) → ids of items that
+/// had that pair when written through a memory store of this database handle (or when the
+/// index was built by a scan). Entries may be stale — every candidate is read back and
+/// checked (namespace, hash, live) inside the writing transaction, and stale ones are
+/// dropped — but never missing for writes made through memory stores: each write adds its
+/// pair inside its transaction. Built on a store's first write after it is opened (opening
+/// discards it, so rows written by other means are seen after a reopen).
+#[derive(Debug, Default)]
+pub(crate) struct DedupeIndex {
+    map: HashMap<(u64, u64), Vec<u64>>,
+}
+
+impl DedupeIndex {
+    /// Every item of the table (one scan of three columns).
+    fn build(items: &Table) -> Res<DedupeIndex> {
+        let mut map: HashMap<(u64, u64), Vec<u64>> = HashMap::new();
+        for b in items.scan_columns(&["_id", "namespace", "hash"])? {
+            let b = b?;
+            for i in 0..b.num_rows() {
+                let r = Row::from_batch(&b, i);
+                let (Some(id), Some(ns)) = (r.id(), text_of(r.get("namespace"))) else {
+                    continue;
+                };
+                let Some(Value::UInt(h)) = r.get("hash") else { continue };
+                map.entry((embed::fnv1a(ns.as_bytes()), *h)).or_default().push(id);
+            }
+        }
+        Ok(DedupeIndex { map })
+    }
+}
+
+/// The dedupe indexes of a database's stores (each `None` until built).
+pub(crate) type DedupeSlots =
+    parking_lot::Mutex<HashMap<String, Arc<parking_lot::Mutex<Option<DedupeIndex>>>>>;
+
 /// A namespaced memory store (see the module docs).
 pub struct MemoryStore {
     db: Database,
@@ -415,6 +450,8 @@ impl MemoryStore {
                 )?;
             }
         }
+        // Rows may have been written by other means since an index was built.
+        db.inner.memory_dedupe.lock().remove(name);
         // A read-only handle (another process's writer owns the store) changes nothing.
         if db.is_read_only() {
             return Ok(store);
@@ -445,6 +482,7 @@ impl MemoryStore {
         let tables = [self.name.as_str(), self.history.as_str(), self.namespaces.as_str()];
         self.db.restore_tables(&self.checkpoint_name(name), &tables)?;
         self.known.lock().clear();
+        self.db.inner.memory_dedupe.lock().remove(&self.name);
         Ok(())
     }
 
@@ -786,17 +824,31 @@ impl MemoryStore {
         let mut live = live_conditions(now);
         live.push(Predicate::eq("namespace", namespace));
         if self.config.dedupe_exact {
-            let mut exact = live.clone();
-            exact.push(Predicate::eq("hash", p.hash));
+            let slot = self.dedupe_slot();
+            let mut index = slot.lock();
+            let index = match &mut *index {
+                Some(ix) => ix,
+                built => built.insert(DedupeIndex::build(items)?),
+            };
+            let key = (embed::fnv1a(namespace.as_bytes()), p.hash);
+            let mut candidates = index.map.remove(&key).unwrap_or_default();
+            candidates.sort_unstable();
+            candidates.dedup();
             let mut found: Option<MemoryItem> = None;
-            for b in items.scan_where(&COLUMNS, &Predicate::And(exact))? {
-                let b = b?;
-                for i in 0..b.num_rows() {
-                    let it = item_of(&Row::from_batch(&b, i));
-                    if found.as_ref().is_none_or(|f| it.id < f.id) {
-                        found = Some(it);
-                    }
+            let mut still = Vec::with_capacity(candidates.len());
+            for id in candidates {
+                let Some(it) = items.get(id)?.map(|r| item_of(&r)) else { continue };
+                if it.namespace != namespace || it.content_hash != p.hash {
+                    continue;
                 }
+                still.push(id);
+                let live = !it.archived && it.expires_ms.is_none_or(|e| e > now);
+                if live && found.is_none() {
+                    found = Some(it);
+                }
+            }
+            if !still.is_empty() {
+                index.map.insert(key, still);
             }
             if found.is_some() {
                 return Ok(found);
@@ -812,6 +864,18 @@ impl MemoryStore {
             }
         }
         Ok(None)
+    }
+
+    fn dedupe_slot(&self) -> Arc<parking_lot::Mutex<Option<DedupeIndex>>> {
+        self.db.inner.memory_dedupe.lock().entry(self.name.clone()).or_default().clone()
+    }
+
+    /// Records inside a writing transaction that item `id` of `namespace` now has content
+    /// hash `hash` (for exact dedupe; nothing to do before the index is built).
+    fn note_hash(&self, namespace: &str, hash: u64, id: u64) {
+        if let Some(ix) = self.dedupe_slot().lock().as_mut() {
+            ix.map.entry((embed::fnv1a(namespace.as_bytes()), hash)).or_default().push(id);
+        }
     }
 
     /// Inside a transaction: turns prepared item `p` into an update of `old`, the live item
@@ -840,6 +904,7 @@ impl MemoryStore {
             row = row.set("expires_ms", e);
         }
         items.update(old.id, row)?;
+        self.note_hash(&old.namespace, p.hash, old.id);
         let old_meta = meta_text(&old.metadata);
         let new_meta = p.meta.clone().or_else(|| old_meta.clone());
         hist.insert_row(Self::history_row(
@@ -930,6 +995,9 @@ impl MemoryStore {
                 let rows: Vec<Row> =
                     pending.iter().map(|(_, p)| Self::new_row(namespace, None, p, now)).collect();
                 let ids = items.insert_rows(&rows)?;
+                for (j, (_, p)) in pending.iter().enumerate() {
+                    self.note_hash(namespace, p.hash, ids.first + j as u64);
+                }
                 let hrows: Vec<Row> = pending
                     .iter()
                     .enumerate()
@@ -992,10 +1060,11 @@ impl MemoryStore {
         };
         let p = p?;
         let row = Self::new_row(namespace, Some(key), &p, now);
-        let (meta, text) = (p.meta, p.text);
+        let (meta, text, hash) = (p.meta, p.text, p.hash);
         self.txn(|_, items, hist| match find_key(items, namespace, key)? {
             None => {
                 let id = items.insert_row(row)?;
+                self.note_hash(namespace, hash, id);
                 hist.insert_row(Self::history_row(
                     id,
                     1,
@@ -1010,6 +1079,7 @@ impl MemoryStore {
                 let version = old.version as i64 + 1;
                 let row = row.set("version", version).set("created_ms", old.created_ms);
                 items.update(old.id, row)?;
+                self.note_hash(namespace, hash, old.id);
                 let old_meta = meta_text(&old.metadata);
                 hist.insert_row(Self::history_row(
                     old.id,
@@ -1170,6 +1240,9 @@ impl MemoryStore {
                 row = row.set("archived", a);
             }
             items.update(id, row)?;
+            if let Some(t) = &change.text {
+                self.note_hash(&old.namespace, content_hash(t), id);
+            }
             let old_meta = meta_text(&old.metadata);
             let new_text = change.text.as_deref().unwrap_or(&old.text);
             let new_meta = match &meta {

@@ -646,3 +646,31 @@ fn the_persistent_embedding_cache_survives_a_restart() {
     let id = m.remember("n", NewMemory::text("gamma")).unwrap();
     assert_eq!(m.get(id).unwrap().unwrap().vector, Some(hash.vector("gamma")));
 }
+
+#[test]
+fn exact_dedupe_follows_updates_forgets_archives_and_other_handles() {
+    let db = Database::open_in_memory().unwrap();
+    let m = store(&db);
+    let other = store(&db); // another handle on the same database
+    let text = |t: &str| NewMemory::text(t);
+    let a = m.remember("n", text("Blue sky")).unwrap();
+    assert_eq!(other.remember("n", text("blue   SKY")).unwrap(), a);
+    m.update(a, MemoryUpdate { text: Some("green grass".into()), ..Default::default() }, None)
+        .unwrap();
+    let b = other.remember("n", text("blue sky")).unwrap();
+    assert_ne!(b, a); // a no longer says it
+    assert_eq!(m.remember("n", text("Green grass")).unwrap(), a);
+    m.forget(b).unwrap();
+    let c = m.remember("n", text("blue sky")).unwrap();
+    assert!(c != b && c != a);
+    m.update(c, MemoryUpdate { archived: Some(true), ..Default::default() }, None).unwrap();
+    let d = other.remember("n", text("blue sky")).unwrap();
+    assert_ne!(d, c); // archived items are not live
+    let e = m.remember("n/x", text("blue sky")).unwrap();
+    assert_ne!(e, d); // namespaces are exact
+    let batch = m.remember_many("n", vec![text("blue sky"), text("red sun"), text("RED sun")]);
+    let batch: Vec<u64> = batch.unwrap().into_iter().map(Result::unwrap).collect();
+    assert_eq!(batch[0], d);
+    assert_eq!(batch[1], batch[2]);
+    assert_eq!(m.list("n", None, 100, None).unwrap().len(), 4); // a, d, e (n/x), the red sun
+}
