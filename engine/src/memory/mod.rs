@@ -1273,6 +1273,54 @@ impl MemoryStore {
             .map(|n| n == 1)
     }
 
+    /// Deletes every item of the store, in every namespace (history entries are kept, one
+    /// `delete` each); returns how many. `confirm` must be true — a guard against clearing
+    /// by accident (false is [`MemoryError::Invalid`] and deletes nothing).
+    pub fn clear(&self, confirm: bool) -> Res<u64> {
+        if !confirm {
+            return Err(self.invalid("clear deletes every item of the store: pass confirm = true"));
+        }
+        self.forget_where("delete", |t| {
+            let mut out = Vec::new();
+            for b in t.scan_columns(&COLUMNS)? {
+                let b = b?;
+                for i in 0..b.num_rows() {
+                    out.push(item_of(&Row::from_batch(&b, i)));
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    /// Drops the vectors of the items in `namespace` or below it last updated before
+    /// `before_ms` (ms since the epoch), to save space: they stay readable, listable and
+    /// found by keyword recall, but no longer by vector recall (nor near dedupe). Returns
+    /// how many items lost a vector. Not a new version (no history entry).
+    pub fn compress(&self, namespace: &str, before_ms: i64) -> Res<u64> {
+        self.check_namespace(namespace, true)?;
+        let mut pred = vec![
+            Predicate::cmp("updated_ms", CmpOp::Lt, before_ms),
+            Predicate::IsNull { column: "embedding".into(), negated: true },
+        ];
+        if !namespace.is_empty() {
+            pred.push(namespace_predicate(namespace));
+        }
+        self.txn(|_, items, _| {
+            let mut ids = Vec::new();
+            for b in items.scan_where(&["_id"], &Predicate::And(pred))? {
+                let b = b?;
+                for i in 0..b.num_rows() {
+                    ids.extend(Row::from_batch(&b, i).id());
+                }
+            }
+            let mut n = 0;
+            for id in ids {
+                n += u64::from(items.update(id, Row::new().set("embedding", Value::Null))?);
+            }
+            Ok(n)
+        })
+    }
+
     /// Deletes every item (archived and expired ones too) in `namespace` or below it whose
     /// metadata passes `filter`; returns how many.
     pub fn forget_namespace(&self, namespace: &str, filter: Option<&Filter>) -> Res<u64> {

@@ -674,3 +674,60 @@ fn exact_dedupe_follows_updates_forgets_archives_and_other_handles() {
     assert_eq!(batch[1], batch[2]);
     assert_eq!(m.list("n", None, 100, None).unwrap().len(), 4); // a, d, e (n/x), the red sun
 }
+
+#[test]
+fn clear_needs_confirmation_and_compress_strips_vectors() {
+    let db = Database::open_in_memory().unwrap();
+    let m = store(&db);
+    let a = m.remember("n/a", NewMemory::text("the cobalt lighthouse")).unwrap();
+    let b = m.remember("other", NewMemory::text("the cobalt harbour")).unwrap();
+    let later =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis()
+            as i64
+            + 1_000;
+    // Compress: the vector goes, the item stays (keyword recall still finds it).
+    assert_eq!(m.compress("n", later).unwrap(), 1);
+    assert_eq!(m.compress("n", later).unwrap(), 0);
+    let item = m.get(a).unwrap().unwrap();
+    assert!(item.vector.is_none() && item.version == 1);
+    assert!(m.get(b).unwrap().unwrap().vector.is_some());
+    let mut r = Recall::new("", "cobalt lighthouse", 5);
+    r.mode = RecallMode::Vector;
+    assert_eq!(ids(&m.recall(&r).unwrap()), BTreeSet::from([b]));
+    r.mode = RecallMode::Keyword;
+    assert!(ids(&m.recall(&r).unwrap()).contains(&a));
+    // Clear: refused without confirmation, then everything goes.
+    let e = m.clear(false).unwrap_err();
+    assert!(matches!(memory_error(e), MemoryError::Invalid { .. }));
+    assert_eq!(m.list("", None, 10, None).unwrap().len(), 2);
+    assert_eq!(m.clear(true).unwrap(), 2);
+    assert!(m.list("", None, 10, None).unwrap().is_empty());
+    assert!(m.recall(&r).unwrap().is_empty());
+    assert_eq!(m.history(a).unwrap().last().map(|h| h.op.as_str()), Some("delete"));
+}
+
+#[test]
+fn unicode_text_and_large_metadata_round_trip() {
+    let db = Database::open_in_memory().unwrap();
+    let m = store(&db);
+    let text = "用户喜欢绿茶 🍵 — café naïve Ünïcödé ‘quotes’ \u{200d}👩‍💻 ελληνικά";
+    let big = "ü".repeat(7_000); // 14 KB of two-byte characters: just under the 16 KiB limit
+    let meta = json!({"note": big, "emoji": "🦀", "nested": {"日本": ["東京", 1, null, true]}});
+    let id = m.remember("租户/代理", NewMemory::text(text).metadata(meta.clone())).unwrap();
+    let item = m.get(id).unwrap().unwrap();
+    assert_eq!(
+        (item.text.as_str(), &item.metadata, item.namespace.as_str()),
+        (text, &meta, "租户/代理")
+    );
+    let f = Filter::Eq("nested.日本".into(), json!(["東京", 1, null, true]));
+    assert_eq!(m.list("租户", Some(&f), 10, None).unwrap().len(), 1);
+    let mut r = Recall::new("租户", "café naïve", 3);
+    r.mode = RecallMode::Keyword;
+    assert_eq!(ids(&m.recall(&r).unwrap()), BTreeSet::from([id]));
+    // Exact dedupe normalises case and spaces of any script.
+    assert_eq!(m.remember("租户/代理", NewMemory::text(&text.to_uppercase())).unwrap(), id);
+    // One byte over the limit is refused.
+    let over = json!({"note": "x".repeat(16 << 10)});
+    let e = m.remember("租户/代理", NewMemory::text("x").metadata(over)).unwrap_err();
+    assert!(matches!(memory_error(e), MemoryError::Invalid { .. }));
+}
