@@ -691,7 +691,8 @@ impl Table {
     /// first use and kept in memory with the segment: D or 2·D bytes per row) and rescore the
     /// best `k × oversample` of each row group on the float32 vectors, so every distance
     /// returned is exact and a row the copy ranks too low can be missed (recall below 1;
-    /// larger `oversample`, fewer misses). Memtable rows are always compared exactly.
+    /// larger `oversample`, fewer misses). Memtable batches are ranked on quantised copies
+    /// too (built on first use, kept until a merge or flush replaces the batch).
     pub fn batch_topk_with(
         &self,
         column: &str,

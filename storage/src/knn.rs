@@ -1,7 +1,7 @@
 //! Exact vector top-k over a table snapshot ([`TableSnapshot::vector_topk`]).
 //!
-//! Owns the walk over a table's rows for a vector search: row groups in parallel (rayon),
-//! then the memtable; deleted rows, NULL vectors and rows a filter rejects are removed from
+//! Owns the walk over a table's rows for a vector search: row groups and memtable batches
+//! in parallel (rayon); deleted rows, NULL vectors and rows a filter rejects are removed from
 //! the candidates before any distance is computed; zone maps skip row groups a filter rules
 //! out. Vector chunks are never compressed, so a row group's vectors are read in place from
 //! the mapped segment file. The arithmetic, heaps and metric semantics are
@@ -24,13 +24,38 @@ use crate::encoding::DecodeMode;
 use crate::error::{Error, Result};
 use crate::predicate::Predicate;
 
-/// A row group's quantised copy to rank on, and how many candidates to rescore.
+/// A block's quantised copy to rank on, and how many candidates to rescore.
 struct Quant<'a> {
-    segment: &'a crate::segment::Segment,
-    rg: usize,
-    pos: usize,
+    source: QuantSource<'a>,
     kind: Quantization,
     candidates: usize,
+}
+
+/// Where a block's quantised copy is kept.
+enum QuantSource<'a> {
+    /// Chunk (`rg`, `pos`) of a segment.
+    Segment { segment: &'a crate::segment::Segment, rg: usize, pos: usize },
+    /// Column `col` of a memtable batch.
+    Memtable { batch: &'a crate::memtable::MemBatch, col: usize },
+}
+
+impl Quant<'_> {
+    /// The copy of `rows` (the block's `f32` values), built on first use and kept.
+    fn copy(&self, rows: &[f32]) -> Arc<basalt_vector::Quantized> {
+        match self.source {
+            QuantSource::Segment { segment, rg, pos } => {
+                segment.quantized(rg, pos, self.kind, rows)
+            }
+            QuantSource::Memtable { batch, col } => batch.quantized(col, self.kind, rows),
+        }
+    }
+}
+
+/// A unit of a vector search: a row group, or one memtable batch.
+#[derive(Debug, Clone, Copy)]
+enum KnnUnit {
+    RowGroup(ScanUnit),
+    MemBatch(usize),
 }
 
 /// What [`TableSnapshot::vector_search`] found.
@@ -83,7 +108,8 @@ impl TableSnapshot {
     /// the segment), the best `precision.candidates(k)` of them per query are rescored on
     /// the `f32` vectors, and only exact distances are returned (bit for bit those of an
     /// exact search); a row the copy ranks too low is missed (recall below 1 is possible).
-    /// Memtable rows are always compared exactly. The unranked counts then cover only the
+    /// Memtable batches get quantised copies too (built on first use, kept with the batch
+    /// until a merge or flush replaces it). The unranked counts then cover only the
     /// rescored candidates and the NULL vectors.
     pub fn vector_search_with(
         self: &Arc<Self>,
@@ -103,7 +129,16 @@ impl TableSnapshot {
         if let Some(p) = predicate {
             self.resolve(&p.columns())?;
         }
-        let units = self.scan_units();
+        let units: Vec<KnnUnit> = self
+            .scan_units()
+            .into_iter()
+            .flat_map(|u| match u {
+                ScanUnit::Memtable => {
+                    (0..self.memtable.batches().len()).map(KnnUnit::MemBatch).collect()
+                }
+                rg => vec![KnnUnit::RowGroup(rg)],
+            })
+            .collect();
         let per_unit = units
             .par_iter()
             .map(|&u| {
@@ -145,15 +180,22 @@ impl TableSnapshot {
 
     fn search_unit(
         self: &Arc<Self>,
-        unit: ScanUnit,
+        unit: KnnUnit,
         col: usize,
         queries: &Queries,
         predicate: Option<&Predicate>,
         precision: Precision,
         heaps: &mut [TopK],
     ) -> Result<u64> {
+        let quant_of = |source| {
+            precision.quantization().map(|kind| Quant {
+                source,
+                kind,
+                candidates: precision.candidates(heaps.first().map_or(0, TopK::k)),
+            })
+        };
         match unit {
-            ScanUnit::RowGroup { segment, rg } => {
+            KnnUnit::RowGroup(ScanUnit::RowGroup { segment, rg }) => {
                 let ls = &self.segments[segment];
                 let mut keep = ls.keep_mask(rg).map(|m| m.values().clone());
                 if let Some(p) = predicate {
@@ -169,31 +211,30 @@ impl TableSnapshot {
                 let vectors = cols.pop().ok_or_else(|| self.not_vectors())?;
                 let ids = ls.segment.ids(rg)?;
                 let pos = ls.segment.meta().position_of(self.schema.column_id_at(col));
-                let quant = match (precision.quantization(), pos) {
-                    (Some(kind), Some(pos)) => Some(Quant {
-                        segment: &ls.segment,
-                        rg,
-                        pos,
-                        kind,
-                        candidates: precision.candidates(heaps.first().map_or(0, TopK::k)),
-                    }),
-                    _ => None,
-                };
+                let quant = pos.and_then(|pos| {
+                    quant_of(QuantSource::Segment { segment: &ls.segment, rg, pos })
+                });
                 self.search_arrays(&vectors, &ids, keep, queries, quant, heaps)
             }
-            ScanUnit::Memtable => {
-                let scan = self.scan_units_filtered(
-                    &[0, col],
-                    predicate.cloned(),
-                    vec![ScanUnit::Memtable],
-                )?;
-                let mut nulls = 0;
-                for b in scan {
-                    let b = b?;
-                    nulls +=
-                        self.search_arrays(b.column(1), b.column(0), None, queries, None, heaps)?;
+            KnnUnit::RowGroup(ScanUnit::Memtable) => Ok(0),
+            KnnUnit::MemBatch(i) => {
+                let Some(mb) = self.memtable.batches().get(i) else { return Ok(0) };
+                if mb.live_rows() == 0 {
+                    return Ok(0);
                 }
-                Ok(nulls)
+                // Memtable batches hold the full schema at its current positions (schema
+                // changes flush the memtable first).
+                let b = &mb.batch;
+                let mut keep = mb.keep_mask();
+                if let Some(p) = predicate {
+                    let sel = crate::predicate::evaluate(p, &mut b.clone())?;
+                    keep = Some(keep.map_or(sel.clone(), |k| &k & &sel));
+                }
+                if keep.as_ref().is_some_and(|k| k.count_set_bits() == 0) {
+                    return Ok(0);
+                }
+                let quant = quant_of(QuantSource::Memtable { batch: mb, col });
+                self.search_arrays(b.column(col), b.column(0), keep, queries, quant, heaps)
             }
         }
     }
@@ -240,7 +281,7 @@ impl TableSnapshot {
             Some(z) => {
                 // Rank on the quantised copy (heap entries carry row positions), then
                 // rescore each query's candidates on the f32 rows.
-                let copy = z.segment.quantized(z.rg, z.pos, z.kind, rows);
+                let copy = z.copy(rows);
                 let positions: Vec<u64> = (0..n as u64).collect();
                 let mut approx = queries.heaps(z.candidates);
                 search_rows(queries, copy.rows(), &positions, picks, &mut approx);

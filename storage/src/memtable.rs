@@ -89,7 +89,14 @@ pub struct MemBatch {
     order: Option<Arc<[u32]>>,
     /// Rows deleted (or replaced by an update) since the batch was added.
     pub deleted: Option<Arc<DeleteVector>>,
+    /// Quantised copies of vector columns, by (column, kind): built by the first quantised
+    /// search that wants one, shared by every snapshot's copy of this batch (its rows never
+    /// change; deletes are masks).
+    quantized: Arc<parking_lot::Mutex<QuantCopies>>,
 }
+
+type QuantCopies =
+    std::collections::HashMap<(usize, basalt_vector::Quantization), Arc<basalt_vector::Quantized>>;
 
 impl MemBatch {
     fn new(batch: RecordBatch) -> Result<Self> {
@@ -115,7 +122,15 @@ impl MemBatch {
                 o.last().map_or(0, |&r| v[r as usize]),
             ),
         };
-        Ok(Self { batch, id_min, id_max, sorted: order.is_none(), order, deleted: None })
+        Ok(Self {
+            batch,
+            id_min,
+            id_max,
+            sorted: order.is_none(),
+            order,
+            deleted: None,
+            quantized: Default::default(),
+        })
     }
 
     /// The live rows' (`_id`, position among the live rows) in ascending `_id` order.
@@ -146,6 +161,27 @@ impl MemBatch {
             Some(o) => o.iter().for_each(|&r| visit(r as usize)),
         }
         Ok(out)
+    }
+
+    /// The quantised copy of vector column `col` (full-schema position) whose `f32`
+    /// values, row-major, are `values`; built the first time it is asked for.
+    pub fn quantized(
+        &self,
+        col: usize,
+        kind: basalt_vector::Quantization,
+        values: &[f32],
+    ) -> Arc<basalt_vector::Quantized> {
+        if let Some(q) = self.quantized.lock().get(&(col, kind)) {
+            return q.clone();
+        }
+        let q = Arc::new(basalt_vector::Quantized::encode(kind, values));
+        self.quantized.lock().entry((col, kind)).or_insert(q).clone()
+    }
+
+    /// The live rows as a mask (`None`: every row is live).
+    pub fn keep_mask(&self) -> Option<arrow_buffer::BooleanBuffer> {
+        let d = self.deleted.as_ref().filter(|d| d.count() > 0)?;
+        Some(d.keep_mask(0, self.batch.num_rows()))
     }
 
     /// Whether row `row` is deleted.
