@@ -33,8 +33,8 @@ struct Quant<'a> {
 
 /// Where a block's quantised copy is kept.
 enum QuantSource<'a> {
-    /// Chunk (`rg`, `pos`) of a segment.
-    Segment { segment: &'a crate::segment::Segment, rg: usize, pos: usize },
+    /// The part of chunk (`rg`, `pos`) of a segment from row `start`.
+    Segment { segment: &'a crate::segment::Segment, rg: usize, pos: usize, start: usize },
     /// Column `col` of a memtable batch.
     Memtable { batch: &'a crate::memtable::MemBatch, col: usize },
 }
@@ -43,20 +43,24 @@ impl Quant<'_> {
     /// The copy of `rows` (the block's `f32` values), built on first use and kept.
     fn copy(&self, rows: &[f32]) -> Arc<basalt_vector::Quantized> {
         match self.source {
-            QuantSource::Segment { segment, rg, pos } => {
-                segment.quantized(rg, pos, self.kind, rows)
+            QuantSource::Segment { segment, rg, pos, start } => {
+                segment.quantized(rg, pos, start, self.kind, rows)
             }
             QuantSource::Memtable { batch, col } => batch.quantized(col, self.kind, rows),
         }
     }
 }
 
-/// A unit of a vector search: a row group, or one memtable batch.
+/// A unit of a vector search: a part of a row group (rows `start..start + len`), or one
+/// memtable batch.
 #[derive(Debug, Clone, Copy)]
 enum KnnUnit {
-    RowGroup(ScanUnit),
+    RowGroup { segment: usize, rg: usize, start: usize, len: usize },
     MemBatch(usize),
 }
+
+/// Fewest rows in a part of a row group (see [`TableSnapshot::vector_search_with`]).
+const MIN_PART_ROWS: usize = 8 * 1024;
 
 /// What [`TableSnapshot::vector_search`] found.
 #[derive(Debug, Clone, PartialEq)]
@@ -129,14 +133,37 @@ impl TableSnapshot {
         if let Some(p) = predicate {
             self.resolve(&p.columns())?;
         }
-        let units: Vec<KnnUnit> = self
-            .scan_units()
+        // Row groups are the units — unless there are too few to keep every thread busy
+        // (a table of one or two row groups), then they are cut into parts. (Each unit
+        // costs heaps, a merge and its own rescoring candidates, so no finer than needed.)
+        let scan_units = self.scan_units();
+        let groups = scan_units.iter().filter(|u| matches!(u, ScanUnit::RowGroup { .. })).count();
+        let want = 4 * rayon::current_num_threads();
+        let parts = if groups >= want { 1 } else { want.div_ceil(groups.max(1)) };
+        let units: Vec<KnnUnit> = scan_units
             .into_iter()
             .flat_map(|u| match u {
                 ScanUnit::Memtable => {
                     (0..self.memtable.batches().len()).map(KnnUnit::MemBatch).collect()
                 }
-                rg => vec![KnnUnit::RowGroup(rg)],
+                ScanUnit::RowGroup { segment, rg } => {
+                    let rows = self.segments[segment]
+                        .segment
+                        .meta()
+                        .row_groups
+                        .get(rg)
+                        .map_or(0, |g| g.rows as usize);
+                    let part = rows.div_ceil(parts).max(MIN_PART_ROWS);
+                    (0..rows)
+                        .step_by(part)
+                        .map(|start| KnnUnit::RowGroup {
+                            segment,
+                            rg,
+                            start,
+                            len: part.min(rows - start),
+                        })
+                        .collect::<Vec<_>>()
+                }
             })
             .collect();
         let per_unit = units
@@ -195,7 +222,7 @@ impl TableSnapshot {
             })
         };
         match unit {
-            KnnUnit::RowGroup(ScanUnit::RowGroup { segment, rg }) => {
+            KnnUnit::RowGroup { segment, rg, start, len } => {
                 let ls = &self.segments[segment];
                 let mut keep = ls.keep_mask(rg).map(|m| m.values().clone());
                 if let Some(p) = predicate {
@@ -207,16 +234,19 @@ impl TableSnapshot {
                 if keep.as_ref().is_some_and(|k| k.count_set_bits() == 0) {
                     return Ok(0);
                 }
+                let keep = keep.map(|k| k.slice(start, len));
+                if keep.as_ref().is_some_and(|k| k.count_set_bits() == 0) {
+                    return Ok(0);
+                }
                 let mut cols = self.read_row_group(segment, rg, &[col], DecodeMode::Values)?;
-                let vectors = cols.pop().ok_or_else(|| self.not_vectors())?;
-                let ids = ls.segment.ids(rg)?;
+                let vectors = cols.pop().ok_or_else(|| self.not_vectors())?.slice(start, len);
+                let ids = ls.segment.ids(rg)?.slice(start, len);
                 let pos = ls.segment.meta().position_of(self.schema.column_id_at(col));
                 let quant = pos.and_then(|pos| {
-                    quant_of(QuantSource::Segment { segment: &ls.segment, rg, pos })
+                    quant_of(QuantSource::Segment { segment: &ls.segment, rg, pos, start })
                 });
                 self.search_arrays(&vectors, &ids, keep, queries, quant, heaps)
             }
-            KnnUnit::RowGroup(ScanUnit::Memtable) => Ok(0),
             KnnUnit::MemBatch(i) => {
                 let Some(mb) = self.memtable.batches().get(i) else { return Ok(0) };
                 if mb.live_rows() == 0 {

@@ -406,8 +406,9 @@ pub struct Segment {
     quantized: parking_lot::Mutex<QuantCache>,
 }
 
+/// Quantised copies by (row group, column, first row of the part, kind).
 type QuantCache = std::collections::HashMap<
-    (usize, usize, basalt_vector::Quantization),
+    (usize, usize, usize, basalt_vector::Quantization),
     Arc<basalt_vector::Quantized>,
 >;
 
@@ -506,18 +507,20 @@ impl Segment {
         self.buf.len()
     }
 
-    /// The quantised copy of vector chunk (`rg`, `col`), built from `values` (the chunk's
-    /// `f32` values, row-major) the first time it is asked for and kept with the segment
-    /// (D bytes per row for int8, 2·D for half floats). Concurrent first users may both
-    /// build it; one copy is kept.
+    /// The quantised copy of the part of vector chunk (`rg`, `col`) that starts at row
+    /// `start`, built from `values` (the part's `f32` values, row-major) the first time it
+    /// is asked for and kept with the segment (D bytes per row for int8, 2·D for half
+    /// floats). A caller always splits a chunk into the same parts. Concurrent first users
+    /// may both build it; one copy is kept.
     pub fn quantized(
         &self,
         rg: usize,
         col: usize,
+        start: usize,
         kind: basalt_vector::Quantization,
         values: &[f32],
     ) -> Arc<basalt_vector::Quantized> {
-        let key = (rg, col, kind);
+        let key = (rg, col, start, kind);
         if let Some(q) = self.quantized.lock().get(&key) {
             return q.clone();
         }

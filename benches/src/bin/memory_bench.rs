@@ -202,6 +202,26 @@ fn main() {
     let root = std::env::temp_dir().join(format!("basalt-memory-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     let mut rng = Rng::new(7);
+    // `--recall-only N`: N items (written in batches), then recall timings only (profiling).
+    if let Some(n) = args
+        .iter()
+        .position(|a| a == "--recall-only")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        let (_db, m) = open(&root.join("recall"));
+        for start in (0..n).step_by(1000) {
+            let items: Vec<NewMemory> =
+                (start..(start + 1000).min(n)).map(|i| item(i, &mut rng).1).collect();
+            m.remember_many(&format!("org/a{}", start / 1000 % AGENTS), items).expect("batch");
+        }
+        for precision in [Precision::Exact, Precision::Int8 { oversample: 4 }] {
+            let (p50, p95, _) = recall(&m, &mut rng, 200, precision);
+            println!("{n} items, {precision:?}: p50 {} p95 {}", ms(p50), ms(p95));
+        }
+        let _ = std::fs::remove_dir_all(&root);
+        return;
+    }
 
     // W1
     let dir = root.join("w1");
