@@ -827,13 +827,7 @@ pub fn decode_window(
     let corrupt = |reason: String| Error::corrupt(c.file, c.offset, reason);
     let (mut secs, nulls) = sections(raw, &c)?;
     let mut next = || secs.next().ok_or_else(|| corrupt("missing section".into()));
-    let need = |b: &Buffer, len: usize, what: &str| {
-        if b.len() < len {
-            Err(corrupt(format!("{what} section has {} bytes, needs {len}", b.len())))
-        } else {
-            Ok(())
-        }
-    };
+    let need = |b: &Buffer, len: usize, what: &str| section_has(&c, b, len, what);
     let window_nulls = nulls.as_ref().map(|nb| nb.slice(start, len));
     // Arrays built for the window only (`offset` into `buffers` where they cover more).
     let windowed = |buffers: Vec<Buffer>, offset: usize| {
@@ -1125,13 +1119,7 @@ pub fn decode_rows(raw: &Buffer, c: ChunkInfo<'_>, rows: &[usize]) -> Result<Arr
     }
     let (mut secs, nulls) = sections(raw, &c)?;
     let mut next = || secs.next().ok_or_else(|| corrupt("missing section".into()));
-    let need = |b: &Buffer, len: usize, what: &str| {
-        if b.len() < len {
-            Err(corrupt(format!("{what} section has {} bytes, needs {len}", b.len())))
-        } else {
-            Ok(())
-        }
-    };
+    let need = |b: &Buffer, len: usize, what: &str| section_has(&c, b, len, what);
     let out_nulls = nulls
         .as_ref()
         .map(|nb| NullBuffer::new(BooleanBuffer::from_iter(rows.iter().map(|&r| nb.is_valid(r)))));
@@ -1266,6 +1254,15 @@ pub fn decode_rows(raw: &Buffer, c: ChunkInfo<'_>, rows: &[usize]) -> Result<Arr
         }
         _ => span(raw),
     }
+}
+
+/// Checks that section `b` (named `what` in the error) holds at least `len` bytes.
+fn section_has(c: &ChunkInfo<'_>, b: &Buffer, len: usize, what: &str) -> Result<()> {
+    if b.len() < len {
+        let reason = format!("{what} section has {} bytes, needs {len}", b.len());
+        return Err(Error::corrupt(c.file, c.offset, reason));
+    }
+    Ok(())
 }
 
 /// Bytes per value of a plain fixed-width chunk of kind `phys`.
