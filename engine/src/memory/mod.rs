@@ -342,15 +342,26 @@ impl DedupeIndex {
     /// Every item of the table (one scan of three columns).
     fn build(items: &Table) -> Res<DedupeIndex> {
         let mut map: HashMap<(u64, u64), Vec<u64>> = HashMap::new();
+        use arrow_array::cast::AsArray;
+        use arrow_array::types::UInt64Type;
         for b in items.scan_columns(&["_id", "namespace", "hash"])? {
             let b = b?;
+            let (Some(ids), Some(ns), Some(hashes)) = (
+                b.column(0).as_primitive_opt::<UInt64Type>(),
+                b.column(1).as_string_opt::<i32>(),
+                b.column(2).as_primitive_opt::<UInt64Type>(),
+            ) else {
+                // Never skip rows: a missing entry would let a duplicate in.
+                return Err(MemoryError::Invalid {
+                    store: items.name().to_string(),
+                    reason: "the items table's _id, namespace or hash column has another type"
+                        .into(),
+                }
+                .into());
+            };
             for i in 0..b.num_rows() {
-                let r = Row::from_batch(&b, i);
-                let (Some(id), Some(ns)) = (r.id(), text_of(r.get("namespace"))) else {
-                    continue;
-                };
-                let Some(Value::UInt(h)) = r.get("hash") else { continue };
-                map.entry((embed::fnv1a(ns.as_bytes()), *h)).or_default().push(id);
+                let key = (embed::fnv1a(ns.value(i).as_bytes()), hashes.value(i));
+                map.entry(key).or_default().push(ids.value(i));
             }
         }
         Ok(DedupeIndex { map })
