@@ -27,7 +27,9 @@
 //! scanned right input deduplicated by such a group-by ([`dedupe_semi_join_input`]).
 //!
 //! When it applies: the aggregate's input is a Basalt scan without a limit (its filter
-//! already evaluated in storage, on codes); there is no grouping set; every group
+//! already evaluated in storage, on codes), or a dictionary join ([`crate::join`]) probing
+//! one, without a fetch, whose output it reads with the probe columns as codes (group
+//! columns must then be probe columns); there is no grouping set; every group
 //! expression is a column of the scan that is dictionary-encoded in every row group of the
 //! snapshot (or there is none, see above); every aggregate supports groups accumulators
 //! and has no DISTINCT, ORDER BY or FILTER; the mode is `Partial` or `Single`. Memtable
@@ -74,6 +76,7 @@ use datafusion::physical_plan::{
 
 use basalt_storage::{Predicate, ScanUnit, TableSnapshot};
 
+use crate::join::DictJoinExec;
 use crate::provider::{ScanExec, ScanParts, partition_units, storage_err};
 
 /// The rule: aggregate-over-scan shapes become [`GroupByExec`].
@@ -103,8 +106,11 @@ impl PhysicalOptimizerRule for FuseGroupBy {
                 if let Some(s) = crate::semi::SemiJoinScanExec::reduce(join) {
                     return Ok(Transformed::yes(Arc::new(s) as Arc<dyn ExecutionPlan>));
                 }
-                return Ok(match dedupe_semi_join_input(join, &node)? {
-                    Some(j) => Transformed::yes(j),
+                if let Some(j) = dedupe_semi_join_input(join, &node)? {
+                    return Ok(Transformed::yes(j));
+                }
+                return Ok(match crate::join::DictJoinExec::replace(join) {
+                    Some(j) => Transformed::yes(Arc::new(j) as Arc<dyn ExecutionPlan>),
                     None => Transformed::no(node),
                 });
             }
@@ -215,7 +221,7 @@ fn dedupe_semi_join_input(
 }
 
 /// Group-by on dictionary codes over a Basalt snapshot, with DataFusion's accumulators.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct GroupByExec {
     table: String,
     snapshot: Arc<TableSnapshot>,
@@ -225,6 +231,9 @@ pub struct GroupByExec {
     groups: Vec<Vec<ScanUnit>>,
     /// Scan output positions of the group columns.
     keys: Vec<usize>,
+    /// The input when it is a dictionary join probing the snapshot (its output, with the
+    /// probe columns as codes, is what is grouped); `None`: the scan itself.
+    join: Option<Arc<DictJoinExec>>,
     aggs: Vec<Arc<AggregateFunctionExpr>>,
     /// `Partial`: emit states (the final aggregate above merges them); `Single`: values.
     partial: bool,
@@ -242,10 +251,22 @@ impl GroupByExec {
             AggregateMode::Single => false,
             _ => return Ok(None),
         };
-        let Some(scan) = agg.input().downcast_ref::<ScanExec>() else { return Ok(None) };
-        let Some(ScanParts { snapshot, projection, predicate, groups }) = scan.parts() else {
-            return Ok(None);
-        };
+        let input = agg.input();
+        let join = input.downcast_ref::<DictJoinExec>().filter(|j| !j.has_fetch());
+        let (snapshot, projection, predicate, groups) =
+            match (input.downcast_ref::<ScanExec>(), join) {
+                (Some(scan), _) => {
+                    let Some(ScanParts { snapshot, projection, predicate, groups }) = scan.parts()
+                    else {
+                        return Ok(None);
+                    };
+                    (snapshot, projection.to_vec(), predicate, groups)
+                }
+                // The join's output columns stand for the scan's: a group column must be one of
+                // its probe columns (see `full` below).
+                (None, Some(j)) => (j.snapshot(), Vec::new(), j.predicate(), j.groups()),
+                (None, None) => return Ok(None),
+            };
         let g = agg.group_expr();
         if g.has_grouping_set() || agg.limit_options().is_some() {
             return Ok(None);
@@ -264,7 +285,11 @@ impl GroupByExec {
         let mut keys = Vec::new();
         for (e, _) in g.expr() {
             let Some(c) = e.downcast_ref::<Column>() else { return Ok(None) };
-            let Some(&full) = projection.get(c.index()) else { return Ok(None) };
+            let full = match join {
+                Some(j) => j.probe_column(c.index()),
+                None => projection.get(c.index()).copied(),
+            };
+            let Some(full) = full else { return Ok(None) };
             if !snapshot.is_dictionary_encoded(full) {
                 return Ok(None);
             }
@@ -285,10 +310,11 @@ impl GroupByExec {
         Ok(Some(GroupByExec {
             table: snapshot.name().to_string(),
             snapshot: snapshot.clone(),
-            projection: projection.to_vec(),
+            projection,
             predicate: predicate.cloned(),
             groups: groups.to_vec(),
             keys,
+            join: join.map(|j| Arc::new(j.clone())),
             aggs: agg.aggr_expr().to_vec(),
             partial,
             input_schema: agg.input_schema(),
@@ -316,8 +342,9 @@ impl GroupByExec {
         Some(self)
     }
 
-    /// Groups and aggregates the units of one partition into one batch.
-    fn run(&self, units: Vec<ScanUnit>) -> Result<RecordBatch> {
+    /// Groups and aggregates the batches of one partition (its scan units, or the join's
+    /// output over them, with codes where storage has them) into one batch.
+    fn run(&self, batches: impl Iterator<Item = Result<RecordBatch>>) -> Result<RecordBatch> {
         let scalar = self.keys.is_empty();
         let mut grouper = Grouper::new(self.keys.len());
         let mut accs = self
@@ -334,11 +361,6 @@ impl GroupByExec {
                 })
             })
             .collect::<Result<Vec<Acc>>>()?;
-        let scan = self
-            .snapshot
-            .scan_units_filtered(&self.projection, self.predicate.clone(), units)
-            .map_err(storage_err)?
-            .with_codes();
         // What DataFusion's accumulators are evaluated on: the scan's columns they read,
         // as values; the others as NULL placeholders (no allocation).
         let read: Vec<bool> =
@@ -360,8 +382,8 @@ impl GroupByExec {
         let mut rows: Vec<u64> = Vec::new();
         let mut ids: Vec<usize> = Vec::new();
         let mut any_rows = false;
-        for b in scan {
-            let b = b.map_err(storage_err)?;
+        for b in batches {
+            let b = b?;
             let n = b.num_rows();
             if n == 0 {
                 continue;
@@ -1033,7 +1055,7 @@ impl Grouper {
 }
 
 /// The values of a dictionary array.
-fn dictionary_values(col: &ArrayRef) -> Result<ArrayRef> {
+pub(crate) fn dictionary_values(col: &ArrayRef) -> Result<ArrayRef> {
     Ok(match col.data_type() {
         DataType::Dictionary(k, _) => match k.as_ref() {
             DataType::UInt8 => col.as_dictionary::<UInt8Type>().values().clone(),
@@ -1078,7 +1100,7 @@ fn fold_codes(col: &ArrayRef, w: u32, local: &mut [u32]) -> Result<()> {
 }
 
 /// The codes of a dictionary array (NULL rows give whatever code they hold).
-fn codes_of(col: &ArrayRef) -> Result<Vec<u32>> {
+pub(crate) fn codes_of(col: &ArrayRef) -> Result<Vec<u32>> {
     let DataType::Dictionary(kt, _) = col.data_type() else {
         return Err(DataFusionError::Internal(format!("not a dictionary: {}", col.data_type())));
     };
@@ -1099,7 +1121,7 @@ fn codes_of(col: &ArrayRef) -> Result<Vec<u32>> {
 }
 
 impl DisplayAs for GroupByExec {
-    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let keys: Vec<&str> =
             self.keys.iter().map(|&k| self.input_schema.field(k).name().as_str()).collect();
         let aggs: Vec<&str> = self.aggs.iter().map(|a| a.name()).collect();
@@ -1111,8 +1133,16 @@ impl DisplayAs for GroupByExec {
             keys.join(", "),
             aggs.join(", ")
         )?;
-        if let Some(p) = &self.predicate {
-            write!(f, ", filter={p}")?;
+        match &self.join {
+            Some(j) => {
+                write!(f, ", over ")?;
+                j.fmt_as(t, f)?;
+            }
+            None => {
+                if let Some(p) = &self.predicate {
+                    write!(f, ", filter={p}")?;
+                }
+            }
         }
         Ok(())
     }
@@ -1128,7 +1158,10 @@ impl ExecutionPlan for GroupByExec {
     }
 
     fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        vec![]
+        match &self.join {
+            Some(j) => vec![j.build()],
+            None => vec![],
+        }
     }
 
     fn apply_expressions(
@@ -1140,32 +1173,34 @@ impl ExecutionPlan for GroupByExec {
 
     fn with_new_children(
         self: Arc<Self>,
-        _children: Vec<Arc<dyn ExecutionPlan>>,
+        mut children: Vec<Arc<dyn ExecutionPlan>>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        Ok(self)
+        let (Some(j), Some(build)) = (&self.join, children.pop()) else { return Ok(self) };
+        let join = Some(Arc::new(j.with_build(build)));
+        Ok(Arc::new(GroupByExec { join, ..self.as_ref().clone() }))
     }
 
     fn execute(
         &self,
         partition: usize,
-        _context: Arc<TaskContext>,
+        context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
         let units = partition_units(&self.groups, partition, "BasaltGroupBy")?;
-        let me = GroupByExec {
-            table: self.table.clone(),
-            snapshot: self.snapshot.clone(),
-            projection: self.projection.clone(),
-            predicate: self.predicate.clone(),
-            groups: Vec::new(),
-            keys: self.keys.clone(),
-            aggs: self.aggs.clone(),
-            partial: self.partial,
-            input_schema: self.input_schema.clone(),
-            schema: self.schema.clone(),
-            props: self.props.clone(),
-        };
+        let me = GroupByExec { groups: Vec::new(), ..self.clone() };
         // The work happens when the stream is first polled (on DataFusion's runtime).
-        let stream = futures::stream::once(async move { me.run(units) });
+        let stream = futures::stream::once(async move {
+            match me.join.clone() {
+                Some(j) => me.run(j.coded_batches(units, context).await?),
+                None => {
+                    let scan = me
+                        .snapshot
+                        .scan_units_filtered(&me.projection, me.predicate.clone(), units)
+                        .map_err(storage_err)?
+                        .with_codes();
+                    me.run(scan.map(|b| b.map_err(storage_err)))
+                }
+            }
+        });
         Ok(Box::pin(RecordBatchStreamAdapter::new(self.schema.clone(), stream)))
     }
 }

@@ -6,7 +6,8 @@
 //! transaction ([`dml`]), the statement dispatcher that sends each statement to DataFusion
 //! or to storage ([`connection`]), the direct path that runs simple single-table
 //! statements on storage without planning (`direct`), the fused group-by on dictionary
-//! codes ([`fused`]), the semi-join reduction to a storage `IN` list ([`semi`]), vector
+//! codes ([`fused`]), the semi-join reduction to a storage `IN` list ([`semi`]), the join
+//! probed by dictionary code ([`join`]), vector
 //! search in SQL — distance functions, `vector_topk` and the top-k rule ([`vector`]) —
 //! full-text search in SQL — `CREATE / DROP FTS INDEX`, `fts_search`, `fts_match` ([`fts`]) — the
 //! rewrites that hide `_id` from `SELECT *` ([`rewrite`]), SQL over files ([`files`]), the
@@ -24,6 +25,7 @@ pub mod files;
 pub mod fts;
 pub mod functions;
 pub mod fused;
+pub mod join;
 pub mod provider;
 pub mod pushdown;
 pub mod rewrite;

@@ -515,6 +515,22 @@ pub(crate) fn partition_units(
     }
 }
 
+/// A stream that first awaits `start` (building a join's table, say), then yields the
+/// batches of the stream it returns; an error from `start` is the stream's one item.
+pub(crate) fn deferred_stream<S, F>(schema: SchemaRef, start: F) -> SendableRecordBatchStream
+where
+    F: std::future::Future<Output = Result<S>> + Send + 'static,
+    S: futures::Stream<Item = Result<RecordBatch>> + Send + 'static,
+{
+    let stream = futures::stream::once(start)
+        .map(|r| match r {
+            Ok(s) => s.boxed(),
+            Err(e) => futures::stream::once(async move { Err(e) }).boxed(),
+        })
+        .flatten();
+    Box::pin(RecordBatchStreamAdapter::new(schema, stream))
+}
+
 /// What a [`ScanExec`] reads (see [`ScanExec::parts`]).
 pub(crate) struct ScanParts<'a> {
     /// The snapshot the scan was planned on.

@@ -29,15 +29,13 @@ use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::common::collect;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
-use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
 };
-use futures::StreamExt;
 
 use basalt_storage::{Predicate, Scalar, ScanUnit, TableSnapshot};
 
-use crate::provider::{ScanExec, ScanParts, partition_units, storage_err};
+use crate::provider::{ScanExec, ScanParts, deferred_stream, partition_units, storage_err};
 use crate::pushdown::scalar_of;
 
 /// A semi join of a Basalt scan against a build side's keys, as a scan (see module docs).
@@ -158,7 +156,7 @@ impl ExecutionPlan for SemiJoinScanExec {
         let units = partition_units(&self.groups, partition, "BasaltSemiJoinScan")?;
         let me = self.clone();
         let schema = self.schema.clone();
-        let stream = futures::stream::once(async move {
+        Ok(deferred_stream(schema, async move {
             let keys = me.build_keys(context).await?;
             let predicate =
                 Predicate::InList { column: me.key.clone(), values: keys, negated: false };
@@ -179,13 +177,7 @@ impl ExecutionPlan for SemiJoinScanExec {
                     &RecordBatchOptions::new().with_row_count(Some(b.num_rows())),
                 )?)
             })))
-        })
-        .map(|r| match r {
-            Ok(s) => s.boxed(),
-            Err(e) => futures::stream::once(async move { Err(e) }).boxed(),
-        })
-        .flatten();
-        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
+        }))
     }
 }
 
