@@ -16,7 +16,8 @@
 //! When it applies: a [`HashJoinExec`] in `CollectLeft` mode (DataFusion's choice for a
 //! small build side), join type `Inner` or `Right` (the probe rows are kept, with NULL build
 //! columns when nothing matches), no join filter, NULLs never equal (`NullEqualsNothing`,
-//! not null-aware), one key pair of plain columns of the same type, Utf8 or Int64, the
+//! not null-aware), one key pair of plain Utf8 columns (storage dictionary-encodes text and
+//! floats; integers are packed, not dictionary-encoded), the
 //! right input a Basalt scan without a limit whose key column is dictionary-encoded in every
 //! row group of the snapshot. Memtable rows (values, not codes) are looked up one by one.
 //! The join's projection and `fetch` are kept. The rule is off with the connection's fast
@@ -36,7 +37,7 @@ use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions, UInt32Array,
 };
 use datafusion::arrow::compute::{cast, concat_batches, take};
-use datafusion::arrow::datatypes::{DataType, Int64Type, Schema, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{DataFusionError, JoinType, NullEquality, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
@@ -108,7 +109,7 @@ impl DictJoinExec {
         let probe_type = scan.schema().fields().get(r.index())?.data_type().clone();
         let build_schema = join.left().schema();
         let build_type = build_schema.fields().get(l.index())?.data_type().clone();
-        if !matches!(probe_type, DataType::Utf8 | DataType::Int64)
+        if probe_type != DataType::Utf8
             || build_type != probe_type
             || !snapshot.is_dictionary_encoded(*projection.get(r.index())?)
         {
@@ -241,14 +242,8 @@ impl DictJoinExec {
 struct BuildTable {
     batch: RecordBatch,
     rows: Vec<u32>,
-    map: KeyMap,
-}
-
-/// Key → `(start, len)` of its rows in [`BuildTable::rows`].
-#[derive(Debug)]
-enum KeyMap {
-    Str(HashMap<Box<str>, (u32, u32)>),
-    Int(HashMap<i64, (u32, u32)>),
+    /// Key → `(start, len)` of its rows in `rows`.
+    map: HashMap<Box<str>, (u32, u32)>,
 }
 
 impl BuildTable {
@@ -268,45 +263,30 @@ impl BuildTable {
             ));
         }
         let col = batch.column(key);
-        let (rows, map) = match col.data_type() {
-            DataType::Utf8 => {
-                let (rows, m) =
-                    runs(col.as_string::<i32>().iter().map(|v| v.map(Box::<str>::from)));
-                (rows, KeyMap::Str(m))
-            }
-            DataType::Int64 => {
-                let (rows, m) = runs(col.as_primitive::<Int64Type>().iter());
-                (rows, KeyMap::Int(m))
-            }
-            t => {
-                return Err(DataFusionError::Internal(format!(
-                    "dictionary join on a key of type {t}"
-                )));
-            }
+        let DataType::Utf8 = col.data_type() else {
+            return Err(DataFusionError::Internal(format!(
+                "dictionary join on a key of type {}",
+                col.data_type()
+            )));
         };
+        let (rows, map) = runs(col.as_string::<i32>().iter().map(|v| v.map(Box::<str>::from)));
         Ok(BuildTable { batch, rows, map })
     }
 
     /// `(start, len)` of the build rows matching each element of `keys` (`len` 0: none;
     /// NULL never matches).
     fn spans(&self, keys: &ArrayRef) -> Result<Vec<(u32, u32)>> {
-        Ok(match (&self.map, keys.data_type()) {
-            (KeyMap::Str(m), DataType::Utf8) => keys
-                .as_string::<i32>()
-                .iter()
-                .map(|k| k.and_then(|k| m.get(k).copied()).unwrap_or((0, 0)))
-                .collect(),
-            (KeyMap::Int(m), DataType::Int64) => keys
-                .as_primitive::<Int64Type>()
-                .iter()
-                .map(|k| k.and_then(|k| m.get(&k).copied()).unwrap_or((0, 0)))
-                .collect(),
-            (_, t) => {
-                return Err(DataFusionError::Internal(format!(
-                    "dictionary join probed with keys of type {t}"
-                )));
-            }
-        })
+        let DataType::Utf8 = keys.data_type() else {
+            return Err(DataFusionError::Internal(format!(
+                "dictionary join probed with keys of type {}",
+                keys.data_type()
+            )));
+        };
+        Ok(keys
+            .as_string::<i32>()
+            .iter()
+            .map(|k| k.and_then(|k| self.map.get(k).copied()).unwrap_or((0, 0)))
+            .collect())
     }
 }
 

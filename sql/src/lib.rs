@@ -7,7 +7,8 @@
 //! or to storage ([`connection`]), the direct path that runs simple single-table
 //! statements on storage without planning (`direct`), the fused group-by on dictionary
 //! codes ([`fused`]), the semi-join reduction to a storage `IN` list ([`semi`]), the join
-//! probed by dictionary code ([`join`]), vector
+//! probed by dictionary code ([`join`]), the sort emitted one dictionary value at a time
+//! under a limit ([`sort`]), vector
 //! search in SQL — distance functions, `vector_topk` and the top-k rule ([`vector`]) —
 //! full-text search in SQL — `CREATE / DROP FTS INDEX`, `fts_search`, `fts_match` ([`fts`]) — the
 //! rewrites that hide `_id` from `SELECT *` ([`rewrite`]), SQL over files ([`files`]), the
@@ -31,6 +32,7 @@ pub mod pushdown;
 pub mod rewrite;
 pub mod script;
 pub mod semi;
+pub mod sort;
 pub mod types;
 pub mod vector;
 

@@ -12,6 +12,13 @@ use proptest::test_runner::{Config, TestRunner};
 
 /// Every cell of the batches as text, one string per row, sorted.
 fn rows(batches: &[RecordBatch]) -> Vec<String> {
+    let mut out = rows_in_order(batches);
+    out.sort();
+    out
+}
+
+/// The rows of a result in the order they came, as `a|b|…` strings.
+fn rows_in_order(batches: &[RecordBatch]) -> Vec<String> {
     let mut out = Vec::new();
     for b in batches {
         let fmts: Vec<_> = b
@@ -29,7 +36,6 @@ fn rows(batches: &[RecordBatch]) -> Vec<String> {
             out.push(fmts.iter().map(|f| f.value(r).to_string()).collect::<Vec<_>>().join("|"));
         }
     }
-    out.sort();
     out
 }
 
@@ -843,7 +849,7 @@ fn dictionary_join_agrees_with_datafusion() {
         "SELECT r.s, d.w FROM r JOIN dim d ON r.s = d.s WHERE d.w < 3 AND r.a BETWEEN 0 AND 300",
         "SELECT count(*) FROM (SELECT r.s FROM r JOIN dim d ON r.s = d.s LIMIT 10)",
         "SELECT count(*) FROM r JOIN dim d ON r.s = d.s JOIN dim e ON r.s = e.s",
-        // Integer keys (dictionary-encoded through the CREATE TABLE AS below, or not).
+        // Integer keys (never dictionary-encoded: DataFusion's join).
         "SELECT count(*), sum(r.f) FROM r JOIN dim d ON r.a = d.w",
         "SELECT r.a, d.tag FROM r LEFT JOIN dim d ON r.a = d.w WHERE r.a < 10",
     ];
@@ -871,18 +877,10 @@ fn dictionary_join_agrees_with_datafusion() {
     assert_eq!(one_u64(&on.sql(queries[3]).unwrap()), inner as u64);
     let left = strings.len() + apples;
     assert_eq!(one_u64(&on.sql(queries[4]).unwrap()), left as u64);
-    // Memtable rows (values, not codes) and a small dictionary-encoded integer column.
+    // Memtable rows (values, not codes).
     on.sql("INSERT INTO r VALUES (1, 'apple', 1.0, true), (2, NULL, 2.0, false), (6, 'zzz', NULL, NULL)")
         .unwrap();
-    on.sql("CREATE TABLE k AS SELECT a % 7 AS a, s, f FROM r").unwrap();
     for q in queries {
-        same_close(&on, &off, q);
-    }
-    for q in [
-        "SELECT k.a, count(*), sum(k.f) FROM k JOIN dim d ON k.a = d.w GROUP BY k.a",
-        "SELECT count(*) FROM k LEFT JOIN dim d ON k.a = d.w",
-        "SELECT k.s, d.tag FROM k JOIN dim d ON k.a = d.w WHERE k.f > 90",
-    ] {
         same_close(&on, &off, q);
     }
     // An empty build side.
@@ -892,6 +890,79 @@ fn dictionary_join_agrees_with_datafusion() {
         "SELECT r.s, count(*) FROM r JOIN dim d ON r.s = d.s AND d.w > 100 GROUP BY r.s",
     ] {
         same_close(&on, &off, q);
+    }
+}
+
+#[test]
+fn bucket_sort_agrees_with_datafusion() {
+    let (_db, on, off) = fast_and_planned(0xb0c7);
+    let plan =
+        |c: &basalt::Connection, q: &str| rows(&c.sql(&format!("EXPLAIN {q}")).unwrap()).join("\n");
+    // In order (every sort ends on `_id`, so the order is determined): several buckets,
+    // NULLs first and last, descending, OFFSET past bucket ends, filters, no other key.
+    // Integer keys: few values (`k`), and more than MAX_BUCKETS (`a`: the original sort).
+    on.sql("CREATE TABLE k AS SELECT a % 5 AS a, s, f FROM r").unwrap();
+    let ordered = [
+        "SELECT _id, s, f FROM r ORDER BY s, _id LIMIT 100 OFFSET 3000",
+        "SELECT _id, s, a FROM r ORDER BY s DESC, a, _id LIMIT 50 OFFSET 30000",
+        "SELECT _id, s FROM r ORDER BY s NULLS FIRST, _id DESC LIMIT 20 OFFSET 7000",
+        "SELECT _id, s, f FROM r WHERE f > 30 ORDER BY s DESC NULLS LAST, f DESC, _id LIMIT 40000",
+        "SELECT _id, s FROM r WHERE a < 0 ORDER BY s, length(s), _id LIMIT 5000",
+        "SELECT s, _id FROM r ORDER BY s, _id DESC LIMIT 5 OFFSET 90000",
+        "SELECT a, _id FROM r ORDER BY a, _id LIMIT 30 OFFSET 5000",
+        "SELECT a, s, f, _id FROM k ORDER BY a NULLS FIRST, s, f, _id LIMIT 100 OFFSET 20000",
+        "SELECT a, s, f, _id FROM k ORDER BY a DESC, s, f, _id LIMIT 100 OFFSET 30000",
+        "SELECT a, s, f, _id FROM k WHERE f > 50 ORDER BY a DESC NULLS LAST, f DESC, _id LIMIT 3000",
+    ];
+    let q = ordered[0];
+    assert!(plan(&on, q).contains("BasaltBucketSort: table=r, key=s"), "{}", plan(&on, q));
+    assert!(!plan(&off, q).contains("BasaltBucketSort"));
+    let q = ordered[7];
+    assert!(plan(&on, q).contains("BasaltBucketSort: table=k, key=a"), "{}", plan(&on, q));
+    // A small fetch stays DataFusion's top-k.
+    let q = "SELECT _id, s FROM r ORDER BY s, _id LIMIT 100";
+    assert!(!plan(&on, q).contains("BasaltBucketSort"), "{}", plan(&on, q));
+    for q in ordered {
+        let (x, y) = (on.sql(q).unwrap(), off.sql(q).unwrap());
+        let (a, b) = (rows_in_order(&x), rows_in_order(&y));
+        assert!(!a.is_empty(), "{q}");
+        assert_eq!(a, b, "{q}");
+    }
+    // Windows partitioned by the key under a LIMIT without ORDER BY: any rows of the
+    // window's result may come back, so each must be a row of the full result.
+    let windows = [
+        "SELECT _id, s, ROW_NUMBER() OVER (PARTITION BY s ORDER BY f DESC, _id) AS rn FROM r",
+        "SELECT _id, s, RANK() OVER (PARTITION BY s ORDER BY a) AS rk FROM r",
+        "SELECT _id, s, SUM(a) OVER (PARTITION BY s ORDER BY f) AS run FROM r",
+        "SELECT _id, s, LAG(a) OVER (PARTITION BY s ORDER BY f, _id) AS prev FROM r WHERE b",
+    ];
+    let q = format!("{} LIMIT 1000", windows[0]);
+    assert!(plan(&on, &q).contains("BasaltBucketSort"), "{}", plan(&on, &q));
+    for w in windows {
+        let all: std::collections::HashSet<String> =
+            rows(&off.sql(w).unwrap()).into_iter().collect();
+        for limit in [1000, 25000] {
+            let got = rows(&on.sql(&format!("{w} LIMIT {limit}")).unwrap());
+            assert_eq!(got.len(), limit, "{w}");
+            for r in &got {
+                assert!(all.contains(r), "{w} LIMIT {limit}: {r} is not in the full result");
+            }
+        }
+    }
+    // Memtable rows (a new value among them), and a key with more than MAX_BUCKETS values
+    // (the original sort runs).
+    on.sql("INSERT INTO r VALUES (1, 'apple', 1.0, true), (2, NULL, 2.0, false), (3, 'zeta', 0.5, NULL)")
+        .unwrap();
+    on.sql("CREATE TABLE tk AS SELECT CAST(a AS TEXT) AS t, s, f FROM r").unwrap();
+    let q = "SELECT t, s, f, _id FROM tk ORDER BY t NULLS FIRST, s, f, _id LIMIT 100 OFFSET 2000";
+    assert!(plan(&on, q).contains("BasaltBucketSort: table=tk, key=t"), "{}", plan(&on, q));
+    for q in [
+        "SELECT _id, s, f FROM r ORDER BY s DESC, f, _id LIMIT 300",
+        "SELECT _id, s, f FROM r ORDER BY s NULLS FIRST, f, _id LIMIT 30 OFFSET 100",
+        q,
+    ] {
+        let (x, y) = (on.sql(q).unwrap(), off.sql(q).unwrap());
+        assert_eq!(rows_in_order(&x), rows_in_order(&y), "{q}");
     }
 }
 
