@@ -480,6 +480,13 @@ impl Connection {
     pub fn fast_path_statements(&self) -> Result<u64> {
         Ok(self.sql_conn()?.fast_path_statements())
     }
+
+    /// How many runs of this connection's prepared queries executed the physical plan of an
+    /// earlier run again (nothing was committed in between); a statistic for checking
+    /// which queries do.
+    pub fn reused_physical_plans(&self) -> Result<u64> {
+        Ok(self.sql_conn()?.reused_physical_plans())
+    }
 }
 
 /// A handle on one table. Reads see the table as of each call (or the connection's open

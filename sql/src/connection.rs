@@ -59,13 +59,67 @@ pub struct Prepared {
     /// The plan after DataFusion's logical optimizer, kept from the first run when the plan
     /// is a query whose optimisation cannot depend on the moment it runs (see
     /// [`reusable_optimization`]); shared by clones. Keyed by the optimizer settings it was
-    /// made under. The physical plan is still built at every run: that is where scans bind
-    /// the state the run reads.
+    /// made under. The physical plan — where scans bind the state the run reads — is built
+    /// again unless nothing was committed since the last run ([`KeptPhysical`]).
     optimized: Option<Arc<Mutex<Option<KeptPlan>>>>,
 }
 
-/// A logically optimized plan and the optimizer settings it was made under.
-type KeptPlan = (String, LogicalPlan);
+/// A logically optimized plan and the optimizer settings it was made under, with the
+/// physical plan last built from it when that plan may run again (see [`KeptPhysical`]).
+struct KeptPlan {
+    key: String,
+    logical: LogicalPlan,
+    physical: Option<KeptPhysical>,
+}
+
+/// A physical plan kept for the next run of its prepared query: valid while the database's
+/// committed state is the very snapshot it was built on (any commit, flush or compaction
+/// makes a new one), the statement runs outside a transaction, on the same connection with
+/// the same settings. Only plans whose every leaf is a Basalt exec holding no dynamic filter
+/// are kept ([`rerunnable`]); each run resets their execution state first
+/// (`reset_plan_states`). A kept plan holds its snapshot's tables until the next run
+/// replaces it.
+struct KeptPhysical {
+    key: String,
+    snapshot: Arc<basalt_storage::DbSnapshot>,
+    plan: Arc<dyn ExecutionPlan>,
+}
+
+impl std::fmt::Debug for KeptPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeptPlan")
+            .field("key", &self.key)
+            .field("physical", &self.physical.as_ref().map(|p| &p.key))
+            .finish_non_exhaustive()
+    }
+}
+
+/// Whether a physical plan may be executed again on the same data: every leaf reads a
+/// Basalt snapshot (file scans list and read files at planning, and may see them change),
+/// and no Basalt scan holds a parent's dynamic filter (DataFusion's `reset_plan_states`
+/// gives a top-k or join a new filter, but the scan would keep the old one).
+fn rerunnable(plan: &Arc<dyn ExecutionPlan>) -> bool {
+    let mut ok = true;
+    let _ = plan.apply(|node| {
+        let leaf = node.children().is_empty();
+        let fine = match node.downcast_ref::<crate::provider::ScanExec>() {
+            Some(scan) => !scan.has_hints(),
+            None => !leaf
+                || node.downcast_ref::<crate::fused::GroupByExec>().is_some()
+                || node.downcast_ref::<datafusion::physical_plan::empty::EmptyExec>().is_some()
+                || node
+                    .downcast_ref::<datafusion::physical_plan::placeholder_row::PlaceholderRowExec>(
+                    )
+                    .is_some(),
+        };
+        if !fine {
+            ok = false;
+            return Ok(TreeNodeRecursion::Stop);
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    ok
+}
 
 /// Whether a prepared plan may keep its logically optimized form across runs: a query (not
 /// DML, DDL, EXPLAIN or a session statement) with no placeholders and no function that is
@@ -133,6 +187,8 @@ pub struct SqlConnection {
     fast_paths: Arc<AtomicBool>,
     /// Statements the direct path ran (a statistic for tests and users).
     direct_runs: std::sync::atomic::AtomicU64,
+    /// Prepared-query runs that reused a kept physical plan.
+    reused_plans: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for SqlConnection {
@@ -231,6 +287,7 @@ impl SqlConnection {
             gate: tokio::sync::Mutex::new(()),
             fast_paths,
             direct_runs: std::sync::atomic::AtomicU64::new(0),
+            reused_plans: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -244,6 +301,11 @@ impl SqlConnection {
     /// How many statements of this connection the direct path has run.
     pub fn fast_path_statements(&self) -> u64 {
         self.direct_runs.load(Ordering::Relaxed)
+    }
+
+    /// How many prepared-query runs of this connection reused a kept physical plan.
+    pub fn reused_physical_plans(&self) -> u64 {
+        self.reused_plans.load(Ordering::Relaxed)
     }
 
     /// Runs `stmt` on the direct path if it is one of its shapes ([`crate::direct`]);
@@ -457,19 +519,64 @@ impl SqlConnection {
     ) -> Result<Vec<RecordBatch>> {
         let state = self.ctx.state();
         let key = format!("{:?}", state.config().options().optimizer);
-        let kept = cache.lock().as_ref().filter(|(k, _)| *k == key).map(|(_, p)| p.clone());
-        let optimized = match kept {
-            Some(p) => p,
-            None => {
-                let p = state.optimize(plan)?;
-                *cache.lock() = Some((key, p.clone()));
-                p
+        // What a kept physical plan also depends on: this connection and its settings.
+        let physical_key = format!(
+            "{key}|{}|{:?}|{}|{}",
+            self.ctx.session_id(),
+            state.config().options().execution,
+            self.fast_paths.load(Ordering::Relaxed),
+            self.binding.pushdown()
+        );
+        let committed = match self.binding.session().lock().read_view()? {
+            basalt_storage::ReadView::Committed(s) => Some(s),
+            basalt_storage::ReadView::Transaction(..) => None,
+        };
+        let (optimized, kept) = {
+            let mut guard = cache.lock();
+            let slot = guard.as_mut().filter(|k| k.key == key);
+            match slot {
+                Some(k) => {
+                    let kept = match (&k.physical, &committed) {
+                        (Some(p), Some(now))
+                            if p.key == physical_key && Arc::ptr_eq(&p.snapshot, now) =>
+                        {
+                            Some(p.plan.clone())
+                        }
+                        _ => None,
+                    };
+                    (k.logical.clone(), kept)
+                }
+                None => {
+                    let p = state.optimize(plan)?;
+                    *guard =
+                        Some(KeptPlan { key: key.clone(), logical: p.clone(), physical: None });
+                    (p, None)
+                }
             }
         };
-        let physical = {
-            self.binding.pin()?;
-            let _unpin = Unpin(&self.binding);
-            state.query_planner().create_physical_plan(&optimized, &state).await?
+        let physical = match kept {
+            Some(p) => {
+                self.reused_plans.fetch_add(1, Ordering::Relaxed);
+                datafusion::physical_plan::execution_plan::reset_plan_states(p)?
+            }
+            None => {
+                // Pin the committed snapshot read above, so the plan is known to read it.
+                self.binding.pin()?;
+                let _unpin = Unpin(&self.binding);
+                let p = state.query_planner().create_physical_plan(&optimized, &state).await?;
+                let pinned = match self.binding.view()? {
+                    basalt_storage::ReadView::Committed(s) => Some(s),
+                    basalt_storage::ReadView::Transaction(..) => None,
+                };
+                if let Some(snapshot) = pinned
+                    && rerunnable(&p)
+                    && let Some(k) = cache.lock().as_mut().filter(|k| k.key == key)
+                {
+                    k.physical =
+                        Some(KeptPhysical { key: physical_key, snapshot, plan: p.clone() });
+                }
+                p
+            }
         };
         let s = datafusion::physical_plan::execute_stream(physical, self.ctx.task_ctx())?;
         collect(s).await

@@ -107,7 +107,8 @@ impl Binding {
         self.pushdown.store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
-    fn pushdown(&self) -> bool {
+    /// Whether filter pushdown is on.
+    pub fn pushdown(&self) -> bool {
         self.pushdown.load(std::sync::atomic::Ordering::Relaxed)
     }
 
@@ -473,6 +474,11 @@ impl ScanExec {
             hints: Vec::new(),
             metrics: ExecutionPlanMetricsSet::new(),
         })
+    }
+
+    /// Whether the scan holds filters of parent operators (dynamic filters among them).
+    pub(crate) fn has_hints(&self) -> bool {
+        !self.hints.is_empty()
     }
 
     fn kept_units(&self) -> usize {

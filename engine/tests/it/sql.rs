@@ -88,6 +88,14 @@ fn prepared_queries_without_parameters_reuse_their_plan_and_still_read_fresh_dat
     let top = conn.prepare("SELECT x FROM m ORDER BY x DESC LIMIT 2").unwrap();
     assert_eq!(rows(&agg.execute(&[]).unwrap()), vec!["a|2|4", "b|1|2"]);
     assert_eq!(rows(&top.execute(&[]).unwrap()), vec!["2", "3"]);
+    // Nothing committed since: the aggregate runs its physical plan again; the top-k (a
+    // dynamic filter in its scan) is planned again.
+    let reused = conn.reused_physical_plans().unwrap();
+    assert_eq!(rows(&agg.execute(&[]).unwrap()), vec!["a|2|4", "b|1|2"]);
+    assert_eq!(rows(&agg.execute(&[]).unwrap()), vec!["a|2|4", "b|1|2"]);
+    assert_eq!(conn.reused_physical_plans().unwrap(), reused + 2);
+    assert_eq!(rows(&top.execute(&[]).unwrap()), vec!["2", "3"]);
+    assert_eq!(conn.reused_physical_plans().unwrap(), reused + 2);
     // Every kind of change after the first run shows in the next one: memtable rows,
     // updates, deletes, flushed segments, another connection's commit.
     conn.sql("INSERT INTO m VALUES ('c', 10)").unwrap();
@@ -97,10 +105,19 @@ fn prepared_queries_without_parameters_reuse_their_plan_and_still_read_fresh_dat
     db.flush().unwrap();
     assert_eq!(rows(&agg.execute(&[]).unwrap()), vec!["a|2|4", "b|1|5"]);
     assert_eq!(rows(&top.execute(&[]).unwrap()), vec!["3", "5"]);
-    // A clone shares the plan and reads the same fresh state.
+    // A clone shares the plan and reads the same fresh state. A kept physical plan runs
+    // again only while no connection commits anything.
     let agg2 = agg.clone();
     conn.sql("INSERT INTO m VALUES ('b', 1)").unwrap();
     assert_eq!(rows(&agg2.execute(&[]).unwrap()), vec!["a|2|4", "b|2|6"]);
+    let reused = conn.reused_physical_plans().unwrap();
+    assert_eq!(rows(&agg.execute(&[]).unwrap()), vec!["a|2|4", "b|2|6"]);
+    assert_eq!(conn.reused_physical_plans().unwrap(), reused + 1);
+    db.connect().sql("INSERT INTO m VALUES ('b', 100)").unwrap();
+    assert_eq!(rows(&agg.execute(&[]).unwrap()), vec!["a|2|4", "b|3|106"]);
+    db.connect().sql("DELETE FROM m WHERE x = 100").unwrap();
+    assert_eq!(rows(&agg.execute(&[]).unwrap()), vec!["a|2|4", "b|2|6"]);
+    assert_eq!(conn.reused_physical_plans().unwrap(), reused + 1);
     // Inside a transaction the run reads the transaction's own writes.
     conn.sql("BEGIN; INSERT INTO m VALUES ('z', 7)").unwrap();
     assert_eq!(rows(&agg.execute(&[]).unwrap()), vec!["a|2|4", "b|2|6", "z|1|7"]);
