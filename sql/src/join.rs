@@ -9,8 +9,8 @@
 //! rows with 10 distinct cities costs ten hash lookups here, then one table read per row.
 //! Output rows are built with `take` on the probe columns (on their codes when they are
 //! dictionary-encoded) and on the collected build batch. A join whose output has no
-//! columns (`SELECT count(*) FROM t LEFT JOIN d ON …`) only counts rows and decodes
-//! nothing. The fused group-by ([`crate::fused`]) reads this exec's output with the probe
+//! columns (`SELECT count(*) FROM t LEFT JOIN d ON …`) only counts rows per dictionary
+//! entry and multiplies by the entry's matches. The fused group-by ([`crate::fused`]) reads this exec's output with the probe
 //! columns still as codes, so `JOIN … GROUP BY <probe column>` groups by code as well.
 //!
 //! When it applies: a [`HashJoinExec`] in `CollectLeft` mode (DataFusion's choice for a
@@ -337,6 +337,9 @@ impl Probe {
     fn join(&self, b: &RecordBatch) -> Result<Option<RecordBatch>> {
         let n = b.num_rows();
         let key = b.column(self.probe_key);
+        if self.output.is_empty() && matches!(key.data_type(), DataType::Dictionary(_, _)) {
+            return self.count_only(key);
+        }
         let spans = match key.data_type() {
             DataType::Dictionary(_, _) => {
                 // One lookup per dictionary entry, then one table read per row.
@@ -438,6 +441,37 @@ impl Probe {
         Ok(Some(RecordBatch::try_new_with_options(
             schema,
             cols,
+            &RecordBatchOptions::new().with_row_count(Some(total)),
+        )?))
+    }
+}
+
+impl Probe {
+    /// A join without output columns (`count(*)` over it): rows per dictionary entry times
+    /// that entry's matches, as a batch of that many rows and no column.
+    fn count_only(&self, key: &ArrayRef) -> Result<Option<RecordBatch>> {
+        let entries = self.table.spans(&dictionary_values(key)?)?;
+        let mut rows = vec![0usize; entries.len()];
+        let mut nulls = 0usize;
+        for (i, c) in codes_of(key)?.into_iter().enumerate() {
+            match rows.get_mut(c as usize) {
+                Some(r) if key.is_valid(i) => *r += 1,
+                _ => nulls += 1,
+            }
+        }
+        let keep = usize::from(self.keep_unmatched);
+        let total = nulls * keep
+            + rows
+                .iter()
+                .zip(&entries)
+                .map(|(r, &(_, len))| r * (len as usize).max(keep))
+                .sum::<usize>();
+        if total == 0 {
+            return Ok(None);
+        }
+        Ok(Some(RecordBatch::try_new_with_options(
+            self.schema.clone(),
+            Vec::new(),
             &RecordBatchOptions::new().with_row_count(Some(total)),
         )?))
     }
