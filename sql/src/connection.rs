@@ -106,6 +106,7 @@ fn rerunnable(plan: &Arc<dyn ExecutionPlan>) -> bool {
             Some(scan) => !scan.has_hints(),
             None => !leaf
                 || node.downcast_ref::<crate::fused::GroupByExec>().is_some()
+                || node.downcast_ref::<crate::entry::EntryFilterExec>().is_some()
                 || node.downcast_ref::<datafusion::physical_plan::empty::EmptyExec>().is_some()
                 || node
                     .downcast_ref::<datafusion::physical_plan::placeholder_row::PlaceholderRowExec>(

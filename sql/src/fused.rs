@@ -102,6 +102,12 @@ impl PhysicalOptimizerRule for FuseGroupBy {
             return Ok(plan);
         }
         plan.transform_up(|node| {
+            if let Some(f) = node.downcast_ref::<datafusion::physical_plan::filter::FilterExec>() {
+                return Ok(match crate::entry::EntryFilterExec::replace(f, &node)? {
+                    Some(e) => Transformed::yes(e),
+                    None => Transformed::no(node),
+                });
+            }
             if let Some(join) = node.downcast_ref::<HashJoinExec>() {
                 if let Some(s) = crate::semi::SemiJoinScanExec::reduce(join) {
                     return Ok(Transformed::yes(Arc::new(s) as Arc<dyn ExecutionPlan>));

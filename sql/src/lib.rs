@@ -6,7 +6,8 @@
 //! transaction ([`dml`]), the statement dispatcher that sends each statement to DataFusion
 //! or to storage ([`connection`]), the direct path that runs simple single-table
 //! statements on storage without planning (`direct`), the fused group-by on dictionary
-//! codes ([`fused`]), the semi-join reduction to a storage `IN` list ([`semi`]), the join
+//! codes ([`fused`]), filters on one dictionary-encoded column evaluated per entry
+//! ([`entry`]), the semi-join reduction to a storage `IN` list ([`semi`]), the join
 //! probed by dictionary code ([`join`]), the sort emitted one dictionary value at a time
 //! under a limit ([`sort`]), vector
 //! search in SQL — distance functions, `vector_topk` and the top-k rule ([`vector`]) —
@@ -21,6 +22,7 @@ pub mod catalog;
 pub mod connection;
 mod direct;
 pub mod dml;
+pub mod entry;
 pub mod error;
 pub mod files;
 pub mod fts;

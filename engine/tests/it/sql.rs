@@ -911,6 +911,49 @@ fn dictionary_join_agrees_with_datafusion() {
 }
 
 #[test]
+fn entry_filter_agrees_with_datafusion() {
+    let (_db, on, off) = fast_and_planned(0xe17);
+    let plan =
+        |c: &basalt::Connection, q: &str| rows(&c.sql(&format!("EXPLAIN {q}")).unwrap()).join("\n");
+    let queries = [
+        "SELECT _id, a FROM r WHERE COALESCE(NULLIF(s, 'apple'), 'none') = 'none'",
+        "SELECT count(*) FROM r WHERE COALESCE(NULLIF(s, 'banana'), 'none') = 'banana'",
+        "SELECT count(*) FROM r WHERE upper(s) = 'DATE'",
+        "SELECT _id, s, f FROM r WHERE length(s) > 5 OR s IS NULL",
+        "SELECT s, count(*) FROM r WHERE CASE WHEN s = 'apple' THEN 1 WHEN s IS NULL THEN 2 ELSE 0 END > 0 GROUP BY s",
+        "SELECT _id FROM r WHERE NOT (s LIKE '%an%')",
+        "SELECT count(*), sum(a) FROM r WHERE COALESCE(s, 'x') = 'x'",
+        "SELECT _id, b FROM r WHERE concat(s, '!') IN ('date!', '!')",
+        "SELECT count(*) FROM r WHERE f * 2 > 150",
+        "SELECT a FROM r WHERE upper(s) = 'CHERRY' AND a > 500",
+    ];
+    let q = queries[0];
+    assert!(plan(&on, q).contains("BasaltEntryFilter: table=r, column=s"), "{}", plan(&on, q));
+    assert!(!plan(&off, q).contains("BasaltEntryFilter"));
+    for q in queries {
+        same(&on, &off, q);
+    }
+    // A cast that fails on an entry no selected row holds (its rows were deleted): the
+    // row group is evaluated row by row, and the answer is DataFusion's.
+    on.sql(
+        "CREATE TABLE nums AS SELECT CASE WHEN a % 3 = 0 THEN 'x' ELSE CAST(a % 10 AS TEXT) END \
+         AS t, a FROM r WHERE a IS NOT NULL",
+    )
+    .unwrap();
+    on.sql("DELETE FROM nums WHERE t = 'x'").unwrap();
+    let q = "SELECT count(*), sum(a) FROM nums WHERE CAST(t AS BIGINT) > 4";
+    assert!(plan(&on, q).contains("BasaltEntryFilter"), "{}", plan(&on, q));
+    assert_eq!(same(&on, &off, q).len(), 1);
+    assert!(on.sql("SELECT count(*) FROM r WHERE CAST(s AS BIGINT) > 4").is_err());
+    // Memtable rows (values) with the segments' codes.
+    on.sql("INSERT INTO r VALUES (1, 'apple', 1.0, true), (2, NULL, 2.0, false), (3, 'Date', 0.5, NULL)")
+        .unwrap();
+    for q in queries {
+        same(&on, &off, q);
+    }
+}
+
+#[test]
 fn bucket_sort_agrees_with_datafusion() {
     let (_db, on, off) = fast_and_planned(0xb0c7);
     let plan =
