@@ -12,13 +12,14 @@
 //! When it applies: a [`FilterExec`] without a fetch over a Basalt scan without a limit —
 //! directly, or through a projection of immutable expressions (DataFusion computes a common
 //! subexpression of a predicate, `NULLIF(…)` under `COALESCE`, in such a projection; the
-//! filter then goes below it with those expressions inlined) — whose predicate reads exactly one column of the scan, dictionary-encoded in every
-//! row group of the snapshot, and calls no function that is not immutable (a volatile one
-//! must run once per row). The filter's projection is kept. If evaluating the predicate on
-//! a row group's entries fails (an entry that no selected row holds may make a cast fail,
-//! say), that row group is evaluated row by row, as DataFusion would, so an error is raised
-//! only where DataFusion raises it. Memtable rows (values) are evaluated row by row. The rule
-//! is off with the connection's fast paths.
+//! filter then goes below it with those expressions inlined) — whose predicate reads exactly
+//! one column of the scan, dictionary-encoded in every row group of the snapshot, calls no
+//! function that is not immutable (a volatile one must run once per row) and holds no
+//! dynamic filter. The filter's projection is kept. If evaluating the predicate on a row
+//! group's entries fails (an entry that no selected row holds may make a cast fail, say),
+//! that row group is evaluated row by row, as DataFusion would, so an error is raised only
+//! where DataFusion raises it. Memtable rows (values) are evaluated row by row. The rule is
+//! off with the connection's fast paths.
 //!
 //! What this module must not do: change which rows pass the filter, or read storage other
 //! than through the snapshot and units the scan was planned with.
@@ -35,7 +36,7 @@ use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::Volatility;
-use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_expr::expressions::{Column, DynamicFilterPhysicalExpr};
 use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr, ScalarFunctionExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
@@ -314,13 +315,16 @@ fn truth(v: &ArrayRef) -> Result<BooleanArray> {
 }
 
 /// Whether `e` calls only immutable functions (a stable or volatile one may answer
-/// differently per row, so it must run per row).
+/// differently per row, so it must run per row) and holds no dynamic filter (a top-k's or
+/// join's, which DataFusion may fold into a filter's predicate: its value changes while
+/// the query runs, and a kept plan would keep a past run's).
 fn immutable(e: &Arc<dyn PhysicalExpr>) -> bool {
     let mut ok = true;
     let _ = e.apply(|x| {
-        if let Some(f) = x.downcast_ref::<ScalarFunctionExpr>()
-            && f.fun().signature().volatility != Volatility::Immutable
-        {
+        let volatile = x
+            .downcast_ref::<ScalarFunctionExpr>()
+            .is_some_and(|f| f.fun().signature().volatility != Volatility::Immutable);
+        if volatile || x.downcast_ref::<DynamicFilterPhysicalExpr>().is_some() {
             ok = false;
             return Ok(TreeNodeRecursion::Stop);
         }
