@@ -38,8 +38,8 @@ fn level_of(mut rows: usize) -> u32 {
 
 /// One batch holding the live rows of `parts` (oldest first), concatenated; when the
 /// `_id`s of the result are not ascending, their order is merged alongside (linear).
-fn merge(parts: &[MemBatch]) -> Result<MemBatch> {
-    let live = parts.iter().map(MemBatch::live).collect::<Result<Vec<_>>>()?;
+fn merge(parts: &[Arc<MemBatch>]) -> Result<MemBatch> {
+    let live = parts.iter().map(|p| p.live()).collect::<Result<Vec<_>>>()?;
     // (Ranges include deleted rows, so this is conservative.)
     let ascending =
         parts.iter().all(|p| p.sorted) && parts.windows(2).all(|w| w[0].id_max < w[1].id_min);
@@ -241,7 +241,9 @@ fn ids_of(batch: &RecordBatch) -> Result<&UInt64Array> {
 /// Rows not yet in a segment.
 #[derive(Debug, Clone, Default)]
 pub struct Memtable {
-    batches: Vec<MemBatch>,
+    /// Shared with every snapshot holding this state: cloning the memtable (once per
+    /// commit) copies one pointer per batch, and a delete copies only the batch it marks.
+    batches: Vec<Arc<MemBatch>>,
     /// Live rows.
     rows: usize,
     bytes: usize,
@@ -255,7 +257,7 @@ impl Memtable {
         }
         self.rows += batch.num_rows();
         self.bytes += batch.get_array_memory_size();
-        self.batches.push(MemBatch::new(batch)?);
+        self.batches.push(Arc::new(MemBatch::new(batch)?));
         // Tiered merging with fan-in `FAN_IN`: a batch's level is ⌊log_FAN_IN(rows)⌋; the
         // newest batch absorbs older ones of a lower level, and `FAN_IN` newest batches of
         // one level become one. Levels then never increase from oldest to newest, so there
@@ -266,7 +268,7 @@ impl Memtable {
             if n < 2 {
                 break;
             }
-            let level = |b: &MemBatch| level_of(b.batch.num_rows());
+            let level = |b: &Arc<MemBatch>| level_of(b.batch.num_rows());
             let last = level(&self.batches[n - 1]);
             let take = if level(&self.batches[n - 2]) < last {
                 2
@@ -283,7 +285,7 @@ impl Memtable {
             }
             let merged = merge(&self.batches[n - take..])?;
             self.batches.truncate(n - take);
-            self.batches.push(merged);
+            self.batches.push(Arc::new(merged));
         }
         Ok(())
     }
@@ -292,7 +294,7 @@ impl Memtable {
     /// `None` when there is none.
     pub fn sorted_live(&self) -> Result<Option<RecordBatch>> {
         let Some(first) = self.batches.first() else { return Ok(None) };
-        let live = self.batches.iter().map(MemBatch::live).collect::<Result<Vec<_>>>()?;
+        let live = self.batches.iter().map(|b| b.live()).collect::<Result<Vec<_>>>()?;
         let all = arrow_select::concat::concat_batches(&first.batch.schema(), &live)
             .map_err(|e| Error::arrow("collect memtable rows", e))?;
         if all.num_rows() == 0 {
@@ -309,7 +311,7 @@ impl Memtable {
     }
 
     /// The batches, oldest first.
-    pub fn batches(&self) -> &[MemBatch] {
+    pub fn batches(&self) -> &[Arc<MemBatch>] {
         &self.batches
     }
 
@@ -321,6 +323,7 @@ impl Memtable {
     /// Deletes row `row` of batch `batch`; false if it was already deleted.
     pub fn delete(&mut self, batch: usize, row: usize) -> bool {
         let Some(b) = self.batches.get_mut(batch) else { return false };
+        let b = Arc::make_mut(b);
         let n = b.batch.num_rows();
         let d = Arc::make_mut(b.deleted.get_or_insert_with(|| Arc::new(DeleteVector::new(n))));
         let newly = d.set(row);
