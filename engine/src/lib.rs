@@ -749,8 +749,17 @@ impl Table {
     /// The row with this `_id` (all columns, `_id` first), or `None`.
     pub fn get(&self, id: u64) -> Result<Option<Row>> {
         let snap = self.snap()?;
-        let all: Vec<usize> = (0..snap.schema().full_schema().fields().len()).collect();
-        Ok(snap.get(id, &all)?.map(|b| Row::from_batch(&b, 0)))
+        let Some(loc) = snap.locate(id)? else { return Ok(None) };
+        // Values are read in place (no arrays): a point lookup's cost is the lookup.
+        let fields = snap.schema().full_schema().fields().clone();
+        let all: Vec<usize> = (0..fields.len()).collect();
+        let mut values = Vec::with_capacity(fields.len());
+        snap.visit_row(loc, &all, |i, v| {
+            let f = &fields[i];
+            values.push((f.name().clone(), value::value_of(f.data_type(), v)));
+            Ok(())
+        })?;
+        Ok(Some(Row::from_values(values)))
     }
 
     /// The rows with these ids, in the order given, as one batch with `_id` first; ids that

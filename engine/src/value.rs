@@ -131,6 +131,11 @@ impl Row {
         &self.values
     }
 
+    /// A row of these (column, value) pairs, taken as they are (names distinct).
+    pub(crate) fn from_values(values: Vec<(String, Value)>) -> Row {
+        Row { values }
+    }
+
     /// Reads row `i` of `batch`.
     pub fn from_batch(batch: &RecordBatch, i: usize) -> Row {
         let schema = batch.schema();
@@ -182,6 +187,29 @@ pub fn value_at(a: &ArrayRef, i: usize) -> Value {
             Value::Vector(l.as_primitive::<Float32Type>().values().to_vec())
         }
         _ => Value::Nested(a.slice(i, 1)),
+    }
+}
+
+/// The value a storage row visit hands out (see `TableSnapshot::visit_row`), as
+/// [`value_at`] would give it for the same row of an array of type `dt`.
+pub fn value_of(dt: &DataType, v: basalt_storage::RowValue<'_>) -> Value {
+    use basalt_storage::{Cell, RowValue};
+    let cell = match v {
+        RowValue::Array(a, i) => return value_at(a, i),
+        RowValue::Cell(c) => c,
+    };
+    match (cell, dt) {
+        (Cell::Null, _) => Value::Null,
+        (Cell::Bool(b), _) => Value::Bool(b),
+        (Cell::Int(x), DataType::Date32) => Value::Date(x as i32),
+        (Cell::Int(x), DataType::Timestamp(_, _)) => Value::Timestamp(x),
+        (Cell::Int(x), _) => Value::Int(x),
+        (Cell::UInt(x), _) => Value::UInt(x),
+        (Cell::F32(x), _) => Value::Float(x.into()),
+        (Cell::F64(x), _) => Value::Float(x),
+        (Cell::Str(x), _) => Value::Str(x.to_string()),
+        (Cell::Bytes(x), _) => Value::Bytes(x.to_vec()),
+        (Cell::Decimal(x), _) => Value::Decimal(x),
     }
 }
 
@@ -271,7 +299,8 @@ pub fn column_from_rows(table: &str, field: &FieldRef, rows: &[Row]) -> Result<A
             Arc::new(b.finish())
         }
         DataType::Utf8 => {
-            let mut b = StringBuilder::new();
+            let bytes = vals.iter().map(|v| if let Value::Str(s) = v { s.len() } else { 0 }).sum();
+            let mut b = StringBuilder::with_capacity(vals.len(), bytes);
             for v in &vals {
                 match v {
                     Value::Null => b.append_null(),
@@ -282,7 +311,15 @@ pub fn column_from_rows(table: &str, field: &FieldRef, rows: &[Row]) -> Result<A
             Arc::new(b.finish())
         }
         DataType::Binary => {
-            let mut b = BinaryBuilder::new();
+            let bytes = vals
+                .iter()
+                .map(|v| match v {
+                    Value::Bytes(x) => x.len(),
+                    Value::Str(s) => s.len(),
+                    _ => 0,
+                })
+                .sum();
+            let mut b = BinaryBuilder::with_capacity(vals.len(), bytes);
             for v in &vals {
                 match v {
                     Value::Null => b.append_null(),
@@ -306,9 +343,9 @@ pub fn column_from_rows(table: &str, field: &FieldRef, rows: &[Row]) -> Result<A
         }
         DataType::FixedSizeList(child, dim) if child.data_type() == &DataType::Float32 => {
             let dim = *dim as usize;
-            let mut b =
-                FixedSizeListBuilder::with_capacity(Float32Builder::new(), dim as i32, vals.len())
-                    .with_field(child.clone());
+            let values = Float32Builder::with_capacity(vals.len() * dim);
+            let mut b = FixedSizeListBuilder::with_capacity(values, dim as i32, vals.len())
+                .with_field(child.clone());
             for v in &vals {
                 match v {
                     Value::Null => {

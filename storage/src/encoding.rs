@@ -1058,15 +1058,7 @@ fn sections(
         pos = align64(end);
     }
     let has_validity = c.null_count > 0 && c.phys != Physical::Generic;
-    let expected_secs = usize::from(has_validity)
-        + match (c.encoding, c.phys) {
-            (Encoding::Ipc, _) => 1,
-            (Encoding::Plain, Physical::Bytes) => 2,
-            (Encoding::Plain, _) => 1,
-            (Encoding::Dict { .. }, Physical::Bytes) => 3,
-            (Encoding::Dict { .. }, _) => 2,
-            (Encoding::ForPacked { .. } | Encoding::DeltaPacked { .. }, _) => 1,
-        };
+    let expected_secs = expected_sections(c);
     if secs.len() != expected_secs {
         return Err(corrupt(format!("expected {expected_secs} sections, found {}", secs.len())));
     }
@@ -1085,6 +1077,201 @@ fn sections(
         None
     };
     Ok((secs, nulls))
+}
+
+/// One value of a row read straight from an encoded block by [`decode_cell`], borrowing
+/// from the block: what a point lookup turns into its own value type without building an
+/// Arrow array per column.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Cell<'a> {
+    /// NULL.
+    Null,
+    /// A `Boolean`.
+    Bool(bool),
+    /// A signed integer column's value (`Int8`…`Int64`, `Date32`, `Timestamp`).
+    Int(i64),
+    /// An unsigned integer column's value (`UInt8`…`UInt64`).
+    UInt(u64),
+    /// A `Float32`.
+    F32(f32),
+    /// A `Float64`.
+    F64(f64),
+    /// A `Utf8` value (checked to be UTF-8).
+    Str(&'a str),
+    /// A `Binary` value.
+    Bytes(&'a [u8]),
+    /// A `Decimal128`'s unscaled value.
+    Decimal(i128),
+}
+
+/// Whether [`decode_cell`] reads values of this Arrow type (others need an array).
+pub fn reads_cells(dt: &DataType) -> bool {
+    matches!(
+        dt,
+        DataType::Boolean
+            | DataType::Int8
+            | DataType::Int16
+            | DataType::Int32
+            | DataType::Int64
+            | DataType::UInt8
+            | DataType::UInt16
+            | DataType::UInt32
+            | DataType::UInt64
+            | DataType::Float32
+            | DataType::Float64
+            | DataType::Utf8
+            | DataType::Binary
+            | DataType::Date32
+            | DataType::Timestamp(_, _)
+            | DataType::Decimal128(_, _)
+    )
+}
+
+/// Row `row` of an uncompressed block as one [`Cell`], read from its sections in place —
+/// no array, no copy, no other row touched. `Ok(None)` when the value cannot be read this
+/// way (a type [`reads_cells`] refuses, delta-packed integers with varying steps, which
+/// need a prefix sum): the caller decodes that column with [`decode_rows`]. Every offset
+/// and length is checked; damaged metadata yields [`Error::Corrupt`], never a panic.
+pub fn decode_cell<'a>(raw: &'a [u8], c: ChunkInfo<'_>, row: usize) -> Result<Option<Cell<'a>>> {
+    let corrupt = |reason: String| Error::corrupt(c.file, c.offset, reason);
+    if !reads_cells(c.data_type) || matches!(c.encoding, Encoding::Ipc) {
+        return Ok(None);
+    }
+    if row >= c.rows {
+        return Err(corrupt(format!("row {row} outside {} rows", c.rows)));
+    }
+    // The sections as slices of the block (the layout `sections` checks).
+    let mut secs: [&[u8]; 4] = [&[]; 4];
+    let expected = expected_sections(&c);
+    if c.sections.len() != expected || expected > secs.len() {
+        return Err(corrupt(format!("expected {expected} sections, found {}", c.sections.len())));
+    }
+    let mut pos = 0usize;
+    for (slot, &len) in secs.iter_mut().zip(c.sections) {
+        let len = usize::try_from(len).map_err(|_| corrupt("section length overflows".into()))?;
+        let end = pos.checked_add(len).filter(|&e| e <= raw.len());
+        let Some(end) = end else {
+            return Err(corrupt(format!("section [{pos}, +{len}) exceeds block of {}", raw.len())));
+        };
+        *slot = &raw[pos..end];
+        pos = align64(end);
+    }
+    let mut secs = &secs[..expected];
+    if c.null_count > 0 {
+        let v = secs[0];
+        secs = &secs[1..];
+        let valid = v.get(row / 8).ok_or_else(|| corrupt("validity bitmap too short".into()))?;
+        if valid & (1 << (row % 8)) == 0 {
+            return Ok(Some(Cell::Null));
+        }
+    }
+    let at = |b: &'a [u8], lo: usize, len: usize, what: &str| -> Result<&'a [u8]> {
+        b.get(lo..lo.saturating_add(len))
+            .ok_or_else(|| corrupt(format!("{what} section too short for row {row}")))
+    };
+    let int = |pattern: u64, width: u8, signed: bool| -> Cell<'a> {
+        let shift = 64 - 8 * u32::from(width.clamp(1, 8));
+        if signed {
+            Cell::Int(((pattern << shift) as i64) >> shift)
+        } else {
+            Cell::UInt((pattern << shift) >> shift)
+        }
+    };
+    let fixed = |b: &[u8], phys: Physical| -> Option<Cell<'a>> {
+        Some(match phys {
+            Physical::Int { width, signed } => {
+                let mut a = [0u8; 8];
+                a[..b.len().min(8)].copy_from_slice(&b[..b.len().min(8)]);
+                int(u64::from_le_bytes(a), width, signed)
+            }
+            Physical::F32 => Cell::F32(f32::from_le_bytes(b.try_into().ok()?)),
+            Physical::F64 => Cell::F64(f64::from_le_bytes(b.try_into().ok()?)),
+            Physical::Decimal128 => Cell::Decimal(i128::from_le_bytes(b.try_into().ok()?)),
+            _ => return None,
+        })
+    };
+    let text = |b: &'a [u8]| -> Result<Cell<'a>> {
+        Ok(if *c.data_type == DataType::Utf8 {
+            Cell::Str(std::str::from_utf8(b).map_err(|_| corrupt("string is not UTF-8".into()))?)
+        } else {
+            Cell::Bytes(b)
+        })
+    };
+    let offsets_at = |o: &'a [u8], i: usize, data: &'a [u8]| -> Result<&'a [u8]> {
+        let w = at(o, i * 4, 8, "offsets")?;
+        let lo = i32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+        let hi = i32::from_le_bytes([w[4], w[5], w[6], w[7]]);
+        if lo < 0 || hi < lo || hi as usize > data.len() {
+            return Err(corrupt("string offsets out of range".into()));
+        }
+        Ok(&data[lo as usize..hi as usize])
+    };
+    Ok(Some(match (c.encoding, c.phys) {
+        (Encoding::Plain, Physical::Bool) => {
+            let b = at(secs[0], row / 8, 1, "bool")?[0];
+            Cell::Bool(b & (1 << (row % 8)) != 0)
+        }
+        (Encoding::Plain, Physical::Bytes) => text(offsets_at(secs[0], row, secs[1])?)?,
+        (Encoding::Plain, phys) => {
+            let Some(w) = plain_width(phys) else { return Ok(None) };
+            match fixed(at(secs[0], row * w, w, "values")?, phys) {
+                Some(cell) => cell,
+                None => return Ok(None),
+            }
+        }
+        (Encoding::ForPacked { base, bits }, Physical::Int { width, signed }) => {
+            let p = secs[0];
+            if p.len() < bitpack::packed_len(c.rows, *bits) {
+                return Err(corrupt("packed section too short".into()));
+            }
+            int(base.wrapping_add(bitpack::get(p, *bits, row)), width, signed)
+        }
+        (Encoding::DeltaPacked { first, base, bits: 0 }, Physical::Int { width, signed }) => {
+            int(first.wrapping_add(base.wrapping_mul(row as u64)), width, signed)
+        }
+        (Encoding::Dict { code_width, dict_len }, phys) => {
+            let (dk, cw) = (*dict_len as usize, *code_width as usize);
+            let (dict_a, dict_b, codes) = match phys {
+                Physical::Bytes => (Some(secs[0]), secs[1], secs[2]),
+                Physical::F32 | Physical::F64 => (None, secs[0], secs[1]),
+                _ => return Err(corrupt("dictionary encoding for an unexpected kind".into())),
+            };
+            let b = at(codes, row * cw, cw, "codes")?;
+            let code = match cw {
+                1 => b[0] as usize,
+                2 => u16::from_le_bytes([b[0], b[1]]) as usize,
+                _ => u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize,
+            };
+            if code >= dk {
+                return Err(corrupt(format!("dictionary code {code} out of {dk} entries")));
+            }
+            match dict_a {
+                Some(offs) => text(offsets_at(offs, code, dict_b)?)?,
+                None => {
+                    let w = if phys == Physical::F32 { 4 } else { 8 };
+                    match fixed(at(dict_b, code * w, w, "dictionary")?, phys) {
+                        Some(cell) => cell,
+                        None => return Ok(None),
+                    }
+                }
+            }
+        }
+        _ => return Ok(None),
+    }))
+}
+
+/// How many sections a chunk with this encoding has (validity first when it has nulls).
+fn expected_sections(c: &ChunkInfo<'_>) -> usize {
+    let has_validity = c.null_count > 0 && c.phys != Physical::Generic;
+    usize::from(has_validity)
+        + match (c.encoding, c.phys) {
+            (Encoding::Ipc, _) => 1,
+            (Encoding::Plain, Physical::Bytes) => 2,
+            (Encoding::Plain, _) => 1,
+            (Encoding::Dict { .. }, Physical::Bytes) => 3,
+            (Encoding::Dict { .. }, _) => 2,
+            (Encoding::ForPacked { .. } | Encoding::DeltaPacked { .. }, _) => 1,
+        }
 }
 
 /// Like [`decode_window`] for the rows `rows` (ascending, each below the chunk's row count)
@@ -1403,6 +1590,24 @@ mod tests {
                 }
                 assert!(decode_rows(&raw, info, &[n]).is_err());
                 assert!(n < 2 || decode_rows(&raw, info, &[1, 0]).is_err());
+                // Single values read in place equal the array's.
+                let in_place = reads_cells(a.data_type())
+                    && !matches!(enc.encoding, Encoding::DeltaPacked { bits, .. } if bits > 0);
+                for r in 0..n {
+                    let got = decode_cell(raw.as_slice(), info, r).unwrap();
+                    match got {
+                        Some(cell) => assert!(
+                            same_cell(cell, cell_of(a.as_ref(), r)),
+                            "row {r} of {:?}: {cell:?} vs {:?}",
+                            enc.encoding,
+                            cell_of(a.as_ref(), r)
+                        ),
+                        None => {
+                            assert!(!in_place, "row {r} of {:?} not read in place", enc.encoding)
+                        }
+                    }
+                }
+                assert!(!in_place || decode_cell(raw.as_slice(), info, n).is_err());
                 let codes = decode(&raw, info, DecodeMode::Codes).unwrap();
                 if let DataType::Dictionary(_, _) = codes.data_type() {
                     let back = arrow_cast::cast(&codes, a.data_type()).unwrap();
@@ -1416,6 +1621,49 @@ mod tests {
             }
         }
         seen
+    }
+
+    /// Row `i` of `a` as the cell [`decode_cell`] should read (types it reads only).
+    fn cell_of(a: &dyn Array, i: usize) -> Cell<'_> {
+        if a.is_null(i) {
+            return Cell::Null;
+        }
+        use arrow_array::types::*;
+        match a.data_type() {
+            DataType::Boolean => Cell::Bool(a.as_boolean().value(i)),
+            DataType::Int8 => Cell::Int(a.as_primitive::<Int8Type>().value(i).into()),
+            DataType::Int16 => Cell::Int(a.as_primitive::<Int16Type>().value(i).into()),
+            DataType::Int32 => Cell::Int(a.as_primitive::<Int32Type>().value(i).into()),
+            DataType::Int64 => Cell::Int(a.as_primitive::<Int64Type>().value(i)),
+            DataType::Date32 => Cell::Int(a.as_primitive::<Date32Type>().value(i).into()),
+            DataType::Timestamp(unit, _) => Cell::Int(match unit {
+                TimeUnit::Second => a.as_primitive::<TimestampSecondType>().value(i),
+                TimeUnit::Millisecond => a.as_primitive::<TimestampMillisecondType>().value(i),
+                TimeUnit::Microsecond => a.as_primitive::<TimestampMicrosecondType>().value(i),
+                TimeUnit::Nanosecond => a.as_primitive::<TimestampNanosecondType>().value(i),
+            }),
+            DataType::UInt8 => Cell::UInt(a.as_primitive::<UInt8Type>().value(i).into()),
+            DataType::UInt16 => Cell::UInt(a.as_primitive::<UInt16Type>().value(i).into()),
+            DataType::UInt32 => Cell::UInt(a.as_primitive::<UInt32Type>().value(i).into()),
+            DataType::UInt64 => Cell::UInt(a.as_primitive::<UInt64Type>().value(i)),
+            DataType::Float32 => Cell::F32(a.as_primitive::<Float32Type>().value(i)),
+            DataType::Float64 => Cell::F64(a.as_primitive::<Float64Type>().value(i)),
+            DataType::Utf8 => Cell::Str(a.as_string::<i32>().value(i)),
+            DataType::Binary => Cell::Bytes(a.as_binary::<i32>().value(i)),
+            DataType::Decimal128(_, _) => {
+                Cell::Decimal(a.as_primitive::<Decimal128Type>().value(i))
+            }
+            other => panic!("no reference cell for {other}"),
+        }
+    }
+
+    /// Cells equal, floats by bit pattern (NaN, -0.0).
+    fn same_cell(x: Cell<'_>, y: Cell<'_>) -> bool {
+        match (x, y) {
+            (Cell::F32(a), Cell::F32(b)) => a.to_bits() == b.to_bits(),
+            (Cell::F64(a), Cell::F64(b)) => a.to_bits() == b.to_bits(),
+            _ => x == y,
+        }
     }
 
     fn opt_vec<T: std::fmt::Debug + Clone>(

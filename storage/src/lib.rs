@@ -27,15 +27,15 @@ pub mod types;
 pub mod wal;
 mod writer;
 
-pub use encoding::{CompressionPolicy, DecodeMode};
+pub use encoding::{Cell, CompressionPolicy, DecodeMode, reads_cells};
 pub use error::{Error, Result};
 pub use io::{FaultFs, FaultKind, MemFs, OsFs, Vfs};
 pub use predicate::{CmpOp, Predicate, Scalar};
 pub use segment::{ROW_GROUP_ROWS, SEGMENT_FORMAT_VERSION, WriteOptions};
 pub use session::{ReadView, Session, WriteStatement};
 pub use store::{
-    AlterColumn, CommitEvent, CommitHook, CompactionReport, DbSnapshot, IdRange, RowLocation, Scan,
-    ScanUnit, Store, StoreOptions, TableSnapshot, VectorSearch,
+    AlterColumn, CommitEvent, CommitHook, CompactionReport, DbSnapshot, IdRange, RowLocation,
+    RowValue, Scan, ScanUnit, Store, StoreOptions, TableSnapshot, VectorSearch,
 };
 pub use txn::{Savepoint, Transaction};
 pub use types::{ID_COLUMN, TableSchema, vector_type};

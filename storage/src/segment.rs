@@ -606,6 +606,24 @@ impl Segment {
         Ok((raw, info))
     }
 
+    /// Row `row` of column `col` of row group `rg` handed to `f`: a [`encoding::Cell`] read
+    /// in place from the block when its kind allows, otherwise (see
+    /// [`encoding::decode_cell`]) a one-row array decoded by [`encoding::decode_rows`].
+    pub fn with_value<R>(
+        &self,
+        rg: usize,
+        col: usize,
+        row: usize,
+        f: impl FnOnce(crate::store::RowValue<'_>) -> R,
+    ) -> Result<R> {
+        let (raw, info) = self.block_info(rg, col)?;
+        if let Some(cell) = encoding::decode_cell(raw.as_slice(), info, row)? {
+            return Ok(f(crate::store::RowValue::Cell(cell)));
+        }
+        let a = encoding::decode_rows(&raw, info, &[row])?;
+        Ok(f(crate::store::RowValue::Array(&a, 0)))
+    }
+
     /// Decodes the rows `rows` (ascending) of column `col` of row group `rg` only, as
     /// values (see [`encoding::decode_rows`]).
     pub fn read_column_rows(&self, rg: usize, col: usize, rows: &[usize]) -> Result<ArrayRef> {

@@ -21,7 +21,7 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use parking_lot::{Mutex, RwLock};
 
 use crate::deletes::DeleteVector;
-use crate::encoding::DecodeMode;
+use crate::encoding::{Cell, DecodeMode};
 use crate::error::{Error, Result};
 use crate::io::{LockGuard, Vfs};
 use crate::manifest::{self, MANIFEST_TMP, Manifest, SegmentEntry, TableEntry};
@@ -198,6 +198,15 @@ impl IdIndex {
             .filter(move |&i| self.entries[i].1 >= id)
             .map(move |i| (self.entries[i].2 as usize, self.entries[i].3 as usize))
     }
+}
+
+/// One value of a row as [`TableSnapshot::visit_row`] hands it out.
+#[derive(Debug, Clone, Copy)]
+pub enum RowValue<'a> {
+    /// Read in place from an encoded block.
+    Cell(Cell<'a>),
+    /// Row `.1` of this array (memtable rows, kinds cells do not cover).
+    Array(&'a ArrayRef, usize),
 }
 
 /// An immutable view of one table (transactions modify private clones).
@@ -699,8 +708,52 @@ impl TableSnapshot {
 
     /// The row with `_id == id`, projected, as a one-row batch; `None` if there is none.
     pub fn get(&self, id: u64, projection: &[usize]) -> Result<Option<RecordBatch>> {
-        let b = self.get_many(&[id], projection)?;
-        Ok((b.num_rows() == 1).then_some(b))
+        self.check_projection(projection)?;
+        match self.locate(id)? {
+            Some(loc) => self.rows_at(&[loc], projection).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Hands `f` the values of the row at `loc` (from [`TableSnapshot::locate`] on this
+    /// snapshot), one per projected column in projection order, as `(position in the
+    /// projection, value)`. Segment values of the kinds [`encoding::reads_cells`] accepts
+    /// are read in place from their encoded blocks — no array is built — which is what
+    /// makes a point lookup by `_id` cheap; memtable rows and other kinds come as a row of
+    /// an array. Stops at the first error `f` returns.
+    pub fn visit_row(
+        &self,
+        loc: RowLocation,
+        projection: &[usize],
+        mut f: impl FnMut(usize, RowValue<'_>) -> Result<()>,
+    ) -> Result<()> {
+        self.check_projection(projection)?;
+        match loc {
+            RowLocation::Memtable { batch, row } => {
+                let b = self.memtable_batch(batch)?;
+                for (i, &p) in projection.iter().enumerate() {
+                    f(i, RowValue::Array(b.column(p), row))?;
+                }
+            }
+            RowLocation::Segment { segment, rg, row } => {
+                let seg = self.segment_at(segment)?;
+                if seg.meta().row_groups.get(rg).is_none_or(|g| row >= g.rows as usize) {
+                    return Err(Error::InvalidInput {
+                        table: self.name.clone(),
+                        reason: format!("segment {segment} has no row {row} in row group {rg}"),
+                    });
+                }
+                for (i, &p) in projection.iter().enumerate() {
+                    let cid = self.schema.column_id_at(p);
+                    match seg.meta().position_of(cid) {
+                        Some(pos) => seg.with_value(rg, pos, row, |v| f(i, v))??,
+                        // A column added after this segment was written: NULL here.
+                        None => f(i, RowValue::Cell(Cell::Null))?,
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The rows with the given ids, in the order given; ids that do not exist are skipped
