@@ -401,6 +401,10 @@ pub struct Segment {
     /// The decoded `_id` column per row group, filled on first use by [`Segment::ids`]
     /// (8 bytes per row, only for row groups looked up by binary search).
     ids: Vec<std::sync::OnceLock<ArrayRef>>,
+    /// For row groups whose `_id`s are not ascending (written before compaction sorted its
+    /// output): row positions in `_id` order, built on the first lookup by
+    /// [`Segment::id_order`], so a lookup is a binary search rather than a scan.
+    id_orders: Vec<std::sync::OnceLock<Arc<[u32]>>>,
     /// Quantised copies of vector chunks, keyed by (row group, column position, kind),
     /// built on first use by [`Segment::quantized`] and kept with the segment.
     quantized: parking_lot::Mutex<QuantCache>,
@@ -481,6 +485,7 @@ impl Segment {
         let nblocks = meta.row_groups.len() * meta.column_ids.len();
         let verified = (0..nblocks).map(|_| AtomicU8::new(UNVERIFIED)).collect();
         let ids = (0..meta.row_groups.len()).map(|_| std::sync::OnceLock::new()).collect();
+        let id_orders = (0..meta.row_groups.len()).map(|_| std::sync::OnceLock::new()).collect();
         Ok(Segment {
             path,
             buf,
@@ -488,6 +493,7 @@ impl Segment {
             verified,
             cache: Default::default(),
             ids,
+            id_orders,
             quantized: Default::default(),
         })
     }
@@ -645,6 +651,26 @@ impl Segment {
         Ok(slot.get_or_init(|| a).clone())
     }
 
+    /// The rows of row group `rg` in ascending `_id` order (ties in row order), built once
+    /// and kept: how a point lookup binary-searches a row group whose `_id`s are not sorted.
+    pub fn id_order(&self, rg: usize) -> Result<Arc<[u32]>> {
+        let slot = self.id_orders.get(rg).ok_or_else(|| {
+            Error::corrupt(&self.path, 0, format!("no row group {rg} in this segment"))
+        })?;
+        if let Some(o) = slot.get() {
+            return Ok(o.clone());
+        }
+        let ids = self.ids(rg)?;
+        let ids = ids
+            .as_any()
+            .downcast_ref::<arrow_array::UInt64Array>()
+            .ok_or_else(|| Error::corrupt(&self.path, 0, "_id column is not UInt64"))?
+            .values();
+        let mut order: Vec<u32> = (0..ids.len() as u32).collect();
+        order.sort_by_key(|&r| ids[r as usize]);
+        Ok(slot.get_or_init(|| order.into()).clone())
+    }
+
     /// Decodes column `col` (segment position) of row group `rg`.
     pub fn read_column(&self, rg: usize, col: usize, mode: DecodeMode) -> Result<ArrayRef> {
         let rows = self.chunk(rg, col).map(|_| self.meta.row_groups[rg].rows as usize)?;
@@ -766,6 +792,33 @@ mod tests {
             batches.push(RecordBatch::try_new(seg.meta().schema.clone(), cols).unwrap());
         }
         Ok(arrow_select::concat::concat_batches(&seg.meta().schema, &batches).unwrap())
+    }
+
+    #[test]
+    fn unsorted_ids_get_a_kept_lookup_order() {
+        let fs = MemFs::new();
+        let (schema, b) = batch(1000, 1);
+        // Ids in a shuffled order, one repeated.
+        let ids: Vec<u64> =
+            (0..1000u64).map(|i| if i == 7 { 500 } else { (i * 389) % 1000 + 1 }).collect();
+        let mut cols = b.columns().to_vec();
+        cols[0] = Arc::new(UInt64Array::from(ids.clone()));
+        let b = RecordBatch::try_new(schema.clone(), cols).unwrap();
+        let path = Path::new("/u");
+        let opts = WriteOptions::default();
+        write_segment(&fs, path, 1, 9, &[0, 1, 2, 3, 4], &schema, &[b], opts).unwrap();
+        let seg = Segment::open(&fs, path).unwrap();
+        assert!(!seg.meta().row_groups[0].ids_sorted);
+        let order = seg.id_order(0).unwrap();
+        let sorted: Vec<u64> = order.iter().map(|&r| ids[r as usize]).collect();
+        let mut want = ids.clone();
+        want.sort_unstable();
+        assert_eq!(sorted, want);
+        // Ties stay in row order; the order is built once.
+        let at_500: Vec<u32> = order.iter().copied().filter(|&r| ids[r as usize] == 500).collect();
+        assert!(at_500.windows(2).all(|w| w[0] < w[1]) && at_500.len() == 2);
+        assert!(Arc::ptr_eq(&order, &seg.id_order(0).unwrap()));
+        assert!(seg.id_order(1).is_err());
     }
 
     #[test]

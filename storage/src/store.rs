@@ -694,10 +694,17 @@ impl TableSnapshot {
                 .as_any()
                 .downcast_ref::<UInt64Array>()
                 .ok_or_else(|| Error::corrupt(seg.path(), 0, "_id column is not UInt64"))?;
+            let v = ids.values();
             let found = if meta.ids_sorted {
-                ids.values().binary_search(&id).ok().filter(|&r| !ls.is_deleted(start + r))
+                v.binary_search(&id).ok().filter(|&r| !ls.is_deleted(start + r))
             } else {
-                (0..ids.len()).find(|&r| ids.value(r) == id && !ls.is_deleted(start + r))
+                let order = seg.id_order(g)?;
+                let k = order.partition_point(|&r| v[r as usize] < id);
+                order[k..]
+                    .iter()
+                    .map(|&r| r as usize)
+                    .take_while(|&r| v[r] == id)
+                    .find(|&r| !ls.is_deleted(start + r))
             };
             if let Some(row) = found {
                 return Ok(Some(RowLocation::Segment { segment: s, rg: g, row }));
@@ -2609,6 +2616,8 @@ impl Store {
                 old_files.extend(ls.entry.files(&self.root, t.id));
             }
             if !rows.is_empty() {
+                // Row groups in `_id` order, as a flush writes them: lookups binary-search.
+                let rows = sorted_by_id(t.schema.full_schema(), rows)?;
                 new_segments.push(self.write_segment(&nt, &rows)?);
                 report.segments_out += 1;
             }
@@ -2651,6 +2660,32 @@ pub struct CompactionReport {
     pub segments_out: u64,
     /// Deleted rows whose space was reclaimed.
     pub rows_dropped: u64,
+}
+
+/// The rows of `batches` (`_id` first) in ascending `_id` order: as they are when they
+/// already are, else concatenated and sorted.
+fn sorted_by_id(schema: &SchemaRef, batches: Vec<RecordBatch>) -> Result<Vec<RecordBatch>> {
+    let mut last = None;
+    let mut ascending = true;
+    for b in &batches {
+        let ids = b.column(0).as_any().downcast_ref::<UInt64Array>().ok_or_else(|| {
+            Error::InvalidInput { table: String::new(), reason: "_id column is not UInt64".into() }
+        })?;
+        for &id in ids.values() {
+            ascending &= last.is_none_or(|l| l < id);
+            last = Some(id);
+        }
+    }
+    if ascending {
+        return Ok(batches);
+    }
+    let all = arrow_select::concat::concat_batches(schema, &batches)
+        .map_err(|e| Error::arrow("compact", e))?;
+    let order = arrow_ord::sort::sort_to_indices(all.column(0), None, None)
+        .map_err(|e| Error::arrow("compact", e))?;
+    let sorted = arrow_select::take::take_record_batch(&all, &order)
+        .map_err(|e| Error::arrow("compact", e))?;
+    Ok(vec![sorted])
 }
 
 /// Runs `[start, end)` of adjacent segments worth rewriting.

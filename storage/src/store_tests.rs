@@ -1346,6 +1346,37 @@ fn compaction_merges_small_segments_and_reclaims_deleted_rows_without_disturbing
 }
 
 #[test]
+fn compaction_writes_row_groups_in_id_order_so_lookups_stay_binary_searches() {
+    let t = tempfile::tempdir().unwrap();
+    let opts = StoreOptions { auto_compact: false, ..StoreOptions::default() };
+    let s = Store::open(Arc::new(OsFs), t.path(), t.path(), opts).unwrap();
+    s.create_table("t", &schema()).unwrap();
+    s.insert("t", &[rows(0, 10)]).unwrap();
+    s.flush().unwrap();
+    // Updated rows move to the next segment, before the newer ids of that segment.
+    s.insert("t", &[rows(10, 10)]).unwrap();
+    for id in [2u64, 3, 9] {
+        s.update("t", &[id], &set_name(&format!("new_{id}"))).unwrap();
+    }
+    s.flush().unwrap();
+    let before = names_of(&s, "t");
+    let r = s.compact("t", false).unwrap();
+    assert_eq!(r.segments_in, 2);
+    let now = s.snapshot().table("t").unwrap().clone();
+    assert_eq!(now.segments().len(), 1);
+    assert!(now.segments()[0].segment.meta().row_groups.iter().all(|g| g.ids_sorted));
+    let mut want = before.clone();
+    want.sort();
+    assert_eq!(names_of(&s, "t"), want);
+    for (id, name) in &before {
+        let b = now.get(*id, &[0, 1]).unwrap().unwrap();
+        let got = b.column(1).as_any().downcast_ref::<StringArray>().unwrap().value(0);
+        assert_eq!(got, name, "row {id}");
+    }
+    assert!(now.get(21, &[0]).unwrap().is_none());
+}
+
+#[test]
 fn explicit_flushes_keep_the_segment_count_bounded() {
     let fs = MemFs::new();
     let s = mem_store(&Arc::new(fs.clone()));
