@@ -15,9 +15,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use arrow_array::{Array, ArrayRef, FixedSizeListArray, RecordBatch, UInt64Array, new_null_array};
+use arrow_array::{
+    Array, ArrayRef, FixedSizeListArray, PrimitiveArray, RecordBatch, UInt64Array, new_null_array,
+};
 use arrow_buffer::BooleanBuffer;
-use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use parking_lot::{Mutex, RwLock};
 
 use crate::deletes::DeleteVector;
@@ -323,6 +325,12 @@ impl TableSnapshot {
 
     /// The output schema of a projection.
     pub fn projected_schema(&self, projection: &[usize]) -> Result<SchemaRef> {
+        let full = self.schema.full_schema();
+        if projection.len() == full.fields().len()
+            && projection.iter().enumerate().all(|(i, &p)| i == p)
+        {
+            return Ok(full.clone());
+        }
         self.schema
             .full_schema()
             .project(projection)
@@ -789,15 +797,12 @@ impl TableSnapshot {
             .map_err(|e| Error::arrow("gather rows", e))
         };
         if let [loc] = locs {
-            let columns = match *loc {
-                RowLocation::Memtable { batch, row } => {
-                    let b = self.memtable_batch(batch)?;
-                    projection.iter().map(|&p| b.column(p).slice(row, 1)).collect()
-                }
-                RowLocation::Segment { segment, rg, row } => {
-                    self.read_row(segment, rg, row, projection)?
-                }
-            };
+            // One row: each value read in place, then a one-value array of it.
+            let mut columns = Vec::with_capacity(projection.len());
+            self.visit_row(*loc, projection, |i, v| {
+                columns.push(one_value_array(schema.field(i).data_type(), v)?);
+                Ok(())
+            })?;
             return batch(columns, 1);
         }
         // Group the wanted rows by source: a memtable batch is used as it is; of a row
@@ -913,17 +918,6 @@ impl TableSnapshot {
             table: self.name.clone(),
             reason: format!("memtable batch {batch} does not exist in this snapshot"),
         })
-    }
-
-    /// One row of a segment, projected, each column decoded for that row only.
-    fn read_row(
-        &self,
-        segment: usize,
-        rg: usize,
-        row: usize,
-        projection: &[usize],
-    ) -> Result<Vec<ArrayRef>> {
-        self.read_row_group_window(segment, rg, projection, row, Some(1), DecodeMode::Values)
     }
 
     /// Checks a caller's batch against the schema and returns the user columns in table
@@ -2660,6 +2654,54 @@ pub struct CompactionReport {
     pub segments_out: u64,
     /// Deleted rows whose space was reclaimed.
     pub rows_dropped: u64,
+}
+
+/// A one-row array of type `dt` holding `v` (a cell of another kind than `dt` stores is
+/// an error, not a guess).
+fn one_value_array(dt: &DataType, v: RowValue<'_>) -> Result<ArrayRef> {
+    use arrow_array::types::*;
+    macro_rules! prim {
+        ($t:ty, $x:expr) => {
+            Arc::new(PrimitiveArray::<$t>::from_value($x as _, 1).with_data_type(dt.clone()))
+                as ArrayRef
+        };
+    }
+    let cell = match v {
+        RowValue::Array(a, i) => return Ok(a.slice(i, 1)),
+        RowValue::Cell(c) => c,
+    };
+    Ok(match (cell, dt) {
+        (Cell::Null, _) => arrow_array::new_null_array(dt, 1),
+        (Cell::Bool(b), DataType::Boolean) => Arc::new(arrow_array::BooleanArray::from(vec![b])),
+        (Cell::Int(x), DataType::Int8) => prim!(Int8Type, x),
+        (Cell::Int(x), DataType::Int16) => prim!(Int16Type, x),
+        (Cell::Int(x), DataType::Int32) => prim!(Int32Type, x),
+        (Cell::Int(x), DataType::Int64) => prim!(Int64Type, x),
+        (Cell::Int(x), DataType::Date32) => prim!(Date32Type, x),
+        (Cell::Int(x), DataType::Timestamp(unit, _)) => match unit {
+            TimeUnit::Second => prim!(TimestampSecondType, x),
+            TimeUnit::Millisecond => prim!(TimestampMillisecondType, x),
+            TimeUnit::Microsecond => prim!(TimestampMicrosecondType, x),
+            TimeUnit::Nanosecond => prim!(TimestampNanosecondType, x),
+        },
+        (Cell::UInt(x), DataType::UInt8) => prim!(UInt8Type, x),
+        (Cell::UInt(x), DataType::UInt16) => prim!(UInt16Type, x),
+        (Cell::UInt(x), DataType::UInt32) => prim!(UInt32Type, x),
+        (Cell::UInt(x), DataType::UInt64) => prim!(UInt64Type, x),
+        (Cell::F32(x), DataType::Float32) => prim!(Float32Type, x),
+        (Cell::F64(x), DataType::Float64) => prim!(Float64Type, x),
+        (Cell::Decimal(x), DataType::Decimal128(_, _)) => prim!(Decimal128Type, x),
+        (Cell::Str(x), DataType::Utf8) => Arc::new(arrow_array::StringArray::from_iter_values([x])),
+        (Cell::Bytes(x), DataType::Binary) => {
+            Arc::new(arrow_array::BinaryArray::from_iter_values([x]))
+        }
+        (cell, dt) => {
+            return Err(Error::InvalidInput {
+                table: String::new(),
+                reason: format!("a stored value {cell:?} does not fit type {dt}"),
+            });
+        }
+    })
 }
 
 /// The rows of `batches` (`_id` first) in ascending `_id` order: as they are when they
