@@ -536,7 +536,8 @@ fn select(q: &Query, env: &Env<'_>) -> Option<Direct> {
         return aggregate(projection, rel, filter, keep, env).map(Direct::Aggregate);
     }
     let mut cols = Vec::new();
-    let mut fields: Vec<Field> = Vec::new();
+    // Output names given by aliases, by output position.
+    let mut aliases: Vec<(usize, String)> = Vec::new();
     for item in projection {
         match item {
             SelectItem::Wildcard(o) => {
@@ -550,38 +551,44 @@ fn select(q: &Query, env: &Env<'_>) -> Option<Direct> {
                     return None;
                 }
                 // `*` leaves `_id` out (see `rewrite`).
-                for i in 1..rel.snapshot.schema().full_schema().fields().len() {
-                    cols.push(i);
-                    fields.push(rel.field(i).clone());
-                }
+                cols.extend(1..rel.snapshot.schema().full_schema().fields().len());
             }
             SelectItem::UnnamedExpr(e @ (Expr::Identifier(_) | Expr::CompoundIdentifier(_))) => {
-                let c = rel.column(e, env)?;
-                cols.push(c);
-                fields.push(rel.field(c).clone());
+                cols.push(rel.column(e, env)?);
             }
             SelectItem::ExprWithAlias {
                 expr: e @ (Expr::Identifier(_) | Expr::CompoundIdentifier(_)),
                 alias,
             } => {
-                let c = rel.column(e, env)?;
-                cols.push(c);
-                fields.push(rel.field(c).clone().with_name(ident_name(alias, env.fold)));
+                cols.push(rel.column(e, env)?);
+                aliases.push((cols.len() - 1, ident_name(alias, env.fold)));
             }
             _ => return None,
         }
     }
-    let mut names: Vec<&str> = fields.iter().map(|f| f.name().as_str()).collect();
+    let name_at = |i: usize| match aliases.iter().find(|(j, _)| *j == i) {
+        Some((_, a)) => a.as_str(),
+        None => rel.field(cols[i]).name().as_str(),
+    };
+    let mut names: Vec<&str> = (0..cols.len()).map(name_at).collect();
     names.sort_unstable();
     if cols.is_empty() || names.windows(2).any(|w| w[0] == w[1]) {
         // DataFusion refuses duplicate output names; let it say so.
         return None;
     }
+    // Without aliases the output schema is the table's projection (kept by the table).
+    let schema = if aliases.is_empty() {
+        rel.snapshot.projected_schema(&cols).ok()?
+    } else {
+        let fields: Vec<Field> =
+            (0..cols.len()).map(|i| rel.field(cols[i]).clone().with_name(name_at(i))).collect();
+        Arc::new(Schema::new(fields))
+    };
     Some(Direct::Select(DirectSelect {
         name: rel.name,
         table: rel.snapshot,
         projection: cols,
-        schema: Arc::new(Schema::new(fields)),
+        schema,
         filter,
         offset,
         limit,
@@ -896,7 +903,7 @@ fn lookup_rows(
     let n = b.num_rows();
     let start = offset.min(n);
     let len = limit.unwrap_or(usize::MAX).min(n - start);
-    Ok(vec![b.slice(start, len)])
+    Ok(vec![if (start, len) == (0, n) { b } else { b.slice(start, len) }])
 }
 
 impl DirectSelect {

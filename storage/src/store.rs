@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use arrow_array::{
     Array, ArrayRef, FixedSizeListArray, PrimitiveArray, RecordBatch, UInt64Array, new_null_array,
 };
-use arrow_buffer::BooleanBuffer;
+use arrow_buffer::{BooleanBuffer, Buffer, OffsetBuffer};
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use parking_lot::{Mutex, RwLock};
 
@@ -325,17 +325,7 @@ impl TableSnapshot {
 
     /// The output schema of a projection.
     pub fn projected_schema(&self, projection: &[usize]) -> Result<SchemaRef> {
-        let full = self.schema.full_schema();
-        if projection.len() == full.fields().len()
-            && projection.iter().enumerate().all(|(i, &p)| i == p)
-        {
-            return Ok(full.clone());
-        }
-        self.schema
-            .full_schema()
-            .project(projection)
-            .map(Arc::new)
-            .map_err(|e| Error::arrow("project", e))
+        self.schema.project(projection)
     }
 
     fn check_projection(&self, projection: &[usize]) -> Result<()> {
@@ -2691,9 +2681,13 @@ fn one_value_array(dt: &DataType, v: RowValue<'_>) -> Result<ArrayRef> {
         (Cell::F32(x), DataType::Float32) => prim!(Float32Type, x),
         (Cell::F64(x), DataType::Float64) => prim!(Float64Type, x),
         (Cell::Decimal(x), DataType::Decimal128(_, _)) => prim!(Decimal128Type, x),
-        (Cell::Str(x), DataType::Utf8) => Arc::new(arrow_array::StringArray::from_iter_values([x])),
+        (Cell::Str(x), DataType::Utf8) => {
+            let offsets = OffsetBuffer::from_lengths([x.len()]);
+            Arc::new(arrow_array::StringArray::new(offsets, Buffer::from(x.as_bytes()), None))
+        }
         (Cell::Bytes(x), DataType::Binary) => {
-            Arc::new(arrow_array::BinaryArray::from_iter_values([x]))
+            let offsets = OffsetBuffer::from_lengths([x.len()]);
+            Arc::new(arrow_array::BinaryArray::new(offsets, Buffer::from(x), None))
         }
         (cell, dt) => {
             return Err(Error::InvalidInput {

@@ -8,6 +8,7 @@
 //!
 //! Every table has a hidden-by-default `_id` column (`UInt64`, not null) with column id 0.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow_schema::{DataType, Field, FieldRef, Schema, SchemaRef};
@@ -131,12 +132,27 @@ pub struct ColumnDef {
 }
 
 /// A table's schema: the user columns in order, plus the implicit `_id`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct TableSchema {
     columns: Vec<ColumnDef>,
     next_column_id: u32,
     /// `_id` followed by the user columns.
     full: SchemaRef,
+    /// Projections of `full` built so far, by column positions: a prepared point lookup
+    /// asks for the same one on every call. Shared by clones (a schema never changes; a
+    /// changed one is a new value with its own cache).
+    projections: Arc<parking_lot::Mutex<HashMap<Vec<usize>, SchemaRef>>>,
+}
+
+/// How many projections a schema keeps before it starts over.
+const KEPT_PROJECTIONS: usize = 64;
+
+impl PartialEq for TableSchema {
+    fn eq(&self, other: &Self) -> bool {
+        self.columns == other.columns
+            && self.next_column_id == other.next_column_id
+            && self.full == other.full
+    }
 }
 
 impl TableSchema {
@@ -178,7 +194,31 @@ impl TableSchema {
         let mut fields: Vec<FieldRef> = Vec::with_capacity(columns.len() + 1);
         fields.push(Arc::new(Field::new(ID_COLUMN, DataType::UInt64, false)));
         fields.extend(columns.iter().map(|c| c.field.clone()));
-        Ok(Self { columns, next_column_id, full: Arc::new(Schema::new(fields)) })
+        Ok(Self {
+            columns,
+            next_column_id,
+            full: Arc::new(Schema::new(fields)),
+            projections: Default::default(),
+        })
+    }
+
+    /// The full schema projected to these positions (`_id` is 0), built once per
+    /// projection and kept; an error for a position out of range.
+    pub fn project(&self, projection: &[usize]) -> Result<SchemaRef> {
+        let n = self.full.fields().len();
+        if projection.len() == n && projection.iter().enumerate().all(|(i, &p)| i == p) {
+            return Ok(self.full.clone());
+        }
+        if let Some(s) = self.projections.lock().get(projection) {
+            return Ok(s.clone());
+        }
+        let s = Arc::new(self.full.project(projection).map_err(|e| Error::arrow("project", e))?);
+        let mut kept = self.projections.lock();
+        if kept.len() >= KEPT_PROJECTIONS {
+            kept.clear();
+        }
+        kept.insert(projection.to_vec(), s.clone());
+        Ok(s)
     }
 
     /// A copy with a new column at the end (it gets the next column id).
