@@ -23,7 +23,7 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use parking_lot::{Mutex, RwLock};
 
 use crate::deletes::DeleteVector;
-use crate::encoding::{Cell, DecodeMode};
+use crate::encoding::{self, Cell, DecodeMode};
 use crate::error::{Error, Result};
 use crate::io::{LockGuard, Vfs};
 use crate::manifest::{self, MANIFEST_TMP, Manifest, SegmentEntry, TableEntry};
@@ -794,6 +794,23 @@ impl TableSnapshot {
                 Ok(())
             })?;
             return batch(columns, 1);
+        }
+        if locs.len() <= FEW_ROWS
+            && schema.fields().iter().all(|f| encoding::reads_cells(f.data_type()))
+        {
+            // A few rows: values read in place, appended to one builder per column.
+            let mut builders: Vec<Box<dyn arrow_array::builder::ArrayBuilder>> = schema
+                .fields()
+                .iter()
+                .map(|f| arrow_array::builder::make_builder(f.data_type(), locs.len()))
+                .collect();
+            for &loc in locs {
+                self.visit_row(loc, projection, |i, v| {
+                    append_value(builders[i].as_mut(), schema.field(i).data_type(), v)
+                })?;
+            }
+            let columns = builders.iter_mut().map(|b| b.finish()).collect();
+            return batch(columns, locs.len());
         }
         // Group the wanted rows by source: a memtable batch is used as it is; of a row
         // group, the window from its first to its last wanted row is decoded once when the
@@ -2644,6 +2661,128 @@ pub struct CompactionReport {
     pub segments_out: u64,
     /// Deleted rows whose space was reclaimed.
     pub rows_dropped: u64,
+}
+
+/// Up to how many rows [`TableSnapshot::rows_at`] gathers value by value (beyond, it
+/// decodes each row group's wanted rows column by column).
+const FEW_ROWS: usize = 64;
+
+/// Appends `v` to `b`, a builder of type `dt` from [`arrow_array::builder::make_builder`]
+/// (a type [`encoding::reads_cells`] accepts).
+fn append_value(
+    b: &mut dyn arrow_array::builder::ArrayBuilder,
+    dt: &DataType,
+    v: RowValue<'_>,
+) -> Result<()> {
+    use arrow_array::builder::*;
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::*;
+    let mismatch = || Error::InvalidInput {
+        table: String::new(),
+        reason: format!("a stored value does not fit type {dt}"),
+    };
+    // Appends the cell's value (its variant `$v`) to a primitive builder of `$t`.
+    macro_rules! prim {
+        ($c:expr, $t:ty, $v:path) => {{
+            let b = b.as_any_mut().downcast_mut::<PrimitiveBuilder<$t>>().ok_or_else(mismatch)?;
+            match $c {
+                $v(x) => b.append_value(x as _),
+                Cell::Null => b.append_null(),
+                _ => return Err(mismatch()),
+            }
+        }};
+    }
+    // An array row as the cell it holds (NULL included).
+    let owned;
+    let cell = match v {
+        RowValue::Cell(c) => c,
+        RowValue::Array(a, i) if a.is_null(i) => Cell::Null,
+        RowValue::Array(a, i) => {
+            owned = a.slice(i, 1);
+            match dt {
+                DataType::Boolean => Cell::Bool(owned.as_boolean().value(0)),
+                DataType::Int8 => Cell::Int(owned.as_primitive::<Int8Type>().value(0).into()),
+                DataType::Int16 => Cell::Int(owned.as_primitive::<Int16Type>().value(0).into()),
+                DataType::Int32 => Cell::Int(owned.as_primitive::<Int32Type>().value(0).into()),
+                DataType::Int64 => Cell::Int(owned.as_primitive::<Int64Type>().value(0)),
+                DataType::Date32 => Cell::Int(owned.as_primitive::<Date32Type>().value(0).into()),
+                DataType::Timestamp(TimeUnit::Second, _) => {
+                    Cell::Int(owned.as_primitive::<TimestampSecondType>().value(0))
+                }
+                DataType::Timestamp(TimeUnit::Millisecond, _) => {
+                    Cell::Int(owned.as_primitive::<TimestampMillisecondType>().value(0))
+                }
+                DataType::Timestamp(TimeUnit::Microsecond, _) => {
+                    Cell::Int(owned.as_primitive::<TimestampMicrosecondType>().value(0))
+                }
+                DataType::Timestamp(TimeUnit::Nanosecond, _) => {
+                    Cell::Int(owned.as_primitive::<TimestampNanosecondType>().value(0))
+                }
+                DataType::UInt8 => Cell::UInt(owned.as_primitive::<UInt8Type>().value(0).into()),
+                DataType::UInt16 => Cell::UInt(owned.as_primitive::<UInt16Type>().value(0).into()),
+                DataType::UInt32 => Cell::UInt(owned.as_primitive::<UInt32Type>().value(0).into()),
+                DataType::UInt64 => Cell::UInt(owned.as_primitive::<UInt64Type>().value(0)),
+                DataType::Float32 => Cell::F32(owned.as_primitive::<Float32Type>().value(0)),
+                DataType::Float64 => Cell::F64(owned.as_primitive::<Float64Type>().value(0)),
+                DataType::Decimal128(_, _) => {
+                    Cell::Decimal(owned.as_primitive::<Decimal128Type>().value(0))
+                }
+                DataType::Utf8 => Cell::Str(owned.as_string::<i32>().value(0)),
+                DataType::Binary => Cell::Bytes(owned.as_binary::<i32>().value(0)),
+                _ => return Err(mismatch()),
+            }
+        }
+    };
+    match dt {
+        DataType::Int8 => prim!(cell, Int8Type, Cell::Int),
+        DataType::Int16 => prim!(cell, Int16Type, Cell::Int),
+        DataType::Int32 => prim!(cell, Int32Type, Cell::Int),
+        DataType::Int64 => prim!(cell, Int64Type, Cell::Int),
+        DataType::Date32 => prim!(cell, Date32Type, Cell::Int),
+        DataType::Timestamp(TimeUnit::Second, _) => prim!(cell, TimestampSecondType, Cell::Int),
+        DataType::Timestamp(TimeUnit::Millisecond, _) => {
+            prim!(cell, TimestampMillisecondType, Cell::Int)
+        }
+        DataType::Timestamp(TimeUnit::Microsecond, _) => {
+            prim!(cell, TimestampMicrosecondType, Cell::Int)
+        }
+        DataType::Timestamp(TimeUnit::Nanosecond, _) => {
+            prim!(cell, TimestampNanosecondType, Cell::Int)
+        }
+        DataType::UInt8 => prim!(cell, UInt8Type, Cell::UInt),
+        DataType::UInt16 => prim!(cell, UInt16Type, Cell::UInt),
+        DataType::UInt32 => prim!(cell, UInt32Type, Cell::UInt),
+        DataType::UInt64 => prim!(cell, UInt64Type, Cell::UInt),
+        DataType::Float32 => prim!(cell, Float32Type, Cell::F32),
+        DataType::Float64 => prim!(cell, Float64Type, Cell::F64),
+        DataType::Decimal128(_, _) => prim!(cell, Decimal128Type, Cell::Decimal),
+        DataType::Boolean => {
+            let b = b.as_any_mut().downcast_mut::<BooleanBuilder>().ok_or_else(mismatch)?;
+            match cell {
+                Cell::Bool(x) => b.append_value(x),
+                Cell::Null => b.append_null(),
+                _ => return Err(mismatch()),
+            }
+        }
+        DataType::Utf8 => {
+            let b = b.as_any_mut().downcast_mut::<StringBuilder>().ok_or_else(mismatch)?;
+            match cell {
+                Cell::Str(x) => b.append_value(x),
+                Cell::Null => b.append_null(),
+                _ => return Err(mismatch()),
+            }
+        }
+        DataType::Binary => {
+            let b = b.as_any_mut().downcast_mut::<BinaryBuilder>().ok_or_else(mismatch)?;
+            match cell {
+                Cell::Bytes(x) => b.append_value(x),
+                Cell::Null => b.append_null(),
+                _ => return Err(mismatch()),
+            }
+        }
+        _ => return Err(mismatch()),
+    }
+    Ok(())
 }
 
 /// A one-row array of type `dt` holding `v` (a cell of another kind than `dt` stores is
