@@ -918,6 +918,10 @@ impl DirectSelect {
         )?;
         let mut out = Vec::with_capacity(batches.len().max(1));
         for b in batches.into_iter().filter(|b| b.num_rows() > 0) {
+            if Arc::ptr_eq(&b.schema(), &self.schema) {
+                out.push(b);
+                continue;
+            }
             let n = b.num_rows();
             out.push(
                 RecordBatch::try_new_with_options(
