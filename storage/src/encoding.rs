@@ -1236,12 +1236,7 @@ pub fn decode_cell<'a>(raw: &'a [u8], c: ChunkInfo<'_>, row: usize) -> Result<Op
                 Physical::F32 | Physical::F64 => (None, secs[0], secs[1]),
                 _ => return Err(corrupt("dictionary encoding for an unexpected kind".into())),
             };
-            let b = at(codes, row * cw, cw, "codes")?;
-            let code = match cw {
-                1 => b[0] as usize,
-                2 => u16::from_le_bytes([b[0], b[1]]) as usize,
-                _ => u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize,
-            };
+            let code = code_in(at(codes, row * cw, cw, "codes")?, cw, 0);
             if code >= dk {
                 return Err(corrupt(format!("dictionary code {code} out of {dk} entries")));
             }
@@ -1258,6 +1253,52 @@ pub fn decode_cell<'a>(raw: &'a [u8], c: ChunkInfo<'_>, row: usize) -> Result<Op
         }
         _ => return Ok(None),
     }))
+}
+
+/// Code `i` of a dictionary chunk's codes section, `cw` (1, 2 or 4) bytes per code; the
+/// caller has checked the section holds it.
+fn code_in(codes: &[u8], cw: usize, i: usize) -> usize {
+    let b = &codes[cw * i..];
+    match cw {
+        1 => b[0] as usize,
+        2 => u16::from_le_bytes([b[0], b[1]]) as usize,
+        _ => u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize,
+    }
+}
+
+/// Row `i` of `a` as a [`Cell`] (borrowing from `a`), for the types [`reads_cells`]
+/// accepts; `None` for others.
+pub fn cell_at(a: &dyn Array, i: usize) -> Option<Cell<'_>> {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::*;
+    use arrow_schema::TimeUnit;
+    if a.is_null(i) {
+        return Some(Cell::Null);
+    }
+    Some(match a.data_type() {
+        DataType::Boolean => Cell::Bool(a.as_boolean().value(i)),
+        DataType::Int8 => Cell::Int(a.as_primitive::<Int8Type>().value(i).into()),
+        DataType::Int16 => Cell::Int(a.as_primitive::<Int16Type>().value(i).into()),
+        DataType::Int32 => Cell::Int(a.as_primitive::<Int32Type>().value(i).into()),
+        DataType::Int64 => Cell::Int(a.as_primitive::<Int64Type>().value(i)),
+        DataType::Date32 => Cell::Int(a.as_primitive::<Date32Type>().value(i).into()),
+        DataType::Timestamp(unit, _) => Cell::Int(match unit {
+            TimeUnit::Second => a.as_primitive::<TimestampSecondType>().value(i),
+            TimeUnit::Millisecond => a.as_primitive::<TimestampMillisecondType>().value(i),
+            TimeUnit::Microsecond => a.as_primitive::<TimestampMicrosecondType>().value(i),
+            TimeUnit::Nanosecond => a.as_primitive::<TimestampNanosecondType>().value(i),
+        }),
+        DataType::UInt8 => Cell::UInt(a.as_primitive::<UInt8Type>().value(i).into()),
+        DataType::UInt16 => Cell::UInt(a.as_primitive::<UInt16Type>().value(i).into()),
+        DataType::UInt32 => Cell::UInt(a.as_primitive::<UInt32Type>().value(i).into()),
+        DataType::UInt64 => Cell::UInt(a.as_primitive::<UInt64Type>().value(i)),
+        DataType::Float32 => Cell::F32(a.as_primitive::<Float32Type>().value(i)),
+        DataType::Float64 => Cell::F64(a.as_primitive::<Float64Type>().value(i)),
+        DataType::Decimal128(_, _) => Cell::Decimal(a.as_primitive::<Decimal128Type>().value(i)),
+        DataType::Utf8 => Cell::Str(a.as_string::<i32>().value(i)),
+        DataType::Binary => Cell::Bytes(a.as_binary::<i32>().value(i)),
+        _ => return None,
+    })
 }
 
 /// How many sections a chunk with this encoding has (validity first when it has nulls).
@@ -1387,13 +1428,7 @@ pub fn decode_rows(raw: &Buffer, c: ChunkInfo<'_>, rows: &[usize]) -> Result<Arr
             let codes = next()?;
             need(&codes, n * cw, "codes")?;
             let code_at = |i: usize| -> Result<usize> {
-                let b = codes.as_slice();
-                let c = match cw {
-                    1 => b[i] as usize,
-                    2 => u16::from_le_bytes([b[2 * i], b[2 * i + 1]]) as usize,
-                    _ => u32::from_le_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]])
-                        as usize,
-                };
+                let c = code_in(codes.as_slice(), cw, i);
                 if c >= dk {
                     return Err(corrupt(format!("dictionary code {c} out of {dk} entries")));
                 }

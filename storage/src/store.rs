@@ -2675,7 +2675,6 @@ fn append_value(
     v: RowValue<'_>,
 ) -> Result<()> {
     use arrow_array::builder::*;
-    use arrow_array::cast::AsArray;
     use arrow_array::types::*;
     let mismatch = || Error::InvalidInput {
         table: String::new(),
@@ -2693,45 +2692,9 @@ fn append_value(
         }};
     }
     // An array row as the cell it holds (NULL included).
-    let owned;
     let cell = match v {
         RowValue::Cell(c) => c,
-        RowValue::Array(a, i) if a.is_null(i) => Cell::Null,
-        RowValue::Array(a, i) => {
-            owned = a.slice(i, 1);
-            match dt {
-                DataType::Boolean => Cell::Bool(owned.as_boolean().value(0)),
-                DataType::Int8 => Cell::Int(owned.as_primitive::<Int8Type>().value(0).into()),
-                DataType::Int16 => Cell::Int(owned.as_primitive::<Int16Type>().value(0).into()),
-                DataType::Int32 => Cell::Int(owned.as_primitive::<Int32Type>().value(0).into()),
-                DataType::Int64 => Cell::Int(owned.as_primitive::<Int64Type>().value(0)),
-                DataType::Date32 => Cell::Int(owned.as_primitive::<Date32Type>().value(0).into()),
-                DataType::Timestamp(TimeUnit::Second, _) => {
-                    Cell::Int(owned.as_primitive::<TimestampSecondType>().value(0))
-                }
-                DataType::Timestamp(TimeUnit::Millisecond, _) => {
-                    Cell::Int(owned.as_primitive::<TimestampMillisecondType>().value(0))
-                }
-                DataType::Timestamp(TimeUnit::Microsecond, _) => {
-                    Cell::Int(owned.as_primitive::<TimestampMicrosecondType>().value(0))
-                }
-                DataType::Timestamp(TimeUnit::Nanosecond, _) => {
-                    Cell::Int(owned.as_primitive::<TimestampNanosecondType>().value(0))
-                }
-                DataType::UInt8 => Cell::UInt(owned.as_primitive::<UInt8Type>().value(0).into()),
-                DataType::UInt16 => Cell::UInt(owned.as_primitive::<UInt16Type>().value(0).into()),
-                DataType::UInt32 => Cell::UInt(owned.as_primitive::<UInt32Type>().value(0).into()),
-                DataType::UInt64 => Cell::UInt(owned.as_primitive::<UInt64Type>().value(0)),
-                DataType::Float32 => Cell::F32(owned.as_primitive::<Float32Type>().value(0)),
-                DataType::Float64 => Cell::F64(owned.as_primitive::<Float64Type>().value(0)),
-                DataType::Decimal128(_, _) => {
-                    Cell::Decimal(owned.as_primitive::<Decimal128Type>().value(0))
-                }
-                DataType::Utf8 => Cell::Str(owned.as_string::<i32>().value(0)),
-                DataType::Binary => Cell::Bytes(owned.as_binary::<i32>().value(0)),
-                _ => return Err(mismatch()),
-            }
-        }
+        RowValue::Array(a, i) => encoding::cell_at(a.as_ref(), i).ok_or_else(mismatch)?,
     };
     match dt {
         DataType::Int8 => prim!(cell, Int8Type, Cell::Int),
