@@ -1125,6 +1125,10 @@ impl Scan {
     }
 }
 
+/// A scan gathers the selected rows of a row group instead of decoding it whole when at
+/// most one row in this many is selected.
+const SPARSE_SELECTION: usize = 8;
+
 impl Iterator for Scan {
     type Item = Result<RecordBatch>;
 
@@ -1232,6 +1236,22 @@ impl Scan {
                 rows = end;
                 keep = keep.map(|m| m.slice(0, end));
             }
+        }
+        // Few rows selected: gather just those from the encoded blocks (late
+        // materialisation) instead of decoding the row group and filtering it.
+        if self.mode == DecodeMode::Values
+            && let Some(m) = &keep
+            && m.count_set_bits() * SPARSE_SELECTION <= rows
+        {
+            let picks: Vec<usize> = m.set_indices().collect();
+            let cols = t.read_row_group_rows(s, g, &self.projection, &picks)?;
+            return RecordBatch::try_new_with_options(
+                self.schema.clone(),
+                cols,
+                &arrow_array::RecordBatchOptions::new().with_row_count(Some(picks.len())),
+            )
+            .map(Some)
+            .map_err(|e| Error::arrow("scan", e));
         }
         let cols = t.read_row_group_window(s, g, &self.projection, 0, Some(rows), self.mode)?;
         let schema = match self.mode {

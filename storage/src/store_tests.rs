@@ -933,22 +933,62 @@ fn filtered_scans_and_predicate_deletes_updates() {
     assert_eq!(t3.count(), t2.count());
 }
 
-#[test]
-fn range_scans_and_many_row_lookups_equal_the_full_scan() {
-    use crate::predicate::{CmpOp, Predicate};
-    let fs = MemFs::new();
-    let s = open_with(&fs, Durability::ProcessSafe);
+/// Table `t`: three row groups of a segment and memtable rows, with deletes in every row
+/// group and in the memtable, and two rows moved to the memtable by updates (named "moved").
+fn three_row_groups_with_deletes(fs: &MemFs) -> Arc<TableSnapshot> {
+    let s = open_with(fs, Durability::ProcessSafe);
     s.create_table("t", &schema()).unwrap();
     s.insert("t", &[rows(0, 140_000)]).unwrap(); // three row groups
     s.insert("t", &[rows(140_000, 300)]).unwrap(); // memtable
-    // Deletes in every row group and in the memtable; an update moves rows to the memtable.
     let gone: Vec<u64> =
         (1..140_300).filter(|i| i % 97 == 0 || (65_000..66_000).contains(i)).collect();
     s.delete("t", &gone).unwrap();
     for id in [10, 70_000] {
         s.update("t", &[id], &set_name("moved")).unwrap();
     }
-    let t = s.snapshot().table("t").unwrap().clone();
+    s.snapshot().table("t").unwrap().clone()
+}
+
+/// A filtered scan returns what filtering the unfiltered scan returns, whether the
+/// predicate selects few rows of a row group (gathered from the encoded blocks) or many
+/// (decoded whole, then filtered); deletes in segments and memtable rows included.
+#[test]
+fn filtered_scans_equal_filtering_the_full_scan_sparse_or_dense() {
+    use crate::predicate::{CmpOp, Predicate};
+    let fs = MemFs::new();
+    let t = three_row_groups_with_deletes(&fs);
+    let proj = [0usize, 1, 2, 3, 4];
+    let full = concat(&t.scan(&proj).unwrap().collect::<Result<Vec<_>>>().unwrap());
+    let name = full.column(1).as_any().downcast_ref::<StringArray>().unwrap();
+    let age = full.column(2).as_any().downcast_ref::<Int64Array>().unwrap();
+    let score = full.column(3).as_any().downcast_ref::<Float64Array>().unwrap();
+    type Want<'a> = Box<dyn Fn(usize) -> bool + 'a>;
+    let cases: Vec<(Predicate, Want<'_>)> = vec![
+        (Predicate::eq("name", "user_777"), Box::new(|i| name.value(i) == "user_777")),
+        (Predicate::eq("name", "moved"), Box::new(|i| name.value(i) == "moved")),
+        (Predicate::eq("age", 30), Box::new(|i| age.is_valid(i) && age.value(i) == 30)),
+        (
+            Predicate::cmp("score", CmpOp::Lt, 0.5),
+            Box::new(|i| score.is_valid(i) && score.value(i) < 0.5),
+        ),
+        (Predicate::cmp("age", CmpOp::Gt, 40), Box::new(|i| age.is_valid(i) && age.value(i) > 40)),
+        (Predicate::eq("age", 1_000), Box::new(|_| false)),
+    ];
+    for (p, want) in &cases {
+        let got = t.scan_filtered(&proj, Some(p.clone())).unwrap().collect::<Result<Vec<_>>>();
+        let got = arrow_select::concat::concat_batches(&full.schema(), &got.unwrap()).unwrap();
+        let mask =
+            arrow_array::BooleanArray::from_iter((0..full.num_rows()).map(|i| Some(want(i))));
+        let expected = arrow_select::filter::filter_record_batch(&full, &mask).unwrap();
+        assert_eq!(got, expected, "{p:?}");
+    }
+}
+
+#[test]
+fn range_scans_and_many_row_lookups_equal_the_full_scan() {
+    use crate::predicate::{CmpOp, Predicate};
+    let fs = MemFs::new();
+    let t = three_row_groups_with_deletes(&fs);
     let proj = [0usize, 1, 3];
     let preds = [
         None,
