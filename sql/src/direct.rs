@@ -396,12 +396,7 @@ impl Relation {
                     let p = Predicate::eq(&column, pattern);
                     return Some(if *negated { Predicate::Not(Box::new(p)) } else { p });
                 }
-                let prefix = pattern.strip_suffix('%').filter(|p| plain(p))?;
-                Some(Predicate::LikePrefix {
-                    column,
-                    prefix: prefix.to_string(),
-                    negated: *negated,
-                })
+                Predicate::like(&column, &pattern, *negated)
             }
             Expr::Identifier(_) | Expr::CompoundIdentifier(_) => {
                 let col = self.column(x, env)?;

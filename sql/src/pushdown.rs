@@ -118,15 +118,7 @@ fn convert(expr: &Expr, schema: &Schema) -> Option<Predicate> {
             else {
                 return None;
             };
-            let prefix = p.strip_suffix('%')?;
-            if prefix.contains(['%', '_', '\\']) {
-                return None;
-            }
-            Some(Predicate::LikePrefix {
-                column: name,
-                prefix: prefix.to_string(),
-                negated: *negated,
-            })
+            Predicate::like(&name, p, *negated)
         }
         Expr::Literal(ScalarValue::Boolean(Some(true)), _) => Some(Predicate::True),
         Expr::Literal(ScalarValue::Boolean(Some(false)), _) => Some(Predicate::False),
@@ -319,7 +311,11 @@ mod tests {
         assert_eq!(p.columns(), vec!["a", "s"]);
         assert_eq!(exact(&lit(3i64).lt(col("a")), &s), Some(Predicate::cmp("a", CmpOp::Gt, 3i64)));
         assert!(exact(&col("s").like(lit("ab%")), &s).is_some());
-        assert!(exact(&col("s").like(lit("a_b%")), &s).is_none());
+        assert_eq!(
+            exact(&col("s").like(lit("a_b%")), &s),
+            Some(Predicate::Like { column: "s".into(), pattern: "a_b%".into(), negated: false })
+        );
+        assert!(exact(&col("s").like(lit("a\\_b%")), &s).is_none());
         assert!(exact(&col("f"), &s).is_some());
     }
 

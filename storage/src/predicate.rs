@@ -2,7 +2,7 @@
 //! search, update/delete by predicate and memory filters all hand to storage.
 //!
 //! A [`Predicate`] is a tree of comparisons of one column with constants (`=`, `<>`, `<`,
-//! `<=`, `>`, `>=`, `IN`, `IS [NOT] NULL`, `LIKE 'prefix%'`) combined with AND / OR / NOT,
+//! `<=`, `>`, `>=`, `IN`, `IS [NOT] NULL`, `LIKE`) combined with AND / OR / NOT,
 //! with SQL's three-valued logic: a comparison with NULL is *unknown*, NOT of unknown is
 //! unknown, and only rows where the whole predicate is *true* are selected.
 //!
@@ -12,8 +12,8 @@
 //! (min/max, null counts) let whole row groups be skipped without reading them.
 //!
 //! Not supported (callers keep such filters for themselves): comparisons between two
-//! columns, arithmetic, functions, LIKE patterns other than a prefix, comparisons of
-//! vector or nested columns.
+//! columns, arithmetic, functions, LIKE with an escape character or case-insensitive,
+//! comparisons of vector or nested columns.
 
 use std::sync::Arc;
 
@@ -119,6 +119,17 @@ pub enum Predicate {
         /// NOT LIKE.
         negated: bool,
     },
+    /// `column [NOT] LIKE 'pattern'` on text or binary: `%` matches any run of characters
+    /// (bytes, for binary), `_` exactly one; every other character stands for itself (no
+    /// escape character). Pure prefixes are better said with [`Predicate::LikePrefix`].
+    Like {
+        /// Column name.
+        column: String,
+        /// The pattern.
+        pattern: String,
+        /// NOT LIKE.
+        negated: bool,
+    },
     /// `_id` is one of these ids (sorted ascending, no duplicates; see
     /// [`Predicate::id_set`]) — a large set from another index, such as full-text matches.
     IdSet(Arc<[u64]>),
@@ -153,6 +164,22 @@ impl Predicate {
         ])
     }
 
+    /// `column [NOT] LIKE pattern` with `%` and `_` as wildcards: a
+    /// [`Predicate::LikePrefix`] when the only wildcards end the pattern, else a
+    /// [`Predicate::Like`]; `None` for a pattern with a backslash (an escape, which these
+    /// predicates do not read).
+    pub fn like(column: &str, pattern: &str, negated: bool) -> Option<Self> {
+        if pattern.contains('\\') {
+            return None;
+        }
+        let stem = pattern.trim_end_matches('%');
+        Some(if stem.len() < pattern.len() && !stem.contains(['%', '_']) {
+            Predicate::LikePrefix { column: column.into(), prefix: stem.into(), negated }
+        } else {
+            Predicate::Like { column: column.into(), pattern: pattern.into(), negated }
+        })
+    }
+
     /// Every column the predicate reads.
     pub fn columns(&self) -> Vec<&str> {
         let mut out = Vec::new();
@@ -168,7 +195,8 @@ impl Predicate {
             Predicate::Cmp { column, .. }
             | Predicate::InList { column, .. }
             | Predicate::IsNull { column, .. }
-            | Predicate::LikePrefix { column, .. } => out.push(column),
+            | Predicate::LikePrefix { column, .. }
+            | Predicate::Like { column, .. } => out.push(column),
             Predicate::IdSet(_) => out.push(crate::types::ID_COLUMN),
             Predicate::And(v) | Predicate::Or(v) => v.iter().for_each(|p| p.collect_columns(out)),
             Predicate::Not(p) => p.collect_columns(out),
@@ -240,6 +268,9 @@ impl std::fmt::Display for Predicate {
             }
             Predicate::LikePrefix { column, prefix, negated } => {
                 write!(f, "{column} {}LIKE {}", not(*negated), Scalar::Str(format!("{prefix}%")))
+            }
+            Predicate::Like { column, pattern, negated } => {
+                write!(f, "{column} {}LIKE {}", not(*negated), Scalar::Str(pattern.clone()))
             }
             Predicate::IdSet(ids) => write!(f, "_id IN <{} ids>", ids.len()),
             Predicate::And(ps) => join(f, ps, "AND"),
@@ -370,6 +401,31 @@ fn eval(p: &Predicate, cols: &mut dyn Columns) -> Result<Tri> {
             })?;
             if *negated { Tri { t: tri.f, f: tri.t } } else { tri }
         }
+        Predicate::Like { column, pattern, negated } => {
+            let a = cols.column(column)?;
+            let pat = LikePattern::new(pattern);
+            let tri = leaf(&a, &|v: &ArrayRef| {
+                let t = match v.data_type() {
+                    DataType::Utf8 => {
+                        let s = v.as_string::<i32>();
+                        pat.select(s.value_offsets(), s.value_data(), true)
+                    }
+                    DataType::Binary => {
+                        let b = v.as_binary::<i32>();
+                        pat.select(b.value_offsets(), b.value_data(), false)
+                    }
+                    other => {
+                        return Err(Error::InvalidInput {
+                            table: String::new(),
+                            reason: format!("LIKE on column '{column}' of type {other}"),
+                        });
+                    }
+                };
+                let valid = valid_of(v.as_ref());
+                Ok(Tri { f: &!&t & &valid, t: &t & &valid })
+            })?;
+            if *negated { Tri { t: tri.f, f: tri.t } } else { tri }
+        }
         Predicate::And(ps) => {
             let mut acc = Tri::constant(n, true);
             for p in ps {
@@ -391,6 +447,104 @@ fn eval(p: &Predicate, cols: &mut dyn Columns) -> Result<Tri> {
             Tri { t: r.f, f: r.t }
         }
     })
+}
+
+/// A compiled LIKE pattern (no escape character).
+#[derive(Debug)]
+struct LikePattern {
+    toks: Vec<LikeTok>,
+}
+
+#[derive(Debug)]
+enum LikeTok {
+    /// These bytes.
+    Lit(Vec<u8>),
+    /// `_`: one character (one byte in binary).
+    One,
+    /// `%`: any run.
+    Many,
+}
+
+impl LikePattern {
+    fn new(pattern: &str) -> Self {
+        let mut toks: Vec<LikeTok> = Vec::new();
+        for c in pattern.chars() {
+            match (c, toks.last_mut()) {
+                ('%', Some(LikeTok::Many)) => {}
+                ('%', _) => toks.push(LikeTok::Many),
+                ('_', _) => toks.push(LikeTok::One),
+                (c, Some(LikeTok::Lit(l))) => {
+                    l.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes())
+                }
+                (c, _) => toks.push(LikeTok::Lit(c.encode_utf8(&mut [0; 4]).as_bytes().to_vec())),
+            }
+        }
+        Self { toks }
+    }
+
+    /// The rows (by `offsets` into `data`) the pattern matches; `utf8`: `_` steps over one
+    /// UTF-8 character.
+    fn select(&self, offsets: &[i32], data: &[u8], utf8: bool) -> BooleanBuffer {
+        BooleanBuffer::collect_bool(offsets.len().saturating_sub(1), |i| {
+            let (lo, hi) = (offsets[i].max(0) as usize, offsets[i + 1].max(0) as usize);
+            data.get(lo..hi).is_some_and(|s| self.matches(s, utf8))
+        })
+    }
+
+    /// Whether `s` matches: left to right, remembering only the last `%` to retry from
+    /// one character further on a mismatch (enough, as `%` absorbs anything in between).
+    fn matches(&self, s: &[u8], utf8: bool) -> bool {
+        let step = |i: usize| -> usize {
+            let w = if utf8 {
+                match s[i] {
+                    b if b < 0xE0 => 1 + usize::from(b >= 0xC0),
+                    b if b < 0xF0 => 3,
+                    _ => 4,
+                }
+            } else {
+                1
+            };
+            (i + w).min(s.len())
+        };
+        let (p, mut i, mut j) = (&self.toks, 0usize, 0usize);
+        // (token after the last `%`, where in `s` it was last tried)
+        let mut star: Option<(usize, usize)> = None;
+        loop {
+            let advanced = match p.get(j) {
+                Some(LikeTok::Many) => {
+                    if j + 1 == p.len() {
+                        return true;
+                    }
+                    star = Some((j + 1, i));
+                    j += 1;
+                    true
+                }
+                Some(LikeTok::One) if i < s.len() => {
+                    i = step(i);
+                    j += 1;
+                    true
+                }
+                Some(LikeTok::Lit(l)) if s[i..].starts_with(l) => {
+                    i += l.len();
+                    j += 1;
+                    true
+                }
+                None if i == s.len() => return true,
+                _ => false,
+            };
+            if advanced {
+                continue;
+            }
+            match star {
+                Some((sj, si)) if si < s.len() => {
+                    let ni = step(si);
+                    star = Some((sj, ni));
+                    (i, j) = (ni, sj);
+                }
+                _ => return false,
+            }
+        }
+    }
 }
 
 fn valid_of(a: &dyn Array) -> BooleanBuffer {
@@ -589,7 +743,7 @@ pub fn may_match<'a>(p: &Predicate, stats: &dyn Fn(&str) -> Option<ChunkStats<'a
             }
             _ => !ids.is_empty(),
         },
-        Predicate::InList { .. } | Predicate::LikePrefix { .. } => true,
+        Predicate::InList { .. } | Predicate::LikePrefix { .. } | Predicate::Like { .. } => true,
     }
 }
 
@@ -681,6 +835,14 @@ mod tests {
                 Scalar::Str(s) => Some(s.starts_with(prefix.as_str()) != *negated),
                 _ => None,
             },
+            Predicate::Like { column, pattern, negated } => match get(column)? {
+                Scalar::Str(s) => {
+                    let (s, p): (Vec<char>, Vec<char>) =
+                        (s.chars().collect(), pattern.chars().collect());
+                    Some(like_reference(&s, &p) != *negated)
+                }
+                _ => None,
+            },
             Predicate::And(ps) => {
                 let rs: Vec<_> = ps.iter().map(|p| reference(p, r)).collect();
                 if rs.contains(&Some(false)) {
@@ -703,6 +865,38 @@ mod tests {
             }
             Predicate::Not(p) => reference(p, r).map(|b| !b),
         }
+    }
+
+    /// LIKE by its definition, character by character (the reference for the matcher).
+    fn like_reference(s: &[char], p: &[char]) -> bool {
+        match p.split_first() {
+            None => s.is_empty(),
+            Some(('%', rest)) => (0..=s.len()).any(|k| like_reference(&s[k..], rest)),
+            Some(('_', rest)) => !s.is_empty() && like_reference(&s[1..], rest),
+            Some((c, rest)) => s.first() == Some(c) && like_reference(&s[1..], rest),
+        }
+    }
+
+    /// The LIKE matcher agrees with the definition on text with multi-byte characters,
+    /// and steps over bytes in binary.
+    #[test]
+    fn like_patterns_match_characters() {
+        let texts =
+            ["", "a", "ab", "é", "aé", "éa", "user_12", "user_1", "usér_1x", "ab%", "日本語"];
+        let pats = [
+            "", "%", "_", "__", "a%", "%a", "%é%", "_é", "é_", "user_1%", "us_r%1_", "%%", "a_%",
+            "%_%_%", "___", "%本%", "_本_", "a%b%", "%1",
+        ];
+        for t in texts {
+            for p in pats {
+                let (tc, pc): (Vec<char>, Vec<char>) = (t.chars().collect(), p.chars().collect());
+                let got = LikePattern::new(p).matches(t.as_bytes(), true);
+                assert_eq!(got, like_reference(&tc, &pc), "{t:?} LIKE {p:?}");
+            }
+        }
+        // In binary `_` is one byte: "é" is two.
+        assert!(LikePattern::new("__").matches("é".as_bytes(), false));
+        assert!(!LikePattern::new("_").matches("é".as_bytes(), false));
     }
 
     fn leaf() -> impl Strategy<Value = Predicate> {
@@ -738,6 +932,11 @@ mod tests {
             ("[a-c]{0,2}", any::<bool>()).prop_map(|(prefix, negated)| Predicate::LikePrefix {
                 column: "s".into(),
                 prefix,
+                negated
+            }),
+            ("[a-c_%]{0,4}", any::<bool>()).prop_map(|(pattern, negated)| Predicate::Like {
+                column: "s".into(),
+                pattern,
                 negated
             }),
         ]

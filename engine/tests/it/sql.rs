@@ -310,6 +310,13 @@ const FILTERS: &[&str] = &[
     "(a > 10 AND length(s) > 4) OR f < 0.5",
     "upper(s) = 'DATE'",
     "a > 800 AND _id > 90000",
+    "s LIKE 'a_r%'",
+    "s LIKE '%an%'",
+    "s NOT LIKE '_a%a'",
+    "s LIKE 'ch_rr_' OR s LIKE '%e'",
+    "s LIKE '%'",
+    "s LIKE ''",
+    "s LIKE 'a\\_%'",
 ];
 
 #[test]
@@ -347,6 +354,11 @@ fn pushdown_agrees_on_generated_filters() {
             ["apple", "apricot", "banana", "cherry", "date", ""][i]
         )),
         Just("s IS NULL".to_string()),
+        (0..7usize).prop_map(|i| format!(
+            "s {}LIKE '{}'",
+            if i % 2 == 0 { "" } else { "NOT " },
+            ["a%", "%a%", "_a%", "%r_", "b_n_n_", "%", "__%t"][i]
+        )),
         Just("b".to_string()),
         (0.0f64..100.0).prop_map(|v| format!("f < {v:.2}")),
     ];
