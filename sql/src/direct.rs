@@ -10,7 +10,12 @@
 //!   map, stop at the limit and decode only the window of rows the result comes from;
 //! - `UPDATE t SET col = v, … [WHERE p]`, `DELETE FROM t [WHERE p]`: one write statement of
 //!   the connection's session (auto-commit or inside its transaction), rows found as above;
-//! - `INSERT INTO t [(cols)] VALUES (v, …), …`.
+//! - `INSERT INTO t [(cols)] VALUES (v, …), …`;
+//! - `SELECT agg(col|*) [AS x], … FROM t [WHERE p]` with `count`, `sum`, `avg`, `min`,
+//!   `max` and no GROUP BY: one pass over the filtered rows on both cores; `sum` / `avg` /
+//!   `min` / `max` of Int64 and Float64 columns are folded here ([`Fold`]: plain values in
+//!   vectorised blocks, dictionary-coded chunks once per entry with its row count), others
+//!   go through DataFusion's accumulators.
 //!
 //! `p` is a predicate that converts *exactly* to a storage [`Predicate`] (comparisons of a
 //! column with a constant, `IN`, `BETWEEN`, `IS [NOT] NULL`, `LIKE 'prefix%'`, AND / OR /
@@ -1023,6 +1028,237 @@ enum AggFn {
     Count,
     /// `sum`, `avg`, `min`, `max`: DataFusion's own accumulators.
     Udaf(fn() -> Arc<datafusion::logical_expr::AggregateUDF>),
+    /// `sum`, `avg`, `min`, `max` of an Int64 or Float64 column, folded here (see [`Fold`]);
+    /// DataFusion's function names and types the output.
+    Fold(FoldFn, fn() -> Arc<datafusion::logical_expr::AggregateUDF>),
+}
+
+/// What a [`Fold`] answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FoldFn {
+    Sum,
+    Avg,
+    Min,
+    Max,
+}
+
+/// The running sum / min / max of one Int64 or Float64 column over the rows seen, read
+/// from plain values or, for a dictionary-encoded chunk, once per dictionary entry with
+/// the entry's row count. Results are DataFusion's: `sum` of integers wraps on overflow
+/// as its accumulator does, `min` / `max` order floats by IEEE total order (NaN above
+/// everything) as Arrow's kernels do, `avg` of integers divides the exact sum; float sums
+/// add in another order (equal within rounding, as between DataFusion's own plans).
+#[derive(Debug, Clone, Copy, Default)]
+struct Fold {
+    /// Whether the column is Float64 (else Int64).
+    float: bool,
+    /// Rows folded (non-null values).
+    rows: i64,
+    /// Whether a min / max candidate was seen.
+    seen: bool,
+    /// Integers: wrapping sum, exact sum, min, max.
+    wrap: i64,
+    exact: i128,
+    imin: i64,
+    imax: i64,
+    /// Floats: sum, min, max.
+    sum: f64,
+    fmin: f64,
+    fmax: f64,
+}
+
+impl Fold {
+    fn new(float: bool) -> Self {
+        Fold { float, ..Fold::default() }
+    }
+
+    /// `v`, `times` times (zero: only a min / max candidate).
+    fn int(&mut self, v: i64, times: i64) {
+        if self.seen {
+            (self.imin, self.imax) = (self.imin.min(v), self.imax.max(v));
+        } else {
+            (self.imin, self.imax, self.seen) = (v, v, true);
+        }
+        self.rows += times;
+        self.wrap = self.wrap.wrapping_add(v.wrapping_mul(times));
+        self.exact += i128::from(v) * i128::from(times);
+    }
+
+    /// `v`, `times` times (zero: only a min / max candidate).
+    fn float(&mut self, v: f64, times: i64) {
+        if !self.seen {
+            (self.fmin, self.fmax, self.seen) = (v, v, true);
+        }
+        if v.total_cmp(&self.fmin).is_lt() {
+            self.fmin = v;
+        }
+        if v.total_cmp(&self.fmax).is_gt() {
+            self.fmax = v;
+        }
+        self.rows += times;
+        if times > 0 {
+            self.sum += if times == 1 { v } else { v * times as f64 };
+        }
+    }
+
+    /// Adds another part's fold of the same column.
+    fn merge(&mut self, o: &Fold) {
+        if !o.seen {
+            return;
+        }
+        if self.float {
+            self.float(o.fmin, 0);
+            self.float(o.fmax, 0);
+            self.sum += o.sum;
+        } else {
+            self.int(o.imin, 0);
+            self.int(o.imax, 0);
+            self.wrap = self.wrap.wrapping_add(o.wrap);
+            self.exact += o.exact;
+        }
+        self.rows += o.rows;
+    }
+
+    /// Folds the non-null values of a run of integers in one pass.
+    fn ints(&mut self, v: &[i64], nulls: Option<&datafusion::arrow::buffer::NullBuffer>) {
+        let (mut lo, mut hi, mut wrap, mut exact, mut n) = (i64::MAX, i64::MIN, 0i64, 0i128, 0);
+        let mut add = |x: i64| {
+            (lo, hi) = (lo.min(x), hi.max(x));
+            wrap = wrap.wrapping_add(x);
+            exact += i128::from(x);
+        };
+        match nulls {
+            Some(nb) => nb.valid_indices().for_each(|i| {
+                add(v[i]);
+                n += 1;
+            }),
+            None => {
+                // Blocks of 1024 in a loop the compiler vectorises (min, max, wrapping
+                // sum); a block whose values are all below 2^52 in magnitude cannot
+                // overflow, so its wrapping sum is exact, else it is summed again wide.
+                const SMALL: i64 = 1 << 52;
+                for c in v.chunks(1024) {
+                    let (mut l, mut h, mut w) = (i64::MAX, i64::MIN, 0i64);
+                    for &x in c {
+                        (l, h, w) = (l.min(x), h.max(x), w.wrapping_add(x));
+                    }
+                    (lo, hi, wrap) = (lo.min(l), hi.max(h), wrap.wrapping_add(w));
+                    exact += if l > -SMALL && h < SMALL {
+                        i128::from(w)
+                    } else {
+                        c.iter().map(|&x| i128::from(x)).sum::<i128>()
+                    };
+                }
+                n = v.len() as i64;
+            }
+        }
+        if n > 0 {
+            self.int(lo, 0);
+            self.int(hi, 0);
+            self.rows += n;
+            self.wrap = self.wrap.wrapping_add(wrap);
+            self.exact += exact;
+        }
+    }
+
+    /// Folds the non-null values of a run of floats in one pass (min / max on the
+    /// integers that order like IEEE total order).
+    fn floats(&mut self, v: &[f64], nulls: Option<&datafusion::arrow::buffer::NullBuffer>) {
+        let key = |x: f64| {
+            let b = x.to_bits() as i64;
+            b ^ (((b >> 63) as u64) >> 1) as i64
+        };
+        let (mut lo, mut hi, mut n) = (i64::MAX, i64::MIN, 0i64);
+        // Four running sums (reassociated: equal within rounding to one).
+        let mut sums = [0f64; 4];
+        match nulls {
+            Some(nb) => nb.valid_indices().for_each(|i| {
+                let k = key(v[i]);
+                (lo, hi) = (lo.min(k), hi.max(k));
+                sums[i % 4] += v[i];
+                n += 1;
+            }),
+            None => {
+                for c in v.chunks(4) {
+                    for (s, &x) in sums.iter_mut().zip(c) {
+                        let k = key(x);
+                        (lo, hi) = (lo.min(k), hi.max(k));
+                        *s += x;
+                    }
+                }
+                n = v.len() as i64;
+            }
+        }
+        if n > 0 {
+            let back = |k: i64| f64::from_bits((k ^ (((k >> 63) as u64) >> 1) as i64) as u64);
+            self.float(back(lo), 0);
+            self.float(back(hi), 0);
+            self.rows += n;
+            self.sum += (sums[0] + sums[1]) + (sums[2] + sums[3]);
+        }
+    }
+
+    /// Folds column `a` (Int64 / Float64 values, or a dictionary of them).
+    fn update(&mut self, a: &ArrayRef) -> crate::Result<()> {
+        use datafusion::arrow::array::{Array, AsArray};
+        use datafusion::arrow::datatypes::{
+            Float64Type, Int64Type, UInt8Type, UInt16Type, UInt32Type,
+        };
+        if let Some(d) = a.as_any_dictionary_opt() {
+            // Rows per dictionary entry, then each entry once.
+            let mut counts = vec![0i64; d.values().len()];
+            let keys = d.keys();
+            match keys.data_type() {
+                DataType::UInt8 => count_codes(keys.as_primitive::<UInt8Type>(), &mut counts),
+                DataType::UInt16 => count_codes(keys.as_primitive::<UInt16Type>(), &mut counts),
+                DataType::UInt32 => count_codes(keys.as_primitive::<UInt32Type>(), &mut counts),
+                t => return Err(crate::Error::sql(format!("aggregate over {t} codes"))),
+            }
+            let vals = d.values();
+            let used = counts.iter().enumerate().filter(|(_, c)| **c > 0);
+            match vals.data_type() {
+                DataType::Int64 if !self.float => {
+                    let v = vals.as_primitive::<Int64Type>();
+                    used.for_each(|(i, &c)| self.int(v.value(i), c));
+                }
+                DataType::Float64 if self.float => {
+                    let v = vals.as_primitive::<Float64Type>();
+                    used.for_each(|(i, &c)| self.float(v.value(i), c));
+                }
+                t => return Err(crate::Error::sql(format!("aggregate of a dictionary of {t}"))),
+            }
+            return Ok(());
+        }
+        match a.data_type() {
+            DataType::Int64 if !self.float => {
+                let v = a.as_primitive::<Int64Type>();
+                self.ints(v.values(), v.nulls().filter(|n| n.null_count() > 0));
+            }
+            DataType::Float64 if self.float => {
+                let v = a.as_primitive::<Float64Type>();
+                self.floats(v.values(), v.nulls().filter(|n| n.null_count() > 0));
+            }
+            t => return Err(crate::Error::sql(format!("aggregate of {t}"))),
+        }
+        Ok(())
+    }
+
+    /// The answer of `f` as a one-row array (NULL over no rows).
+    fn finish(&self, f: FoldFn) -> ArrayRef {
+        let one_f = |v: Option<f64>| Arc::new(Float64Array::from(vec![v])) as ArrayRef;
+        let one_i = |v: Option<i64>| Arc::new(Int64Array::from(vec![v])) as ArrayRef;
+        let some = self.rows > 0;
+        match (f, self.float) {
+            (FoldFn::Avg, true) => one_f(some.then(|| self.sum / self.rows as f64)),
+            (FoldFn::Avg, false) => one_f(some.then(|| self.exact as f64 / self.rows as f64)),
+            (FoldFn::Sum, true) => one_f(some.then_some(self.sum)),
+            (FoldFn::Sum, false) => one_i(some.then_some(self.wrap)),
+            (FoldFn::Min, true) => one_f(some.then_some(self.fmin)),
+            (FoldFn::Min, false) => one_i(some.then_some(self.imin)),
+            (FoldFn::Max, true) => one_f(some.then_some(self.fmax)),
+            (FoldFn::Max, false) => one_i(some.then_some(self.imax)),
+        }
+    }
 }
 
 /// `SELECT agg(…) [AS x], … FROM t [WHERE p]` with no GROUP BY: one row.
@@ -1043,7 +1279,7 @@ impl std::fmt::Debug for AggFn {
         match self {
             AggFn::CountStar => f.write_str("count(*)"),
             AggFn::Count => f.write_str("count"),
-            AggFn::Udaf(u) => f.write_str(u().name()),
+            AggFn::Udaf(u) | AggFn::Fold(_, u) => f.write_str(u().name()),
         }
     }
 }
@@ -1104,12 +1340,20 @@ fn aggregate(
                 let c = rel.column(e, env)?;
                 let t = rel.field(c).data_type();
                 let numeric = t.is_integer() || matches!(t, DataType::Float32 | DataType::Float64);
+                let pick = |k, u| match t {
+                    DataType::Int64 | DataType::Float64 => AggFn::Fold(k, u),
+                    _ => AggFn::Udaf(u),
+                };
                 let agg = match func.as_str() {
                     "count" => AggFn::Count,
-                    "sum" if numeric => AggFn::Udaf(sum::sum_udaf),
-                    "avg" if numeric => AggFn::Udaf(average::avg_udaf),
-                    "min" if numeric || t == &DataType::Utf8 => AggFn::Udaf(min_max::min_udaf),
-                    "max" if numeric || t == &DataType::Utf8 => AggFn::Udaf(min_max::max_udaf),
+                    "sum" if numeric => pick(FoldFn::Sum, sum::sum_udaf),
+                    "avg" if numeric => pick(FoldFn::Avg, average::avg_udaf),
+                    "min" if numeric || t == &DataType::Utf8 => {
+                        pick(FoldFn::Min, min_max::min_udaf)
+                    }
+                    "max" if numeric || t == &DataType::Utf8 => {
+                        pick(FoldFn::Max, min_max::max_udaf)
+                    }
                     _ => return None,
                 };
                 (agg, Some(c))
@@ -1124,7 +1368,7 @@ fn aggregate(
                 DataType::Int64,
                 false,
             ),
-            (AggFn::Udaf(u), Some(c)) => {
+            (AggFn::Udaf(u) | AggFn::Fold(_, u), Some(c)) => {
                 let arg = coerced(u, Arc::new(rel.field(c).clone()))?;
                 let rt = u().return_field(&[arg]).ok()?;
                 Field::new(
@@ -1182,6 +1426,11 @@ impl DirectAggregate {
                 for (a, b) in first.counts.iter_mut().zip(&other.counts) {
                     *a += b;
                 }
+                for (a, b) in first.folds.iter_mut().zip(&other.folds) {
+                    if let (Some(a), Some(b)) = (a.as_mut(), b) {
+                        a.merge(b);
+                    }
+                }
                 for (a, b) in first.accs.iter_mut().zip(other.accs.iter_mut()) {
                     if let (Some(a), Some(b)) = (a.as_mut(), b.as_mut()) {
                         let state = b
@@ -1202,6 +1451,10 @@ impl DirectAggregate {
                 AggFn::Count => Arc::new(Int64Array::from(vec![total.counts[i]])),
                 AggFn::Udaf(_) => match total.accs[i].as_mut() {
                     Some(acc) => acc.evaluate()?.to_array()?,
+                    None => new_null_array(self.schema.field(i).data_type(), 1),
+                },
+                AggFn::Fold(f, _) => match &total.folds[i] {
+                    Some(fold) => fold.finish(*f),
                     None => new_null_array(self.schema.field(i).data_type(), 1),
                 },
             });
@@ -1243,13 +1496,27 @@ impl DirectAggregate {
                 _ => None,
             });
         }
-        Ok(AggState { rows: 0, counts: vec![0; self.aggs.len()], accs })
+        let folds = self
+            .aggs
+            .iter()
+            .map(|(agg, col)| match (agg, col) {
+                (AggFn::Fold(..), Some(c)) => Some(Fold::new(
+                    t.schema().full_schema().field(*c).data_type() == &DataType::Float64,
+                )),
+                _ => None,
+            })
+            .collect();
+        Ok(AggState { rows: 0, counts: vec![0; self.aggs.len()], accs, folds })
     }
 
     /// The running state over the rows of `units` the filter keeps.
     fn partial(&self, needed: &[usize], units: Vec<ScanUnit>) -> crate::Result<AggState> {
         let mut st = self.partial_state()?;
-        for b in self.table.scan_units_filtered(needed, self.filter.clone(), units)? {
+        // Dictionary chunks come as codes when only counts and folds read the columns.
+        let codes = self.aggs.iter().all(|(a, _)| !matches!(a, AggFn::Udaf(_)));
+        let scan = self.table.scan_units_filtered(needed, self.filter.clone(), units)?;
+        let scan = if codes { scan.with_codes() } else { scan };
+        for b in scan {
             let b = b?;
             st.rows += b.num_rows() as i64;
             for (i, (agg, col)) in self.aggs.iter().enumerate() {
@@ -1270,6 +1537,11 @@ impl DirectAggregate {
                             acc.update_batch(&[a])?;
                         }
                     }
+                    AggFn::Fold(..) => {
+                        if let Some(fold) = st.folds[i].as_mut() {
+                            fold.update(a)?;
+                        }
+                    }
                     AggFn::CountStar => {}
                 }
             }
@@ -1278,11 +1550,33 @@ impl DirectAggregate {
     }
 }
 
+/// Adds one to `counts[code]` for each non-null code (codes past the end are ignored:
+/// the scan checked them against the dictionary).
+fn count_codes<K: datafusion::arrow::datatypes::ArrowPrimitiveType>(
+    keys: &datafusion::arrow::array::PrimitiveArray<K>,
+    counts: &mut [i64],
+) where
+    K::Native: Into<u32>,
+{
+    use datafusion::arrow::array::Array;
+    let v = keys.values();
+    let mut add = |k: K::Native| {
+        if let Some(c) = counts.get_mut(k.into() as usize) {
+            *c += 1;
+        }
+    };
+    match keys.nulls().filter(|n| n.null_count() > 0) {
+        Some(nb) => nb.valid_indices().for_each(|i| add(v[i])),
+        None => v.iter().for_each(|&k| add(k)),
+    }
+}
+
 /// The running state of a [`DirectAggregate`] over some of the table's rows.
 struct AggState {
     rows: i64,
     counts: Vec<i64>,
     accs: Vec<Option<Box<dyn datafusion::logical_expr::Accumulator>>>,
+    folds: Vec<Option<Fold>>,
 }
 
 /// The argument field after DataFusion's type coercion for aggregate `u` (AVG of an
