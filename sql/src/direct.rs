@@ -1052,6 +1052,9 @@ enum FoldFn {
 struct Fold {
     /// Whether the column is Float64 (else Int64).
     float: bool,
+    /// Whether min / max and sums are asked for (float folds skip what is not).
+    need_minmax: bool,
+    need_sum: bool,
     /// Rows folded (non-null values).
     rows: i64,
     /// Whether a min / max candidate was seen.
@@ -1068,8 +1071,8 @@ struct Fold {
 }
 
 impl Fold {
-    fn new(float: bool) -> Self {
-        Fold { float, ..Fold::default() }
+    fn new(float: bool, need_minmax: bool, need_sum: bool) -> Self {
+        Fold { float, need_minmax, need_sum, ..Fold::default() }
     }
 
     /// `v`, `times` times (zero: only a min / max candidate).
@@ -1179,11 +1182,20 @@ impl Fold {
                 n += 1;
             }),
             None => {
-                for c in v.chunks(4) {
-                    for (s, &x) in sums.iter_mut().zip(c) {
+                if self.need_minmax {
+                    for &x in v {
                         let k = key(x);
                         (lo, hi) = (lo.min(k), hi.max(k));
-                        *s += x;
+                    }
+                } else if let (Some(&a), Some(&b)) = (v.first(), v.last()) {
+                    // Any value is a valid (unused) min / max candidate.
+                    (lo, hi) = (key(a), key(b));
+                }
+                if self.need_sum {
+                    for c in v.chunks(4) {
+                        for (s, &x) in sums.iter_mut().zip(c) {
+                            *s += x;
+                        }
                     }
                 }
                 n = v.len() as i64;
@@ -1272,6 +1284,9 @@ pub(crate) struct DirectAggregate {
     filter: Option<Predicate>,
     /// Whether the one row is returned (OFFSET / LIMIT 0 may drop it).
     keep: bool,
+    /// For each folded aggregate, the aggregate whose [`Fold`] it reads (the first one
+    /// over the same column).
+    fold_slot: Vec<Option<usize>>,
 }
 
 impl std::fmt::Debug for AggFn {
@@ -1390,6 +1405,16 @@ fn aggregate(
     if names.windows(2).any(|w| w[0] == w[1]) {
         return None;
     }
+    // Folds of one column share one pass: the first such aggregate owns it.
+    let fold_slot = aggs
+        .iter()
+        .map(|(a, c)| match a {
+            AggFn::Fold(..) => {
+                aggs.iter().position(|(b, d)| matches!(b, AggFn::Fold(..)) && d == c)
+            }
+            _ => None,
+        })
+        .collect();
     Some(DirectAggregate {
         name: rel.name,
         table: rel.snapshot,
@@ -1397,6 +1422,7 @@ fn aggregate(
         schema: Arc::new(Schema::new(fields)),
         filter,
         keep,
+        fold_slot,
     })
 }
 
@@ -1453,10 +1479,12 @@ impl DirectAggregate {
                     Some(acc) => acc.evaluate()?.to_array()?,
                     None => new_null_array(self.schema.field(i).data_type(), 1),
                 },
-                AggFn::Fold(f, _) => match &total.folds[i] {
-                    Some(fold) => fold.finish(*f),
-                    None => new_null_array(self.schema.field(i).data_type(), 1),
-                },
+                AggFn::Fold(f, _) => {
+                    match self.fold_slot[i].and_then(|o| total.folds[o].as_ref()) {
+                        Some(fold) => fold.finish(*f),
+                        None => new_null_array(self.schema.field(i).data_type(), 1),
+                    }
+                }
             });
         }
         let b = RecordBatch::try_new(self.schema.clone(), columns)
@@ -1499,10 +1527,20 @@ impl DirectAggregate {
         let folds = self
             .aggs
             .iter()
-            .map(|(agg, col)| match (agg, col) {
-                (AggFn::Fold(..), Some(c)) => Some(Fold::new(
-                    t.schema().full_schema().field(*c).data_type() == &DataType::Float64,
-                )),
+            .enumerate()
+            .map(|(i, (agg, col))| match (agg, col) {
+                (AggFn::Fold(..), Some(c)) if self.fold_slot[i] == Some(i) => {
+                    let asks = |f: &dyn Fn(FoldFn) -> bool| {
+                        self.aggs
+                            .iter()
+                            .any(|(a, d)| matches!(a, AggFn::Fold(k, _) if f(*k)) && d == col)
+                    };
+                    Some(Fold::new(
+                        t.schema().full_schema().field(*c).data_type() == &DataType::Float64,
+                        asks(&|k| matches!(k, FoldFn::Min | FoldFn::Max)),
+                        asks(&|k| matches!(k, FoldFn::Sum | FoldFn::Avg)),
+                    ))
+                }
                 _ => None,
             })
             .collect();
