@@ -1217,6 +1217,13 @@ impl Fold {
             Float64Type, Int64Type, UInt8Type, UInt16Type, UInt32Type,
         };
         if let Some(d) = a.as_any_dictionary_opt() {
+            if d.keys().len() < 4 * d.values().len() {
+                // Few rows per entry: gathering the values costs less than a histogram
+                // the size of the dictionary.
+                let v = datafusion::arrow::compute::take(d.values(), d.keys(), None)
+                    .map_err(|e| crate::Error::sql(format!("aggregate: {e}")))?;
+                return self.update(&v);
+            }
             // Rows per dictionary entry, then each entry once.
             let mut counts = vec![0i64; d.values().len()];
             let keys = d.keys();
