@@ -1253,6 +1253,36 @@ impl Scan {
             .map(Some)
             .map_err(|e| Error::arrow("scan", e));
         }
+        // Some rows dropped: dictionary chunks are read as codes, filtered, and only the
+        // kept rows' values looked up (instead of every row's, then filtered).
+        if self.mode == DecodeMode::Values
+            && let Some(m) = keep.as_ref().filter(|m| m.count_set_bits() < rows)
+        {
+            let mask = arrow_array::BooleanArray::new(m.clone(), None);
+            let codes =
+                t.read_row_group_window(s, g, &self.projection, 0, Some(rows), DecodeMode::Codes)?;
+            let cols = codes
+                .iter()
+                .zip(self.schema.fields())
+                .map(|(c, f)| {
+                    let kept = arrow_select::filter::filter(c.as_ref(), &mask)?;
+                    if kept.data_type() == f.data_type() {
+                        Ok(kept)
+                    } else {
+                        arrow_cast::cast(&kept, f.data_type())
+                    }
+                })
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .map_err(|e| Error::arrow("scan", e))?;
+            let n = m.count_set_bits();
+            return RecordBatch::try_new_with_options(
+                self.schema.clone(),
+                cols,
+                &arrow_array::RecordBatchOptions::new().with_row_count(Some(n)),
+            )
+            .map(Some)
+            .map_err(|e| Error::arrow("scan", e));
+        }
         let cols = t.read_row_group_window(s, g, &self.projection, 0, Some(rows), self.mode)?;
         let schema = match self.mode {
             DecodeMode::Values => self.schema.clone(),
