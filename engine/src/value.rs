@@ -149,39 +149,13 @@ impl Row {
     }
 }
 
-/// The value at row `i` of an array.
+/// The value at row `i` of an array: through the storage's [`basalt_storage::Cell`] for
+/// the types cells cover, a vector or a nested slice otherwise.
 pub fn value_at(a: &ArrayRef, i: usize) -> Value {
-    if a.is_null(i) {
-        return Value::Null;
+    if let Some(c) = basalt_storage::encoding::cell_at(a.as_ref(), i) {
+        return cell_value(a.data_type(), c);
     }
     match a.data_type() {
-        DataType::Boolean => Value::Bool(a.as_boolean().value(i)),
-        DataType::Int8 => Value::Int(a.as_primitive::<Int8Type>().value(i).into()),
-        DataType::Int16 => Value::Int(a.as_primitive::<Int16Type>().value(i).into()),
-        DataType::Int32 => Value::Int(a.as_primitive::<Int32Type>().value(i).into()),
-        DataType::Int64 => Value::Int(a.as_primitive::<Int64Type>().value(i)),
-        DataType::UInt8 => Value::UInt(a.as_primitive::<UInt8Type>().value(i).into()),
-        DataType::UInt16 => Value::UInt(a.as_primitive::<UInt16Type>().value(i).into()),
-        DataType::UInt32 => Value::UInt(a.as_primitive::<UInt32Type>().value(i).into()),
-        DataType::UInt64 => Value::UInt(a.as_primitive::<UInt64Type>().value(i)),
-        DataType::Float32 => Value::Float(a.as_primitive::<Float32Type>().value(i).into()),
-        DataType::Float64 => Value::Float(a.as_primitive::<Float64Type>().value(i)),
-        DataType::Utf8 => Value::Str(a.as_string::<i32>().value(i).to_string()),
-        DataType::Binary => Value::Bytes(a.as_binary::<i32>().value(i).to_vec()),
-        DataType::Date32 => Value::Date(a.as_primitive::<Date32Type>().value(i)),
-        DataType::Timestamp(TimeUnit::Second, _) => {
-            Value::Timestamp(a.as_primitive::<TimestampSecondType>().value(i))
-        }
-        DataType::Timestamp(TimeUnit::Millisecond, _) => {
-            Value::Timestamp(a.as_primitive::<TimestampMillisecondType>().value(i))
-        }
-        DataType::Timestamp(TimeUnit::Microsecond, _) => {
-            Value::Timestamp(a.as_primitive::<TimestampMicrosecondType>().value(i))
-        }
-        DataType::Timestamp(TimeUnit::Nanosecond, _) => {
-            Value::Timestamp(a.as_primitive::<TimestampNanosecondType>().value(i))
-        }
-        DataType::Decimal128(_, _) => Value::Decimal(a.as_primitive::<Decimal128Type>().value(i)),
         DataType::FixedSizeList(f, _) if f.data_type() == &DataType::Float32 => {
             let l = a.as_fixed_size_list().value(i);
             Value::Vector(l.as_primitive::<Float32Type>().values().to_vec())
@@ -193,11 +167,16 @@ pub fn value_at(a: &ArrayRef, i: usize) -> Value {
 /// The value a storage row visit hands out (see `TableSnapshot::visit_row`), as
 /// [`value_at`] would give it for the same row of an array of type `dt`.
 pub fn value_of(dt: &DataType, v: basalt_storage::RowValue<'_>) -> Value {
-    use basalt_storage::{Cell, RowValue};
-    let cell = match v {
-        RowValue::Array(a, i) => return value_at(a, i),
-        RowValue::Cell(c) => c,
-    };
+    use basalt_storage::RowValue;
+    match v {
+        RowValue::Array(a, i) => value_at(a, i),
+        RowValue::Cell(c) => cell_value(dt, c),
+    }
+}
+
+/// A cell of a column of type `dt` as a value (dates and timestamps keep their kind).
+fn cell_value(dt: &DataType, cell: basalt_storage::Cell<'_>) -> Value {
+    use basalt_storage::Cell;
     match (cell, dt) {
         (Cell::Null, _) => Value::Null,
         (Cell::Bool(b), _) => Value::Bool(b),

@@ -1675,38 +1675,10 @@ mod tests {
         seen
     }
 
-    /// Row `i` of `a` as the cell [`decode_cell`] should read (types it reads only).
+    /// Row `i` of the decoded array `a` as a cell ([`cell_at`]), what [`decode_cell`] reading
+    /// the encoded block in place must agree with.
     fn cell_of(a: &dyn Array, i: usize) -> Cell<'_> {
-        if a.is_null(i) {
-            return Cell::Null;
-        }
-        use arrow_array::types::*;
-        match a.data_type() {
-            DataType::Boolean => Cell::Bool(a.as_boolean().value(i)),
-            DataType::Int8 => Cell::Int(a.as_primitive::<Int8Type>().value(i).into()),
-            DataType::Int16 => Cell::Int(a.as_primitive::<Int16Type>().value(i).into()),
-            DataType::Int32 => Cell::Int(a.as_primitive::<Int32Type>().value(i).into()),
-            DataType::Int64 => Cell::Int(a.as_primitive::<Int64Type>().value(i)),
-            DataType::Date32 => Cell::Int(a.as_primitive::<Date32Type>().value(i).into()),
-            DataType::Timestamp(unit, _) => Cell::Int(match unit {
-                TimeUnit::Second => a.as_primitive::<TimestampSecondType>().value(i),
-                TimeUnit::Millisecond => a.as_primitive::<TimestampMillisecondType>().value(i),
-                TimeUnit::Microsecond => a.as_primitive::<TimestampMicrosecondType>().value(i),
-                TimeUnit::Nanosecond => a.as_primitive::<TimestampNanosecondType>().value(i),
-            }),
-            DataType::UInt8 => Cell::UInt(a.as_primitive::<UInt8Type>().value(i).into()),
-            DataType::UInt16 => Cell::UInt(a.as_primitive::<UInt16Type>().value(i).into()),
-            DataType::UInt32 => Cell::UInt(a.as_primitive::<UInt32Type>().value(i).into()),
-            DataType::UInt64 => Cell::UInt(a.as_primitive::<UInt64Type>().value(i)),
-            DataType::Float32 => Cell::F32(a.as_primitive::<Float32Type>().value(i)),
-            DataType::Float64 => Cell::F64(a.as_primitive::<Float64Type>().value(i)),
-            DataType::Utf8 => Cell::Str(a.as_string::<i32>().value(i)),
-            DataType::Binary => Cell::Bytes(a.as_binary::<i32>().value(i)),
-            DataType::Decimal128(_, _) => {
-                Cell::Decimal(a.as_primitive::<Decimal128Type>().value(i))
-            }
-            other => panic!("no reference cell for {other}"),
-        }
+        cell_at(a, i).unwrap_or_else(|| panic!("no cell for {}", a.data_type()))
     }
 
     /// Cells equal, floats by bit pattern (NaN, -0.0).

@@ -2730,16 +2730,22 @@ fn append_value(
         table: String::new(),
         reason: format!("a stored value does not fit type {dt}"),
     };
-    // Appends the cell's value (its variant `$v`) to a primitive builder of `$t`.
-    macro_rules! prim {
-        ($c:expr, $t:ty, $v:path) => {{
-            let b = b.as_any_mut().downcast_mut::<PrimitiveBuilder<$t>>().ok_or_else(mismatch)?;
+    // Appends the cell's value (its variant `$v`, as `$e`) to a builder of type `$b`.
+    macro_rules! put {
+        ($c:expr, $b:ty, $v:path, $x:ident => $e:expr) => {{
+            let b = b.as_any_mut().downcast_mut::<$b>().ok_or_else(mismatch)?;
             match $c {
-                $v(x) => b.append_value(x as _),
+                $v($x) => b.append_value($e),
                 Cell::Null => b.append_null(),
                 _ => return Err(mismatch()),
             }
         }};
+    }
+    // The same for a primitive builder of `$t`.
+    macro_rules! prim {
+        ($c:expr, $t:ty, $v:path) => {
+            put!($c, PrimitiveBuilder<$t>, $v, x => x as _)
+        };
     }
     // An array row as the cell it holds (NULL included).
     let cell = match v {
@@ -2769,30 +2775,9 @@ fn append_value(
         DataType::Float32 => prim!(cell, Float32Type, Cell::F32),
         DataType::Float64 => prim!(cell, Float64Type, Cell::F64),
         DataType::Decimal128(_, _) => prim!(cell, Decimal128Type, Cell::Decimal),
-        DataType::Boolean => {
-            let b = b.as_any_mut().downcast_mut::<BooleanBuilder>().ok_or_else(mismatch)?;
-            match cell {
-                Cell::Bool(x) => b.append_value(x),
-                Cell::Null => b.append_null(),
-                _ => return Err(mismatch()),
-            }
-        }
-        DataType::Utf8 => {
-            let b = b.as_any_mut().downcast_mut::<StringBuilder>().ok_or_else(mismatch)?;
-            match cell {
-                Cell::Str(x) => b.append_value(x),
-                Cell::Null => b.append_null(),
-                _ => return Err(mismatch()),
-            }
-        }
-        DataType::Binary => {
-            let b = b.as_any_mut().downcast_mut::<BinaryBuilder>().ok_or_else(mismatch)?;
-            match cell {
-                Cell::Bytes(x) => b.append_value(x),
-                Cell::Null => b.append_null(),
-                _ => return Err(mismatch()),
-            }
-        }
+        DataType::Boolean => put!(cell, BooleanBuilder, Cell::Bool, x => x),
+        DataType::Utf8 => put!(cell, StringBuilder, Cell::Str, x => x),
+        DataType::Binary => put!(cell, BinaryBuilder, Cell::Bytes, x => x),
         _ => return Err(mismatch()),
     }
     Ok(())
