@@ -190,8 +190,7 @@ impl Manifest {
             b.str(&t.name);
             b.u64(t.next_row_id);
             b.u32(t.schema.next_column_id());
-            let ids: Vec<u32> = t.schema.columns().iter().map(|c| c.id).collect();
-            crate::types::encode_columns(&mut b, &ids, &t.schema.user_schema());
+            b.raw(t.schema.encoded_columns());
             b.u32(t.segments.len() as u32);
             for s in &t.segments {
                 b.u64(s.id);
