@@ -52,7 +52,9 @@ impl Runtime {
                 message: "a blocking SQL call inside an async runtime; use the _async form".into(),
             }));
         }
-        Ok(self.get()?.block_on(f))
+        // Boxed once here: DataFusion's futures are large, and moving one by value through
+        // the runtime's layers copied it several times per statement.
+        Ok(self.get()?.block_on(Box::pin(f)))
     }
 }
 

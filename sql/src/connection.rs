@@ -386,7 +386,7 @@ impl SqlConnection {
         let _g = self.gate.lock().await;
         let mut last = Vec::new();
         for stmt in self.parse(sql)? {
-            let r = self.run_one(stmt, false).await;
+            let r = Box::pin(self.run_one(stmt, false)).await;
             self.files.clear();
             last = match r? {
                 Outcome::Batches(b) => b,
@@ -405,7 +405,7 @@ impl SqlConnection {
         let mut last: Option<Outcome> = None;
         for (i, stmt) in stmts.into_iter().enumerate() {
             // Only the last statement streams; the ones before it run to completion.
-            let r = self.run_one(stmt, i + 1 == n).await;
+            let r = Box::pin(self.run_one(stmt, i + 1 == n)).await;
             self.files.clear();
             last = Some(r?);
         }
@@ -497,13 +497,13 @@ impl SqlConnection {
         if let Some(cache) = &prepared.optimized
             && params.is_empty()
         {
-            return self.run_optimized(&prepared.plan, cache).await;
+            return Box::pin(self.run_optimized(&prepared.plan, cache)).await;
         }
         let plan = prepared
             .plan
             .clone()
             .with_param_values(ParamValues::List(params.into_iter().map(Into::into).collect()))?;
-        match self.run_plan(plan, false).await? {
+        match Box::pin(self.run_plan(plan, false)).await? {
             Outcome::Batches(b) => Ok(b),
             Outcome::Stream(s) => collect(s).await,
         }
@@ -564,7 +564,8 @@ impl SqlConnection {
                 // Pin the committed snapshot read above, so the plan is known to read it.
                 self.binding.pin()?;
                 let _unpin = Unpin(&self.binding);
-                let p = state.query_planner().create_physical_plan(&optimized, &state).await?;
+                let p = Box::pin(state.query_planner().create_physical_plan(&optimized, &state))
+                    .await?;
                 let pinned = match self.binding.view()? {
                     basalt_storage::ReadView::Committed(s) => Some(s),
                     basalt_storage::ReadView::Transaction(..) => None,
@@ -584,10 +585,14 @@ impl SqlConnection {
     }
 
     /// Rewrites a statement and plans it with one copy of the session state.
+    ///
+    /// DataFusion's futures are large (kilobytes each): this module awaits them boxed, so
+    /// the futures of the statements that never reach them (DDL, the direct path) stay
+    /// small and are not copied kilobytes at a time as they move through the runtime.
     async fn plan(&self, stmt: DfStatement) -> Result<LogicalPlan> {
         let state = self.ctx.state();
-        let stmt = prepare_statement(&self.binding, &self.files, &state, stmt).await?;
-        Ok(state.statement_to_plan(stmt).await?)
+        let stmt = Box::pin(prepare_statement(&self.binding, &self.files, &state, stmt)).await?;
+        Ok(Box::pin(state.statement_to_plan(stmt)).await?)
     }
 
     async fn run(&self, stmt: DfStatement, stream: bool) -> Result<Outcome> {
@@ -612,12 +617,12 @@ impl SqlConnection {
                     return Err(Error::unsupported("savepoints"));
                 }
                 Statement::AlterTable(a) => {
-                    self.alter_table(&a.name, &a.operations, a.if_exists).await?;
+                    Box::pin(self.alter_table(&a.name, &a.operations, a.if_exists)).await?;
                     return Ok(Outcome::Batches(Vec::new()));
                 }
                 Statement::CreateView(cv) => {
                     let cv = cv.clone();
-                    self.create_view(&cv, stmt).await?;
+                    Box::pin(self.create_view(&cv, stmt)).await?;
                     return Ok(Outcome::Batches(Vec::new()));
                 }
                 s => {
@@ -752,7 +757,7 @@ impl SqlConnection {
                 // query may read the table it replaces).
                 let tmp = temp_table_name();
                 store.create_table(&tmp, &schema)?;
-                let r = match self.insert_plan(&tmp, c.input.as_ref().clone()).await {
+                let r = match Box::pin(self.insert_plan(&tmp, c.input.as_ref().clone())).await {
                     Ok(_) => store.rename_table(&tmp, &name, c.or_replace).map_err(Error::from),
                     Err(e) => Err(e),
                 };
@@ -764,7 +769,7 @@ impl SqlConnection {
             LogicalPlan::Ddl(DdlStatement::CreateExternalTable(_)) => {
                 // DataFusion builds the listing table and registers it in our schema, which
                 // keeps it for this connection (see `catalog`).
-                self.ctx.execute_logical_plan(plan).await?;
+                Box::pin(self.ctx.execute_logical_plan(plan)).await?;
                 Ok(Outcome::Batches(Vec::new()))
             }
             LogicalPlan::Ddl(DdlStatement::DropTable(d))
@@ -782,13 +787,13 @@ impl SqlConnection {
             LogicalPlan::Ddl(d) => {
                 Err(Error::unsupported(format!("{} (not yet available in Basalt)", d.name())))
             }
-            LogicalPlan::Dml(_) => self.write_statement(plan).await.map(Outcome::Batches),
+            LogicalPlan::Dml(_) => Box::pin(self.write_statement(plan)).await.map(Outcome::Batches),
             // EXPLAIN ANALYZE runs its statement: DML under it is a write statement too.
             LogicalPlan::Analyze(ref a) if matches!(a.input.as_ref(), LogicalPlan::Dml(_)) => {
-                self.write_statement(plan).await.map(Outcome::Batches)
+                Box::pin(self.write_statement(plan)).await.map(Outcome::Batches)
             }
             // Queries, EXPLAIN (which never runs DML), SHOW, SET, ...
-            _ => self.query(plan, stream).await,
+            _ => Box::pin(self.query(plan, stream)).await,
         }
     }
 
@@ -900,8 +905,8 @@ impl SqlConnection {
     async fn physical(&self, plan: LogicalPlan) -> Result<Arc<dyn ExecutionPlan>> {
         self.binding.pin()?;
         let _unpin = Unpin(&self.binding);
-        let df = self.ctx.execute_logical_plan(plan).await?;
-        Ok(df.create_physical_plan().await?)
+        let df = Box::pin(self.ctx.execute_logical_plan(plan)).await?;
+        Ok(Box::pin(df.create_physical_plan()).await?)
     }
 
     /// Runs a DML plan as one write statement: all of it or (on error) none of it.
