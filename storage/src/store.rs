@@ -1187,8 +1187,9 @@ impl Scan {
         let mut keep = ls.keep_mask(g).map(|m| m.values().clone());
         let mut rows = rows;
         match (&self.predicate, self.limit) {
-            // Under a limit the filter runs on growing windows of the row group (4096 rows,
-            // then four times more each time) until enough rows matched.
+            // Under a limit the filter runs on windows of the row group until enough rows
+            // matched: 4096 rows first, then as many as the selectivity seen so far says
+            // are still needed plus a quarter (four times more while nothing matched).
             (Some(p), Some(left)) => {
                 if !t.zone_maps_allow(s, g, p) {
                     return Ok(None);
@@ -1197,7 +1198,6 @@ impl Scan {
                 let (mut ws, mut step, mut found) = (0usize, 4096usize, 0usize);
                 while ws < rows && found < left {
                     let we = ws.saturating_add(step).min(rows);
-                    step = step.saturating_mul(4);
                     let mut cols = RowGroupColumns {
                         table: t,
                         segment: s,
@@ -1213,6 +1213,13 @@ impl Scan {
                     found += sel.count_set_bits();
                     all.append_buffer(&sel);
                     ws = we;
+                    step = match found {
+                        0 => step.saturating_mul(4),
+                        _ => {
+                            let expect = left.saturating_sub(found).saturating_mul(ws) / found;
+                            expect.saturating_add(expect / 4).max(1024)
+                        }
+                    };
                 }
                 rows = ws;
                 keep = Some(all.finish());
