@@ -391,7 +391,13 @@ pub fn row_fields(table: &str, user: &[FieldRef], rows: &[Row]) -> Result<Vec<Fi
                 column: c.to_string(),
             }
         })?;
-        out.push(Arc::new(Field::new(f.name(), f.data_type().clone(), true)) as FieldRef);
+        // Nullable here whatever the table says: NOT NULL is checked (with a clear error)
+        // when the batch is conformed to the table. A nullable column's field is shared.
+        out.push(if f.is_nullable() {
+            f.clone()
+        } else {
+            Arc::new(Field::new(f.name(), f.data_type().clone(), true))
+        });
     }
     Ok(out)
 }
