@@ -385,4 +385,37 @@ mod tests {
         assert!(check_name("").is_err());
         assert!(check_name(&"x".repeat(256)).is_err());
     }
+
+    /// The kept encoding decodes to the schema it belongs to, through every change: a
+    /// changed schema (a clone of the old one's parts) never reuses the old encoding.
+    #[test]
+    fn kept_column_encodings_follow_schema_changes() {
+        let decoded = |t: &TableSchema| {
+            let bytes = t.encoded_columns().to_vec();
+            let mut d = crate::codec::Dec::new(&bytes, std::path::Path::new("M"), 0);
+            let got = decode_columns(&mut d).unwrap();
+            d.finish("columns").unwrap();
+            got
+        };
+        let expected = |t: &TableSchema| {
+            let ids: Vec<u32> = t.columns().iter().map(|c| c.id).collect();
+            (ids, t.user_schema().as_ref().clone())
+        };
+        let s = Schema::new(vec![
+            Field::new("a", DataType::Int64, false),
+            Field::new("b", DataType::Utf8, true),
+        ]);
+        let t = TableSchema::from_user_schema(&s).unwrap();
+        assert_eq!(decoded(&t), expected(&t));
+        let kept = t.clone();
+        let added = t.with_added(&Field::new("c", DataType::Float64, true)).unwrap();
+        assert_eq!(decoded(&added), expected(&added));
+        assert_eq!(decoded(&added).0, vec![1, 2, 3]);
+        let dropped = added.with_dropped("t", "a").unwrap();
+        assert_eq!(decoded(&dropped), expected(&dropped));
+        assert_eq!(decoded(&dropped).0, vec![2, 3]);
+        // The original (and its clones) keep their own encoding.
+        assert_eq!(decoded(&kept), expected(&t));
+        assert_eq!(decoded(&kept).0, vec![1, 2]);
+    }
 }
