@@ -8,11 +8,16 @@
 //! the same operations in the same order whatever the tile shape, so one query alone and
 //! the same query inside a batch get identical sums.
 //!
-//! Rows may be stored as `f32`, as IEEE half floats, or as int8 codes (x ≈ code · scale +
-//! offset): each element is widened to `f32` as it is loaded and the same arithmetic
-//! follows (asymmetric distances: the queries stay `f32`).
+//! Rows may be stored as `f32` or as IEEE half floats (widened to `f32` as they are loaded;
+//! the same arithmetic follows), or as int8 codes (x ≈ code · scale + offset): those meet
+//! int8-quantised queries in integer arithmetic ([`int8`], with AVX-VNNI where the CPU has
+//! it).
 //!
 //! This module owns arithmetic only: no heaps, no metric semantics (see [`crate::topk`]).
+
+pub mod int8;
+
+pub use int8::QueryCodes;
 
 /// Which sum a pass computes for each (row, query) pair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,7 +31,11 @@ pub enum Sum {
 /// The instruction set a pass runs with. Only [`Isa::detect`] can choose the vector
 /// instructions (after asking the CPU), so no caller can ask for instructions the CPU lacks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Isa(Kind);
+pub struct Isa {
+    kind: Kind,
+    /// AVX-VNNI (with AVX2): the integer kernel of [`int8`].
+    vnni: bool,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -41,19 +50,23 @@ impl Isa {
     pub fn detect() -> Isa {
         #[cfg(target_arch = "x86_64")]
         {
-            if std::arch::is_x86_feature_detected!("avx2")
+            let avx2 = std::arch::is_x86_feature_detected!("avx2");
+            let vnni = avx2 && std::arch::is_x86_feature_detected!("avxvnni");
+            if avx2
                 && std::arch::is_x86_feature_detected!("fma")
                 && std::arch::is_x86_feature_detected!("f16c")
             {
-                return Isa(Kind::Avx2Fma);
+                return Isa { kind: Kind::Avx2Fma, vnni };
             }
+            return Isa { kind: Kind::Portable, vnni };
         }
-        Isa(Kind::Portable)
+        #[allow(unreachable_code)]
+        Isa::portable()
     }
 
     /// The portable code, whatever the CPU.
     pub fn portable() -> Isa {
-        Isa(Kind::Portable)
+        Isa { kind: Kind::Portable, vnni: false }
     }
 }
 
@@ -97,7 +110,8 @@ pub enum Rows<'a> {
     F32(&'a [f32]),
     /// IEEE 754 half floats (bit patterns).
     F16(&'a [u16]),
-    /// Int8 codes: xᵢ ≈ codeᵢ · scale + offset.
+    /// Int8 codes: xᵢ ≈ codeᵢ · scale + offset (summed with quantised queries, see
+    /// [`int8`]).
     I8 {
         /// The codes.
         codes: &'a [i8],
@@ -135,35 +149,28 @@ impl<'a> Rows<'a> {
     }
 }
 
-/// How int8 codes widen to `f32` (unused for the float kinds).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Deq {
-    scale: f32,
-    offset: f32,
-}
-
 /// A stored element kind.
 pub(crate) trait Elem: Copy {
     /// The value as `f32`.
-    fn get(self, d: Deq) -> f32;
+    fn get(self) -> f32;
 
     /// Eight values from `p`, widened to `f32`.
     ///
     /// # Safety
     /// AVX2, FMA and F16C must be available and `p` must address 8 readable elements.
     #[cfg(target_arch = "x86_64")]
-    unsafe fn load8(p: *const Self, d: Deq) -> std::arch::x86_64::__m256;
+    unsafe fn load8(p: *const Self) -> std::arch::x86_64::__m256;
 }
 
 impl Elem for f32 {
     #[inline(always)]
-    fn get(self, _d: Deq) -> f32 {
+    fn get(self) -> f32 {
         self
     }
 
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
-    unsafe fn load8(p: *const f32, _d: Deq) -> std::arch::x86_64::__m256 {
+    unsafe fn load8(p: *const f32) -> std::arch::x86_64::__m256 {
         // SAFETY: forwarded from the caller.
         unsafe { std::arch::x86_64::_mm256_loadu_ps(p) }
     }
@@ -171,38 +178,16 @@ impl Elem for f32 {
 
 impl Elem for u16 {
     #[inline(always)]
-    fn get(self, _d: Deq) -> f32 {
+    fn get(self) -> f32 {
         half::f16::from_bits(self).to_f32()
     }
 
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
-    unsafe fn load8(p: *const u16, _d: Deq) -> std::arch::x86_64::__m256 {
+    unsafe fn load8(p: *const u16) -> std::arch::x86_64::__m256 {
         use std::arch::x86_64::*;
         // SAFETY: forwarded from the caller (16 readable bytes, F16C available).
         unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p.cast())) }
-    }
-}
-
-impl Elem for i8 {
-    #[inline(always)]
-    fn get(self, d: Deq) -> f32 {
-        f32::from(self) * d.scale + d.offset
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[inline(always)]
-    unsafe fn load8(p: *const i8, d: Deq) -> std::arch::x86_64::__m256 {
-        use std::arch::x86_64::*;
-        // SAFETY: forwarded from the caller (8 readable bytes, AVX2 + FMA available).
-        unsafe {
-            let wide = _mm256_cvtepi8_epi32(_mm_loadl_epi64(p.cast()));
-            _mm256_fmadd_ps(
-                _mm256_cvtepi32_ps(wide),
-                _mm256_set1_ps(d.scale),
-                _mm256_set1_ps(d.offset),
-            )
-        }
     }
 }
 
@@ -221,6 +206,10 @@ pub struct Block<'a> {
 /// `dim` columns) and query `q` (of `queries`, `nq = queries.len() / dim` of them), and,
 /// when `norms` is given, `norms[i]` with Σ xⱼ² of picked row `i` (accumulated exactly as
 /// a [`Sum::Products`] of the row with itself, in the same pass over the row).
+///
+/// Int8 rows meet the queries quantised to int8 (see [`int8`]: the sums then carry the
+/// queries' rounding too); a scan over many blocks quantises once ([`QueryCodes`]) and
+/// calls [`int8::sums`] itself.
 ///
 /// Panics if a pick is outside `rows` or an output is shorter than the picks need — callers
 /// in this crate size them from the same block.
@@ -241,13 +230,13 @@ pub fn sums(
     if let Some(last) = (0..picks.len()).map(|i| picks.get(i)).max() {
         assert!((last + 1) * dim <= rows.len(), "pick outside the block");
     }
-    let none = Deq { scale: 1.0, offset: 0.0 };
     let pass = Pass { sum, dim, picks, queries };
     match rows {
-        Rows::F32(v) => run(isa, pass, v, none, out, norms),
-        Rows::F16(v) => run(isa, pass, v, none, out, norms),
+        Rows::F32(v) => run(isa, pass, v, out, norms),
+        Rows::F16(v) => run(isa, pass, v, out, norms),
         Rows::I8 { codes, scale, offset } => {
-            run(isa, pass, codes, Deq { scale, offset }, out, norms)
+            let codes_q = QueryCodes::new(dim, queries);
+            int8::sums(isa, sum, codes, (scale, offset), picks, &codes_q, out, norms)
         }
     }
 }
@@ -261,23 +250,16 @@ struct Pass<'a> {
     queries: &'a [f32],
 }
 
-fn run<T: Elem>(
-    isa: Isa,
-    pass: Pass<'_>,
-    rows: &[T],
-    d: Deq,
-    out: &mut [f32],
-    norms: Option<&mut [f32]>,
-) {
-    match isa.0 {
+fn run<T: Elem>(isa: Isa, pass: Pass<'_>, rows: &[T], out: &mut [f32], norms: Option<&mut [f32]>) {
+    match isa.kind {
         #[cfg(target_arch = "x86_64")]
         Kind::Avx2Fma => {
             // SAFETY: `Kind::Avx2Fma` is only chosen by `Isa::detect` after the CPU reported
             // AVX2, FMA and F16C; every pick indexes a whole row inside `rows`, and `out` /
             // `norms` hold what the picks need (all asserted by `sums`).
-            unsafe { avx2::sums(pass, rows, d, out, norms) }
+            unsafe { avx2::sums(pass, rows, out, norms) }
         }
-        _ => portable_sums(pass, rows, d, out, norms),
+        _ => portable_sums(pass, rows, out, norms),
     }
 }
 
@@ -299,7 +281,7 @@ pub fn to_f16(isa: Isa, values: &[f32], out: &mut [u16]) {
     assert!(out.len() >= values.len(), "output too short");
     let mut done = 0;
     #[cfg(target_arch = "x86_64")]
-    if isa.0 == Kind::Avx2Fma {
+    if isa.kind == Kind::Avx2Fma {
         // SAFETY: `Kind::Avx2Fma` means the CPU reported F16C (see `Isa::detect`); the
         // function reads and writes within the two slices.
         done = unsafe { avx2::to_f16(values, out) };
@@ -316,7 +298,7 @@ pub fn to_i8(isa: Isa, values: &[f32], offset: f32, scale: f32, out: &mut [i8]) 
     assert!(out.len() >= values.len(), "output too short");
     let mut done = 0;
     #[cfg(target_arch = "x86_64")]
-    if isa.0 == Kind::Avx2Fma {
+    if isa.kind == Kind::Avx2Fma {
         // SAFETY: `Kind::Avx2Fma` means the CPU reported AVX2 (see `Isa::detect`); the
         // function reads and writes within the two slices.
         done = unsafe { avx2::to_i8(values, offset, scale, out) };
@@ -330,7 +312,6 @@ pub fn to_i8(isa: Isa, values: &[f32], offset: f32, scale: f32, out: &mut [i8]) 
 fn portable_sums<T: Elem>(
     pass: Pass<'_>,
     rows: &[T],
-    d: Deq,
     out: &mut [f32],
     mut norms: Option<&mut [f32]>,
 ) {
@@ -341,7 +322,7 @@ fn portable_sums<T: Elem>(
     for i in 0..picks.len() {
         let r = picks.get(i);
         for (v, e) in x.iter_mut().zip(&rows[r * dim..(r + 1) * dim]) {
-            *v = e.get(d);
+            *v = e.get();
         }
         if let Some(n) = norms.as_deref_mut() {
             let mut lanes = [0f32; 8];
@@ -393,7 +374,7 @@ fn reduce8(l: [f32; 8]) -> f32 {
 mod avx2 {
     use std::arch::x86_64::*;
 
-    use super::{Deq, Elem, Pass, Picks, Sum, reduce8};
+    use super::{Elem, Pass, Picks, Sum, reduce8};
 
     /// Converts the first multiple of 8 of `values` to half floats; returns how many.
     #[target_feature(enable = "avx2,fma,f16c")]
@@ -463,15 +444,14 @@ mod avx2 {
     pub(super) unsafe fn sums<T: Elem>(
         pass: Pass<'_>,
         rows: &[T],
-        d: Deq,
         out: &mut [f32],
         norms: Option<&mut [f32]>,
     ) {
         // SAFETY: forwarded from the caller.
         unsafe {
             match pass.sum {
-                Sum::DiffSquares => run::<T, true>(pass, rows, d, out, norms),
-                Sum::Products => run::<T, false>(pass, rows, d, out, norms),
+                Sum::DiffSquares => run::<T, true>(pass, rows, out, norms),
+                Sum::Products => run::<T, false>(pass, rows, out, norms),
             }
         }
     }
@@ -481,7 +461,6 @@ mod avx2 {
     unsafe fn run<T: Elem, const DIFF: bool>(
         pass: Pass<'_>,
         rows: &[T],
-        d: Deq,
         out: &mut [f32],
         mut norms: Option<&mut [f32]>,
     ) {
@@ -520,7 +499,7 @@ mod avx2 {
             if let Some(nr) = norms.as_deref_mut() {
                 // The first query alone, with the rows' norms in the same pass.
                 // SAFETY: query 0 exists; every pointer addresses `dim` readable values.
-                let (s, m) = unsafe { tile::<T, 4, 1, DIFF, true>(dim, r, [qp], d) };
+                let (s, m) = unsafe { tile::<T, 4, 1, DIFF, true>(dim, r, [qp]) };
                 for a in 0..4 {
                     out[(i + a) * nq] = s[a][0];
                     nr[i + a] = m[a];
@@ -531,7 +510,7 @@ mod avx2 {
                 // SAFETY: queries q and q + 1 exist (q + 2 <= nq).
                 let qs = unsafe { [qp.add(q * dim), qp.add((q + 1) * dim)] };
                 // SAFETY: every pointer addresses `dim` readable values.
-                let (s, _) = unsafe { tile::<T, 4, 2, DIFF, false>(dim, r, qs, d) };
+                let (s, _) = unsafe { tile::<T, 4, 2, DIFF, false>(dim, r, qs) };
                 for (a, row) in s.iter().enumerate() {
                     out[(i + a) * nq + q] = row[0];
                     out[(i + a) * nq + q + 1] = row[1];
@@ -542,7 +521,7 @@ mod avx2 {
                 // SAFETY: query q exists.
                 let qs = unsafe { [qp.add(q * dim)] };
                 // SAFETY: as above.
-                let (s, _) = unsafe { tile::<T, 4, 1, DIFF, false>(dim, r, qs, d) };
+                let (s, _) = unsafe { tile::<T, 4, 1, DIFF, false>(dim, r, qs) };
                 for (a, row) in s.iter().enumerate() {
                     out[(i + a) * nq + q] = row[0];
                 }
@@ -554,7 +533,7 @@ mod avx2 {
             let r = unsafe { [rp.add(picks.get(i) * dim)] };
             for q in 0..nq {
                 // SAFETY: query q exists; both pointers address `dim` values.
-                let (s, m) = unsafe { tile::<T, 1, 1, DIFF, true>(dim, r, [qp.add(q * dim)], d) };
+                let (s, m) = unsafe { tile::<T, 1, 1, DIFF, true>(dim, r, [qp.add(q * dim)]) };
                 out[i * nq + q] = s[0][0];
                 if q == 0
                     && let Some(nr) = norms.as_deref_mut()
@@ -578,7 +557,6 @@ mod avx2 {
         dim: usize,
         rows: [*const T; R],
         qs: [*const f32; Q],
-        d: Deq,
     ) -> ([[f32; Q]; R], [f32; R]) {
         // SAFETY: the caller guarantees the CPU features and that every pointer reads `dim`
         // values; loads stay below `body <= dim`, the tail below `dim`.
@@ -590,7 +568,7 @@ mod avx2 {
             while j < body {
                 let mut x = [_mm256_setzero_ps(); R];
                 for r in 0..R {
-                    x[r] = T::load8(rows[r].add(j), d);
+                    x[r] = T::load8(rows[r].add(j));
                     if NORMS {
                         nrm[r] = _mm256_fmadd_ps(x[r], x[r], nrm[r]);
                     }
@@ -616,7 +594,7 @@ mod avx2 {
                     _mm256_storeu_ps(lanes.as_mut_ptr(), acc[r][q]);
                     let mut s = reduce8(lanes);
                     for t in body..dim {
-                        let (a, b) = ((*rows[r].add(t)).get(d), *qs[q].add(t));
+                        let (a, b) = ((*rows[r].add(t)).get(), *qs[q].add(t));
                         s += if DIFF { (a - b) * (a - b) } else { a * b };
                     }
                     out[r][q] = s;
@@ -625,7 +603,7 @@ mod avx2 {
                     _mm256_storeu_ps(lanes.as_mut_ptr(), nrm[r]);
                     let mut s = reduce8(lanes);
                     for t in body..dim {
-                        let a = (*rows[r].add(t)).get(d);
+                        let a = (*rows[r].add(t)).get();
                         s += a * a;
                     }
                     norms[r] = s;

@@ -6,7 +6,7 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-use crate::kernel::{self, Block, Isa, Picks, Rows, Sum};
+use crate::kernel::{self, Block, Isa, Picks, QueryCodes, Rows, Sum};
 use crate::{Error, Metric, Result};
 
 /// One result: a row's `_id` and its distance to the query.
@@ -28,6 +28,8 @@ pub struct Queries {
     /// Squared norms (cosine only, else empty).
     norms: Vec<f32>,
     isa: Isa,
+    /// The queries quantised for int8 rows, made on the first scan of such rows.
+    codes: std::sync::OnceLock<QueryCodes>,
 }
 
 impl Queries {
@@ -59,7 +61,7 @@ impl Queries {
             norms = vec![0.0; queries.len()];
             kernel::squared_norms(isa, dim, &data, Picks::All(queries.len()), &mut norms);
         }
-        Ok(Queries { metric, dim, data, norms, isa })
+        Ok(Queries { metric, dim, data, norms, isa, codes: Default::default() })
     }
 
     /// The metric.
@@ -86,7 +88,21 @@ impl Queries {
     pub fn one(&self, i: usize) -> Option<Queries> {
         let data = self.data.get(i * self.dim..(i + 1) * self.dim)?.to_vec();
         let norms = self.norms.get(i).map(|n| vec![*n]).unwrap_or_default();
-        Some(Queries { metric: self.metric, dim: self.dim, data, norms, isa: self.isa })
+        let (metric, dim, isa) = (self.metric, self.dim, self.isa);
+        Some(Queries { metric, dim, data, norms, isa, codes: Default::default() })
+    }
+
+    /// The kernel's sums of a block with these queries (int8 rows meet the queries'
+    /// codes, quantised once per query set).
+    fn sums(&self, sum: Sum, block: Block<'_>, out: &mut [f32], norms: Option<&mut [f32]>) {
+        match block.rows {
+            Rows::I8 { codes, scale, offset } => {
+                let q = self.codes.get_or_init(|| QueryCodes::new(self.dim, &self.data));
+                let pair = (scale, offset);
+                kernel::int8::sums(self.isa, sum, codes, pair, block.picks, q, out, norms);
+            }
+            _ => kernel::sums(self.isa, sum, block, &self.data, out, norms),
+        }
     }
 
     /// One empty heap per query.
@@ -265,15 +281,13 @@ pub fn search_rows(
             Picks::All(_) => {
                 // Contiguous rows: hand the kernel the sub-slice.
                 let sub = rows.slice(start * dim, (start + n) * dim);
-                let block = Block { dim, rows: sub, picks: Picks::All(n) };
-                kernel::sums(queries.isa, sum, block, &queries.data, &mut out, nr);
+                queries.sums(sum, Block { dim, rows: sub, picks: Picks::All(n) }, &mut out, nr);
                 None
             }
             Picks::Some(all) => {
                 chunk_picks = all[start..start + n].to_vec();
                 let p = Picks::Some(&chunk_picks);
-                let block = Block { dim, rows, picks: p };
-                kernel::sums(queries.isa, sum, block, &queries.data, &mut out, nr);
+                queries.sums(sum, Block { dim, rows, picks: p }, &mut out, nr);
                 Some(&chunk_picks)
             }
         };
