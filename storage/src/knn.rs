@@ -224,19 +224,17 @@ impl TableSnapshot {
         match unit {
             KnnUnit::RowGroup { segment, rg, start, len } => {
                 let ls = &self.segments[segment];
-                let mut keep = ls.keep_mask(rg).map(|m| m.values().clone());
+                // Only this part's rows: the delete mask's slice, the predicate evaluated
+                // on the part's window (each part of a row group evaluates its own rows).
+                let mut keep = ls.keep_mask(rg).map(|m| m.values().slice(start, len));
+                if keep.as_ref().is_some_and(|k| k.count_set_bits() == 0) {
+                    return Ok(0);
+                }
                 if let Some(p) = predicate {
-                    match self.select_in_row_group(segment, rg, p)? {
+                    match self.select_in_row_group(segment, rg, p, start, Some(len))? {
                         None => return Ok(0),
                         Some(sel) => keep = Some(keep.map_or(sel.clone(), |k| &k & &sel)),
                     }
-                }
-                if keep.as_ref().is_some_and(|k| k.count_set_bits() == 0) {
-                    return Ok(0);
-                }
-                let keep = keep.map(|k| k.slice(start, len));
-                if keep.as_ref().is_some_and(|k| k.count_set_bits() == 0) {
-                    return Ok(0);
                 }
                 let mut cols = self.read_row_group(segment, rg, &[col], DecodeMode::Values)?;
                 let vectors = cols.pop().ok_or_else(|| self.not_vectors())?.slice(start, len);
@@ -300,6 +298,8 @@ impl TableSnapshot {
             (None, Some(v)) => Some(v.inner().clone()),
             (None, None) => None,
         };
+        // Every row kept: the kernel reads the block as one run (and prefetches ahead).
+        let keep = keep.filter(|k| k.count_set_bits() < n);
         let picked: Option<Vec<u32>> = keep.map(|k| k.set_indices().map(|i| i as u32).collect());
         let picks = match &picked {
             None => Picks::All(n),
@@ -448,6 +448,49 @@ mod tests {
             }
         }
         out
+    }
+
+    /// One row group big enough to be cut into parts searched in parallel: each part
+    /// applies the filter and the deletes of its own rows only.
+    #[test]
+    fn parts_of_a_big_row_group_select_their_own_rows() {
+        let fs = Arc::new(MemFs::new());
+        let store =
+            Store::open(fs, Path::new("/db"), Path::new(":memory:"), StoreOptions::default())
+                .expect("open");
+        let schema = batch(&mut Gen(1), 1).schema();
+        store.create_table("t", &schema).expect("create");
+        store.insert("t", &[batch(&mut Gen(5), 20_000)]).expect("bulk insert");
+        let dels: Vec<u64> =
+            (1..=20_000).filter(|i| i % 5 == 1 || (9_000..9_200).contains(i)).collect();
+        store.delete("t", &dels).expect("delete");
+        let t = store.snapshot().table("t").expect("table").clone();
+        assert_eq!((t.segments().len(), t.segments()[0].segment.meta().row_groups.len()), (1, 1));
+        let all = rows(&t);
+        let q = [1.0f32, -0.5, 2.0, 0.0, -1.5];
+        for (filter, keep) in [
+            (Predicate::cmp("grp", CmpOp::Lt, 2i64), (|g| g < 2) as fn(i64) -> bool),
+            (Predicate::cmp("grp", CmpOp::GtEq, 0i64), |_| true),
+        ] {
+            for metric in Metric::ALL {
+                for precision in [Precision::Exact, Precision::Int8 { oversample: 10_000 }] {
+                    let got = t
+                        .vector_search_with("v", &[&q], 25, metric, Some(&filter), precision)
+                        .expect("search");
+                    let mut want: Vec<(f64, u64)> = all
+                        .iter()
+                        .filter(|(_, g, _)| keep(*g))
+                        .filter_map(|(id, _, v)| {
+                            reference_distance(metric, v.as_ref()?, &q).map(|d| (d + 0.0, *id))
+                        })
+                        .collect();
+                    want.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+                    let ids: Vec<u64> = got.neighbors[0].iter().map(|n| n.id).collect();
+                    let want_ids: Vec<u64> = want.iter().take(25).map(|w| w.1).collect();
+                    assert_eq!(ids, want_ids, "{metric} {precision:?} {filter:?}");
+                }
+            }
+        }
     }
 
     #[test]

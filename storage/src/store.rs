@@ -653,19 +653,24 @@ impl TableSnapshot {
         predicate::may_match(predicate, &stats)
     }
 
-    /// Row-group selection for a predicate: `None` = skip the row group entirely.
+    /// Selection for a predicate over rows `start..start + rows` of a row group (`None`
+    /// for the rest of it): one bit per row of that window; `None` = no row of it matches
+    /// (zone maps rule the whole row group out, or nothing in the window matched).
     fn select_in_row_group(
         &self,
         segment: usize,
         rg: usize,
         predicate: &Predicate,
+        start: usize,
+        rows: Option<usize>,
     ) -> Result<Option<BooleanBuffer>> {
         if !self.zone_maps_allow(segment, rg, predicate) {
             return Ok(None);
         }
-        let rows = self.segments[segment].segment.meta().row_groups[rg].rows as usize;
+        let all = self.segments[segment].segment.meta().row_groups[rg].rows as usize;
+        let rows = rows.unwrap_or(all.saturating_sub(start));
         let mut cols =
-            RowGroupColumns { table: self, segment, rg, start: 0, rows, decoded: Vec::new() };
+            RowGroupColumns { table: self, segment, rg, start, rows, decoded: Vec::new() };
         let sel = predicate::evaluate(predicate, &mut cols)?;
         Ok((sel.count_set_bits() > 0).then_some(sel))
     }
@@ -1224,7 +1229,7 @@ impl Scan {
                 rows = ws;
                 keep = Some(all.finish());
             }
-            (Some(p), None) => match t.select_in_row_group(s, g, p)? {
+            (Some(p), None) => match t.select_in_row_group(s, g, p, 0, None)? {
                 None => return Ok(None),
                 Some(sel) => keep = Some(keep.map_or(sel.clone(), |k| &k & &sel)),
             },

@@ -161,12 +161,13 @@ fn fill(m: &MemoryStore, from: usize, to: usize, rng: &mut Rng) -> Duration {
 }
 
 /// Recall p50 / p95 over `n` queries (12 round-robin), and the share of the exact top-5 ids
-/// the chosen precision returns (1.0 for exact).
+/// the chosen precision returns (1.0 for exact, or when `agree` is false: not checked).
 fn recall(
     m: &MemoryStore,
     rng: &mut Rng,
     n: usize,
     precision: Precision,
+    agree: bool,
 ) -> (Duration, Duration, f64) {
     let queries: Vec<Vec<f32>> = (0..TOPICS.len()).map(|_| unit(rng)).collect();
     let mut t = Vec::new();
@@ -180,7 +181,7 @@ fn recall(
         let hits = m.recall(&r).expect("recall");
         t.push(start.elapsed());
         assert_eq!(hits.len(), 5);
-        if precision != Precision::Exact {
+        if agree && precision != Precision::Exact {
             r.precision = Precision::Exact;
             let exact: Vec<u64> = m.recall(&r).expect("recall").iter().map(|h| h.item.id).collect();
             same += hits.iter().filter(|h| exact.contains(&h.item.id)).count();
@@ -202,7 +203,9 @@ fn main() {
     let root = std::env::temp_dir().join(format!("basalt-memory-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     let mut rng = Rng::new(7);
-    // `--recall-only N`: N items (written in batches), then recall timings only (profiling).
+    // `--recall-only N [--int8]`: N items (written in batches), then recall timings only
+    // (profiling): exact and int8 with the share of the exact top 5 found, or with `--int8`
+    // int8 timings alone (no exact searches to compare with).
     if let Some(n) = args
         .iter()
         .position(|a| a == "--recall-only")
@@ -215,9 +218,16 @@ fn main() {
                 (start..(start + 1000).min(n)).map(|i| item(i, &mut rng).1).collect();
             m.remember_many(&format!("org/a{}", start / 1000 % AGENTS), items).expect("batch");
         }
-        for precision in [Precision::Exact, Precision::Int8 { oversample: 4 }] {
-            let (p50, p95, _) = recall(&m, &mut rng, 200, precision);
-            println!("{n} items, {precision:?}: p50 {} p95 {}", ms(p50), ms(p95));
+        let int8 = Precision::Int8 { oversample: 4 };
+        let only = args.iter().any(|a| a == "--int8");
+        let precisions = if only { vec![int8] } else { vec![Precision::Exact, int8] };
+        for precision in precisions {
+            let (p50, p95, agree) = recall(&m, &mut rng, 200, precision, !only);
+            println!(
+                "{n} items, {precision:?}: p50 {} p95 {}, recall@5 {agree:.3}",
+                ms(p50),
+                ms(p95)
+            );
         }
         let _ = std::fs::remove_dir_all(&root);
         return;
@@ -269,9 +279,9 @@ fn main() {
             );
             have = n;
         }
-        let (p50, p95, _) = recall(&m, &mut rng, 60, Precision::Exact);
+        let (p50, p95, _) = recall(&m, &mut rng, 60, Precision::Exact, true);
         println!("W3/W9 recall top 5 (vector, org-scoped) at {n}: p50 {} p95 {}", ms(p50), ms(p95));
-        let (p50, p95, agree) = recall(&m, &mut rng, 60, Precision::Int8 { oversample: 4 });
+        let (p50, p95, agree) = recall(&m, &mut rng, 60, Precision::Int8 { oversample: 4 }, true);
         println!(
             "   int8 scan + exact rescoring: p50 {} p95 {}, recall@5 vs exact {agree:.3}",
             ms(p50),
