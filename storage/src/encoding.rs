@@ -146,7 +146,7 @@ pub enum StatValue {
     Int(i64),
     /// Unsigned integers and booleans (0/1).
     UInt(u64),
-    /// Floats (NaN excluded from min/max).
+    /// Floats, ordered totally (−0 < +0, NaN above every number: Arrow's order).
     Float(f64),
     /// Byte strings (UTF-8 compares correctly as bytes). Only kept up to 64 bytes.
     Bytes(Vec<u8>),
@@ -518,17 +518,23 @@ fn float_stats(
     vals: impl Iterator<Item = f64>,
     is_valid: &dyn Fn(usize) -> bool,
 ) -> Option<ZoneMap> {
-    let mut lo = f64::INFINITY;
-    let mut hi = f64::NEG_INFINITY;
-    let mut any = false;
+    // Min and max in IEEE 754's total order, the order Arrow's comparison kernels use:
+    // −0 below +0, a NaN above every number (below, with its sign bit set). Ordered any
+    // other way (NaN left out, −0 = +0), `x > 5` over a chunk holding a NaN would be ruled
+    // out by its zone map although the NaN row matches.
+    let mut range: Option<(f64, f64)> = None;
     for (i, v) in vals.enumerate() {
-        if is_valid(i) && !v.is_nan() {
-            any = true;
-            lo = lo.min(v);
-            hi = hi.max(v);
+        if is_valid(i) {
+            range = Some(match range {
+                None => (v, v),
+                Some((lo, hi)) => (
+                    if v.total_cmp(&lo).is_lt() { v } else { lo },
+                    if v.total_cmp(&hi).is_gt() { v } else { hi },
+                ),
+            });
         }
     }
-    any.then_some(ZoneMap { min: StatValue::Float(lo), max: StatValue::Float(hi) })
+    range.map(|(lo, hi)| ZoneMap { min: StatValue::Float(lo), max: StatValue::Float(hi) })
 }
 
 /// Code width for a dictionary of `k` entries.

@@ -747,25 +747,29 @@ pub fn may_match<'a>(p: &Predicate, stats: &dyn Fn(&str) -> Option<ChunkStats<'a
     }
 }
 
+/// How a zone-map bound compares with a constant (`None`: not comparable).
+fn stat_cmp(b: &StatValue, v: &Scalar) -> Option<std::cmp::Ordering> {
+    match (b, v) {
+        (StatValue::Int(x), Scalar::Int(y)) => Some(x.cmp(y)),
+        (StatValue::Int(x), Scalar::UInt(y)) => Some(i128::from(*x).cmp(&i128::from(*y))),
+        (StatValue::UInt(x), Scalar::UInt(y)) => Some(x.cmp(y)),
+        (StatValue::UInt(x), Scalar::Int(y)) => Some(i128::from(*x).cmp(&i128::from(*y))),
+        // Floats in total order, as the zone maps keep them and Arrow compares them.
+        (StatValue::Float(x), Scalar::Float(y)) => Some(x.total_cmp(y)),
+        (StatValue::Float(x), Scalar::Int(y)) => Some(x.total_cmp(&(*y as f64))),
+        (StatValue::UInt(x), Scalar::Bool(y)) => Some(x.cmp(&u64::from(*y))),
+        (StatValue::Bytes(x), Scalar::Str(y)) => Some(x.as_slice().cmp(y.as_bytes())),
+        (StatValue::Bytes(x), Scalar::Bytes(y)) => Some(x.as_slice().cmp(y.as_slice())),
+        _ => None,
+    }
+}
+
 fn range_may_match(z: &ZoneMap, op: CmpOp, v: &Scalar) -> bool {
     use std::cmp::Ordering::*;
-    let cmp = |b: &StatValue| -> Option<std::cmp::Ordering> {
-        match (b, v) {
-            (StatValue::Int(x), Scalar::Int(y)) => Some(x.cmp(y)),
-            (StatValue::Int(x), Scalar::UInt(y)) => Some(i128::from(*x).cmp(&i128::from(*y))),
-            (StatValue::UInt(x), Scalar::UInt(y)) => Some(x.cmp(y)),
-            (StatValue::UInt(x), Scalar::Int(y)) => Some(i128::from(*x).cmp(&i128::from(*y))),
-            (StatValue::Float(x), Scalar::Float(y)) => x.partial_cmp(y),
-            (StatValue::Float(x), Scalar::Int(y)) => x.partial_cmp(&(*y as f64)),
-            (StatValue::Bytes(x), Scalar::Str(y)) => Some(x.as_slice().cmp(y.as_bytes())),
-            (StatValue::Bytes(x), Scalar::Bytes(y)) => Some(x.as_slice().cmp(y.as_slice())),
-            _ => None,
-        }
-    };
     if *v == Scalar::Null {
         return false;
     }
-    let (Some(lo), Some(hi)) = (cmp(&z.min), cmp(&z.max)) else { return true };
+    let (Some(lo), Some(hi)) = (stat_cmp(&z.min, v), stat_cmp(&z.max, v)) else { return true };
     match op {
         CmpOp::Eq => lo != Greater && hi != Less,
         CmpOp::NotEq => !(lo == Equal && hi == Equal),
@@ -773,6 +777,66 @@ fn range_may_match(z: &ZoneMap, op: CmpOp, v: &Scalar) -> bool {
         CmpOp::LtEq => lo != Greater,
         CmpOp::Gt => hi == Greater,
         CmpOp::GtEq => hi != Less,
+    }
+}
+
+/// Whether every row of a row group satisfies `p` (is *true*, not unknown), judging by
+/// chunk statistics as [`may_match`] does. True means the predicate need not be evaluated
+/// there: every row is selected. False proves nothing.
+pub fn must_match<'a>(p: &Predicate, stats: &dyn Fn(&str) -> Option<ChunkStats<'a>>) -> bool {
+    // Non-null rows whose values all lie in a known range.
+    let range = |column: &str| match stats(column) {
+        Some(ChunkStats { zone_map: Some(z), null_count: 0, .. }) => Some(z),
+        _ => None,
+    };
+    match p {
+        Predicate::True => true,
+        Predicate::False => false,
+        Predicate::And(ps) => ps.iter().all(|p| must_match(p, stats)),
+        Predicate::Or(ps) => ps.iter().any(|p| must_match(p, stats)),
+        Predicate::IsNull { column, negated } => match stats(column) {
+            Some(s) if !negated => s.null_count == s.rows,
+            Some(s) => s.null_count == 0,
+            None => false,
+        },
+        Predicate::Cmp { column, op, value } => {
+            range(column).is_some_and(|z| range_must_match(z, *op, value))
+        }
+        Predicate::InList { column, values, negated } => range(column).is_some_and(|z| {
+            if *negated {
+                values.iter().all(|v| *v != Scalar::Null && !range_may_match(z, CmpOp::Eq, v))
+            } else {
+                values.iter().any(|v| range_must_match(z, CmpOp::Eq, v))
+            }
+        }),
+        // Values sharing the prefix form one run in byte order: when the smallest and the
+        // largest both start with it, every value between them does.
+        Predicate::LikePrefix { column, prefix, negated: false } => {
+            range(column).is_some_and(|z| match (&z.min, &z.max) {
+                (StatValue::Bytes(lo), StatValue::Bytes(hi)) => {
+                    lo.starts_with(prefix.as_bytes()) && hi.starts_with(prefix.as_bytes())
+                }
+                _ => false,
+            })
+        }
+        Predicate::Not(_)
+        | Predicate::LikePrefix { .. }
+        | Predicate::Like { .. }
+        | Predicate::IdSet(_) => false,
+    }
+}
+
+/// Whether every value in `z`'s range satisfies `value op v`.
+fn range_must_match(z: &ZoneMap, op: CmpOp, v: &Scalar) -> bool {
+    use std::cmp::Ordering::*;
+    let (Some(lo), Some(hi)) = (stat_cmp(&z.min, v), stat_cmp(&z.max, v)) else { return false };
+    match op {
+        CmpOp::Eq => lo == Equal && hi == Equal,
+        CmpOp::NotEq => lo == Greater || hi == Less,
+        CmpOp::Lt => hi == Less,
+        CmpOp::LtEq => hi != Greater,
+        CmpOp::Gt => lo == Greater,
+        CmpOp::GtEq => lo != Less,
     }
 }
 
@@ -1017,7 +1081,86 @@ mod tests {
             if want.iter().any(|w| *w) {
                 prop_assert!(may_match(&p, &stats));
             }
+            // Nor does it select every row of one where some row is not a match.
+            if must_match(&p, &stats) {
+                prop_assert!(want.iter().all(|w| *w), "{:?}", p);
+            }
         }
+    }
+
+    #[test]
+    fn zone_maps_prove_whole_chunks_only_when_every_value_satisfies() {
+        let ints = ZoneMap { min: StatValue::Int(1), max: StatValue::Int(5) };
+        let names = ZoneMap {
+            min: StatValue::Bytes(b"org/a0".to_vec()),
+            max: StatValue::Bytes(b"org/a9".to_vec()),
+        };
+        // Floats holding a NaN: NaN is the max (total order).
+        let floats = ZoneMap { min: StatValue::Float(-1.0), max: StatValue::Float(f64::NAN) };
+        let check = |p: Predicate, nulls: u64, want: bool| {
+            let stats = |c: &str| {
+                let z = match c {
+                    "n" => &ints,
+                    "s" => &names,
+                    _ => &floats,
+                };
+                Some(ChunkStats { zone_map: Some(z), null_count: nulls, rows: 10 })
+            };
+            assert_eq!(must_match(&p, &stats), want, "{p:?} with {nulls} nulls");
+        };
+        let n = |op, v: i64| Predicate::cmp("n", op, v);
+        for (p, want) in [
+            (n(CmpOp::Gt, 0), true),
+            (n(CmpOp::Gt, 1), false),
+            (n(CmpOp::GtEq, 1), true),
+            (n(CmpOp::Lt, 6), true),
+            (n(CmpOp::LtEq, 4), false),
+            (n(CmpOp::NotEq, 7), true),
+            (n(CmpOp::NotEq, 3), false),
+            (n(CmpOp::Eq, 1), false),
+            (
+                Predicate::InList {
+                    column: "n".into(),
+                    values: vec![Scalar::Int(7)],
+                    negated: true,
+                },
+                true,
+            ),
+            (
+                Predicate::InList {
+                    column: "n".into(),
+                    values: vec![Scalar::Int(7), Scalar::Null],
+                    negated: true,
+                },
+                false,
+            ),
+            (Predicate::IsNull { column: "n".into(), negated: true }, true),
+            (Predicate::IsNull { column: "n".into(), negated: false }, false),
+            (Predicate::like("s", "org/%", false).unwrap(), true),
+            (Predicate::like("s", "org/a1%", false).unwrap(), false),
+            (Predicate::like("s", "org/%", true).unwrap(), false),
+            (
+                Predicate::Or(vec![
+                    Predicate::eq("s", "org"),
+                    Predicate::like("s", "org/%", false).unwrap(),
+                ]),
+                true,
+            ),
+            (Predicate::And(vec![n(CmpOp::Gt, 0), n(CmpOp::Gt, 2)]), false),
+            (Predicate::Not(Box::new(n(CmpOp::Gt, 9))), false),
+            (Predicate::cmp("x", CmpOp::Lt, 1e9), false),
+            (Predicate::cmp("x", CmpOp::GtEq, -1.0), true),
+        ] {
+            check(p.clone(), 0, want);
+            // With a NULL row only `IS NULL` tests could still hold everywhere.
+            if !matches!(p, Predicate::IsNull { .. }) {
+                check(p, 3, false);
+            }
+        }
+        let all_null =
+            |c: &str| (c == "n").then_some(ChunkStats { zone_map: None, null_count: 10, rows: 10 });
+        assert!(must_match(&Predicate::IsNull { column: "n".into(), negated: false }, &all_null));
+        assert!(!must_match(&n(CmpOp::Gt, 0), &all_null));
     }
 
     #[test]

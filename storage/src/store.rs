@@ -630,9 +630,27 @@ impl TableSnapshot {
     }
 
     fn zone_maps_allow(&self, segment: usize, rg: usize, predicate: &Predicate) -> bool {
-        let Some(ls) = self.segments.get(segment) else { return false };
+        self.with_chunk_stats(segment, rg, |stats| predicate::may_match(predicate, stats))
+            .unwrap_or(false)
+    }
+
+    /// Whether the zone maps and null counts of a row group prove every row of it matches.
+    fn zone_maps_prove(&self, segment: usize, rg: usize, predicate: &Predicate) -> bool {
+        self.with_chunk_stats(segment, rg, |stats| predicate::must_match(predicate, stats))
+            .unwrap_or(false)
+    }
+
+    /// `f` over the chunk statistics of a row group (by column name); `None` if there is no
+    /// such row group.
+    fn with_chunk_stats<'s, R>(
+        &'s self,
+        segment: usize,
+        rg: usize,
+        f: impl FnOnce(&dyn Fn(&str) -> Option<ChunkStats<'s>>) -> R,
+    ) -> Option<R> {
+        let ls = self.segments.get(segment)?;
         let meta = ls.segment.meta();
-        let Some(g) = meta.row_groups.get(rg) else { return false };
+        let g = meta.row_groups.get(rg)?;
         let stats = |name: &str| {
             let pos = self.schema.index_of(name).map(|i| self.schema.column_id_at(i))?;
             let c = meta.position_of(pos).map(|p| &g.chunks[p]);
@@ -650,12 +668,13 @@ impl TableSnapshot {
                 },
             })
         };
-        predicate::may_match(predicate, &stats)
+        Some(f(&stats))
     }
 
     /// Selection for a predicate over rows `start..start + rows` of a row group (`None`
     /// for the rest of it): one bit per row of that window; `None` = no row of it matches
-    /// (zone maps rule the whole row group out, or nothing in the window matched).
+    /// (zone maps rule the whole row group out, or nothing in the window matched). When the
+    /// zone maps prove every row matches, nothing is read.
     fn select_in_row_group(
         &self,
         segment: usize,
@@ -669,6 +688,10 @@ impl TableSnapshot {
         }
         let all = self.segments[segment].segment.meta().row_groups[rg].rows as usize;
         let rows = rows.unwrap_or(all.saturating_sub(start));
+        if self.zone_maps_prove(segment, rg, predicate) {
+            // Every row matches: nothing to read or evaluate.
+            return Ok((rows > 0).then(|| BooleanBuffer::new_set(rows)));
+        }
         let mut cols =
             RowGroupColumns { table: self, segment, rg, start, rows, decoded: Vec::new() };
         let sel = predicate::evaluate(predicate, &mut cols)?;

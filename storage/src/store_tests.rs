@@ -1918,3 +1918,33 @@ fn id_set_predicate_selects_and_prunes() {
         t.scan_units().into_iter().filter(|u| t.unit_may_match(*u, &p)).collect();
     assert_eq!(kept, [ScanUnit::RowGroup { segment: 0, rg: 0 }, ScanUnit::Memtable]);
 }
+
+/// Zone maps order floats as Arrow compares them (−0 < +0, NaN above every number): a
+/// flushed chunk holding a NaN is not skipped for `x > c`, nor one holding +0 for `x > −0`.
+#[test]
+fn float_zone_maps_keep_nan_and_signed_zero_rows() {
+    use crate::predicate::{CmpOp, Predicate};
+    // Every insert its own segment: one zone map per chunk below.
+    let opts = StoreOptions { bulk_insert_rows: 1, auto_compact: false, ..StoreOptions::default() };
+    let store =
+        Store::open(Arc::new(MemFs::new()), Path::new("/db"), Path::new(":memory:"), opts).unwrap();
+    let schema = Schema::new(vec![Field::new("x", DataType::Float64, true)]);
+    store.create_table("t", &schema).unwrap();
+    for values in [vec![1.0, f64::NAN, 2.0], vec![0.0, 0.0], vec![-0.0, 3.0]] {
+        let b = RecordBatch::try_new(
+            Arc::new(schema.clone()),
+            vec![Arc::new(Float64Array::from(values))],
+        )
+        .unwrap();
+        store.insert("t", &[b]).unwrap();
+    }
+    let t = store.snapshot().table("t").unwrap().clone();
+    assert_eq!(t.segments().len(), 3);
+    let count = |p: Predicate| -> usize {
+        t.scan_filtered(&[1], Some(p)).unwrap().map(|b| b.unwrap().num_rows()).sum()
+    };
+    assert_eq!(count(Predicate::cmp("x", CmpOp::Gt, 5.0)), 1, "the NaN row");
+    assert_eq!(count(Predicate::cmp("x", CmpOp::Gt, -0.0)), 6, "+0, +0, 1, NaN, 2, 3");
+    assert_eq!(count(Predicate::cmp("x", CmpOp::Lt, 0.0)), 1, "-0");
+    assert_eq!(count(Predicate::cmp("x", CmpOp::LtEq, 2.0)), 5);
+}
