@@ -15,7 +15,7 @@ use arrow_array::{Array, FixedSizeListArray, UInt64Array};
 use arrow_buffer::BooleanBuffer;
 use basalt_vector::kernel::Picks;
 use basalt_vector::{
-    Metric, Neighbor, Precision, Quantization, Queries, TopK, search_block, search_rows,
+    Metric, Neighbor, Precision, Quantization, Queries, TopK, search_block, search_positions,
 };
 use rayon::prelude::*;
 
@@ -40,13 +40,14 @@ enum QuantSource<'a> {
 }
 
 impl Quant<'_> {
-    /// The copy of `rows` (the block's `f32` values), built on first use and kept.
-    fn copy(&self, rows: &[f32]) -> Arc<basalt_vector::Quantized> {
+    /// The copy of `rows` (the block's `f32` values, `dim` per row), built on first use
+    /// and kept.
+    fn copy(&self, rows: &[f32], dim: usize) -> Arc<basalt_vector::Quantized> {
         match self.source {
             QuantSource::Segment { segment, rg, pos, start } => {
-                segment.quantized(rg, pos, start, self.kind, rows)
+                segment.quantized(rg, pos, start, self.kind, rows, dim)
             }
-            QuantSource::Memtable { batch, col } => batch.quantized(col, self.kind, rows),
+            QuantSource::Memtable { batch, col } => batch.quantized(col, self.kind, rows, dim),
         }
     }
 }
@@ -311,10 +312,9 @@ impl TableSnapshot {
             Some(z) => {
                 // Rank on the quantised copy (heap entries carry row positions), then
                 // rescore each query's candidates on the f32 rows.
-                let copy = z.copy(rows);
-                let positions: Vec<u64> = (0..n as u64).collect();
+                let copy = z.copy(rows, dim);
                 let mut approx = queries.heaps(z.candidates);
-                search_rows(queries, copy.rows(), &positions, picks, &mut approx);
+                search_positions(queries, copy.rows(), picks, &mut approx);
                 for (qi, (a, heap)) in approx.iter().zip(heaps.iter_mut()).enumerate() {
                     let mut cands: Vec<u32> = a.entries().map(|(_, p)| p as u32).collect();
                     cands.sort_unstable();

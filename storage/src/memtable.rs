@@ -164,17 +164,19 @@ impl MemBatch {
     }
 
     /// The quantised copy of vector column `col` (full-schema position) whose `f32`
-    /// values, row-major, are `values`; built the first time it is asked for.
+    /// values, row-major with `dim` per row, are `values`; built the first time it is
+    /// asked for.
     pub fn quantized(
         &self,
         col: usize,
         kind: basalt_vector::Quantization,
         values: &[f32],
+        dim: usize,
     ) -> Arc<basalt_vector::Quantized> {
         if let Some(q) = self.quantized.lock().get(&(col, kind)) {
             return q.clone();
         }
-        let q = Arc::new(basalt_vector::Quantized::encode(kind, values));
+        let q = Arc::new(basalt_vector::Quantized::encode(kind, values, dim));
         self.quantized.lock().entry((col, kind)).or_insert(q).clone()
     }
 

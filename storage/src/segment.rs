@@ -514,7 +514,8 @@ impl Segment {
     }
 
     /// The quantised copy of the part of vector chunk (`rg`, `col`) that starts at row
-    /// `start`, built from `values` (the part's `f32` values, row-major) the first time it
+    /// `start`, built from `values` (the part's `f32` values, row-major, `dim` per row) the
+    /// first time it
     /// is asked for and kept with the segment (D bytes per row for int8, 2·D for half
     /// floats). A caller always splits a chunk into the same parts. Concurrent first users
     /// may both build it; one copy is kept.
@@ -525,12 +526,13 @@ impl Segment {
         start: usize,
         kind: basalt_vector::Quantization,
         values: &[f32],
+        dim: usize,
     ) -> Arc<basalt_vector::Quantized> {
         let key = (rg, col, start, kind);
         if let Some(q) = self.quantized.lock().get(&key) {
             return q.clone();
         }
-        let q = Arc::new(basalt_vector::Quantized::encode(kind, values));
+        let q = Arc::new(basalt_vector::Quantized::encode(kind, values, dim));
         self.quantized.lock().entry(key).or_insert(q).clone()
     }
 

@@ -119,6 +119,8 @@ pub enum Rows<'a> {
         scale: f32,
         /// Value of code 0.
         offset: f32,
+        /// Per row, Σ xⱼ² of its dequantised values ([`int8::squared_norm`]).
+        norms: &'a [f32],
     },
 }
 
@@ -128,8 +130,11 @@ impl<'a> Rows<'a> {
         match *self {
             Rows::F32(v) => Rows::F32(&v[start..end]),
             Rows::F16(v) => Rows::F16(&v[start..end]),
-            Rows::I8 { codes, scale, offset } => {
-                Rows::I8 { codes: &codes[start..end], scale, offset }
+            Rows::I8 { codes, scale, offset, norms } => {
+                // Whole rows: the norms are sliced by row.
+                let dim = codes.len() / norms.len().max(1);
+                let norms = &norms[start / dim.max(1)..end / dim.max(1)];
+                Rows::I8 { codes: &codes[start..end], scale, offset, norms }
             }
         }
     }
@@ -234,9 +239,10 @@ pub fn sums(
     match rows {
         Rows::F32(v) => run(isa, pass, v, out, norms),
         Rows::F16(v) => run(isa, pass, v, out, norms),
-        Rows::I8 { codes, scale, offset } => {
+        Rows::I8 { codes, scale, offset, norms: own } => {
             let codes_q = QueryCodes::new(dim, queries);
-            int8::sums(isa, sum, codes, (scale, offset), picks, &codes_q, out, norms)
+            let block = int8::Codes { codes, scale, offset, norms: own };
+            int8::sums(isa, sum, block, picks, &codes_q, out, norms)
         }
     }
 }

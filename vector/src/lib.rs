@@ -14,7 +14,7 @@
 //!   (row, query) pair is accumulated in the same order whatever the tile shape, so a batch
 //!   of queries returns bit for bit what the queries return one by one.
 //! - [`topk`]: validated query sets ([`Queries`]), bounded heaps ([`TopK`]), the block scan
-//!   ([`search_block`], [`search_rows`]) and the final ranking ([`Neighbor`]). Ties in
+//!   ([`search_block`], [`search_rows`], [`search_positions`]) and the final ranking ([`Neighbor`]). Ties in
 //!   distance are broken by the smaller `_id`.
 //! - [`quant`]: half-float and int8 copies of a block ([`Quantized`]) for approximate scans
 //!   whose candidates are rescored exactly, and the [`Precision`] a search asks for.
@@ -36,7 +36,7 @@ pub mod topk;
 
 pub use metric::{Metric, distance, reference_distance};
 pub use quant::{Precision, Quantization, Quantized};
-pub use topk::{Neighbor, Queries, TopK, search_block, search_rows};
+pub use topk::{Neighbor, Queries, TopK, search_block, search_positions, search_rows};
 
 /// Result alias of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,5 +1,6 @@
 //! Quantised copies of `f32` rows for approximate scans: IEEE half floats (2 bytes per
-//! component) or int8 codes with one scale and offset per block (1 byte per component).
+//! component) or int8 codes with one scale and offset per block (1 byte per component,
+//! plus each row's squared norm).
 //! A scan over a copy reads half or a quarter of the bytes; its candidates are then rescored
 //! exactly on the `f32` rows (storage does that), so the distances returned stay exact and
 //! only recall can suffer.
@@ -69,14 +70,20 @@ pub enum Quantized {
         scale: f32,
         /// Value of code 0.
         offset: f32,
+        /// Per row, Σ xⱼ² of its dequantised values (see [`crate::kernel::int8`]).
+        norms: Vec<f32>,
     },
 }
 
 impl Quantized {
-    /// Quantises row-major `f32` values. Int8 spreads the block's finite range over codes
-    /// −127..=127 (NaN becomes the middle code, infinities the ends); half floats round to
-    /// nearest (values beyond ±65504 become infinite).
-    pub fn encode(kind: Quantization, values: &[f32]) -> Quantized {
+    /// Quantises row-major `f32` values, `dim` per row. Int8 spreads the block's finite
+    /// range over codes −127..=127 (NaN becomes the middle code, infinities the ends) and
+    /// keeps each row's squared norm; half floats round to nearest (values beyond ±65504
+    /// become infinite).
+    ///
+    /// Panics if `dim` is 0 or `values` is not whole rows (caller bugs).
+    pub fn encode(kind: Quantization, values: &[f32], dim: usize) -> Quantized {
+        assert!(dim > 0 && values.len().is_multiple_of(dim), "values are not whole rows");
         match kind {
             Quantization::Float16 => {
                 let mut h = vec![0u16; values.len()];
@@ -96,7 +103,11 @@ impl Quantized {
                 let scale = if hi > lo { (hi / 2.0 - lo / 2.0) / 127.0 } else { 1.0 };
                 let mut codes = vec![0i8; values.len()];
                 crate::kernel::to_i8(Isa::detect(), values, offset, scale, &mut codes);
-                Quantized::Int8 { codes, scale, offset }
+                let norms = codes
+                    .chunks_exact(dim)
+                    .map(|row| crate::kernel::int8::squared_norm(row, scale, offset))
+                    .collect();
+                Quantized::Int8 { codes, scale, offset, norms }
             }
         }
     }
@@ -105,8 +116,8 @@ impl Quantized {
     pub fn rows(&self) -> Rows<'_> {
         match self {
             Quantized::Float16(v) => Rows::F16(v),
-            Quantized::Int8 { codes, scale, offset } => {
-                Rows::I8 { codes, scale: *scale, offset: *offset }
+            Quantized::Int8 { codes, scale, offset, norms } => {
+                Rows::I8 { codes, scale: *scale, offset: *offset, norms }
             }
         }
     }
@@ -115,7 +126,7 @@ impl Quantized {
     pub fn bytes(&self) -> usize {
         match self {
             Quantized::Float16(v) => v.len() * 2,
-            Quantized::Int8 { codes, .. } => codes.len(),
+            Quantized::Int8 { codes, norms, .. } => codes.len() + 4 * norms.len(),
         }
     }
 }
@@ -131,14 +142,14 @@ mod tests {
         fn quantised_values_stay_within_half_a_step(
             values in proptest::collection::vec(-100.0f32..100.0, 1..300),
         ) {
-            let Quantized::Int8 { codes, scale, offset } = Quantized::encode(Quantization::Int8, &values) else {
+            let Quantized::Int8 { codes, scale, offset, .. } = Quantized::encode(Quantization::Int8, &values, 1) else {
                 unreachable!()
             };
             for (v, c) in values.iter().zip(&codes) {
                 let back = f32::from(*c) * scale + offset;
                 prop_assert!((back - v).abs() <= scale * 0.5 + 1e-4 * v.abs().max(1.0), "{v} -> {c} -> {back}");
             }
-            let Quantized::Float16(h) = Quantized::encode(Quantization::Float16, &values) else { unreachable!() };
+            let Quantized::Float16(h) = Quantized::encode(Quantization::Float16, &values, 1) else { unreachable!() };
             for (v, b) in values.iter().zip(&h) {
                 let back = half::f16::from_bits(*b).to_f32();
                 prop_assert!((back - v).abs() <= v.abs() * 1e-3 + 1e-4, "{v} -> {back}");
@@ -155,7 +166,7 @@ mod tests {
             let rows = &data[..5 * dim];
             let q = &data[200..200 + dim];
             for kind in [Quantization::Float16] {
-                let z = Quantized::encode(kind, rows);
+                let z = Quantized::encode(kind, rows, dim);
                 let Quantized::Float16(h) = &z else { unreachable!() };
                 let back: Vec<f32> = h.iter().map(|b| half::f16::from_bits(*b).to_f32()).collect();
                 for isa in [Isa::detect(), Isa::portable()] {
@@ -175,11 +186,13 @@ mod tests {
 
     #[test]
     fn constant_and_non_finite_blocks_encode() {
-        let z = Quantized::encode(Quantization::Int8, &[2.0, 2.0, f32::NAN, f32::INFINITY]);
-        let Quantized::Int8 { codes, scale, offset } = z else { unreachable!() };
+        let z = Quantized::encode(Quantization::Int8, &[2.0, 2.0, f32::NAN, f32::INFINITY], 2);
+        let Quantized::Int8 { codes, scale, offset, norms } = z else { unreachable!() };
         assert_eq!((scale, offset), (1.0, 2.0));
         assert_eq!(codes, vec![0, 0, 0, 127]);
-        assert_eq!(Quantized::encode(Quantization::Int8, &[]).bytes(), 0);
+        // Rows (2, 2) and (2, 129) as the codes stand for them.
+        assert_eq!(norms, vec![8.0, 4.0 + 129.0 * 129.0]);
+        assert_eq!(Quantized::encode(Quantization::Int8, &[], 3).bytes(), 0);
         assert_eq!(Precision::Int8 { oversample: 0 }.candidates(10), 10);
         assert_eq!(Precision::Exact.candidates(10), 10);
     }

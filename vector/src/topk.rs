@@ -96,10 +96,10 @@ impl Queries {
     /// codes, quantised once per query set).
     fn sums(&self, sum: Sum, block: Block<'_>, out: &mut [f32], norms: Option<&mut [f32]>) {
         match block.rows {
-            Rows::I8 { codes, scale, offset } => {
+            Rows::I8 { codes, scale, offset, norms: own } => {
                 let q = self.codes.get_or_init(|| QueryCodes::new(self.dim, &self.data));
-                let pair = (scale, offset);
-                kernel::int8::sums(self.isa, sum, codes, pair, block.picks, q, out, norms);
+                let rows = kernel::int8::Codes { codes, scale, offset, norms: own };
+                kernel::int8::sums(self.isa, sum, rows, block.picks, q, out, norms);
             }
             _ => kernel::sums(self.isa, sum, block, &self.data, out, norms),
         }
@@ -259,8 +259,27 @@ pub fn search_rows(
     picks: Picks<'_>,
     heaps: &mut [TopK],
 ) {
+    assert_eq!(rows.len(), ids.len() * queries.dim, "rows and ids disagree");
+    scan(queries, rows, |r| ids[r], picks, heaps);
+}
+
+/// [`search_rows`] with each row's position in the block (0, 1, …) as its id: ranks a
+/// block's rows to pick candidates for rescoring, without a list of positions to read.
+///
+/// Panics if `rows` is not whole rows of the queries' dimension or a pick is outside it.
+pub fn search_positions(queries: &Queries, rows: Rows<'_>, picks: Picks<'_>, heaps: &mut [TopK]) {
+    assert!(rows.len().is_multiple_of(queries.dim), "rows are not whole vectors");
+    scan(queries, rows, |r| r as u64, picks, heaps);
+}
+
+fn scan(
+    queries: &Queries,
+    rows: Rows<'_>,
+    id_of: impl Fn(usize) -> u64,
+    picks: Picks<'_>,
+    heaps: &mut [TopK],
+) {
     let (dim, nq) = (queries.dim, queries.len());
-    assert_eq!(rows.len(), ids.len() * dim, "rows and ids disagree");
     assert_eq!(heaps.len(), nq, "one heap per query");
     if heaps.iter().all(|h| h.k == 0) {
         return;
@@ -313,7 +332,7 @@ pub fn search_rows(
                 if score > worst {
                     continue;
                 }
-                heap.offer(score, ids[row_of(i)]);
+                heap.offer(score, id_of(row_of(i)));
                 worst = heap.worst();
             }
         }
@@ -449,6 +468,14 @@ mod tests {
         assert_eq!(
             got[0],
             vec![Neighbor { id: 7, distance: 0.0 }, Neighbor { id: 19, distance: 0.0 }]
+        );
+        // By position: the same rows, named 0..4.
+        let mut h = q.heaps(2);
+        search_positions(&q, Rows::F32(&rows), Picks::Some(&[3, 2, 1]), &mut h);
+        let got = q.finish(h);
+        assert_eq!(
+            got[0],
+            vec![Neighbor { id: 1, distance: 0.0 }, Neighbor { id: 2, distance: 0.0 }]
         );
     }
 

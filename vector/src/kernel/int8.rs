@@ -1,20 +1,19 @@
 //! Sums of int8 rows with int8 queries, in integers.
 //!
-//! Rows stored as int8 codes (xⱼ = cⱼ·s + o, one scale `s` and offset `o` per block) are
-//! compared with the queries quantised the same way ([`QueryCodes`]: qⱼ ≈ q̂ⱼ·t, one scale
-//! `t` per query, no offset). Every integer sum is exact — Σ cⱼ·q̂ⱼ, and per row Σ cⱼ and
-//! Σ cⱼ² — and they combine in `f64`:
+//! Rows stored as int8 codes (xⱼ = cⱼ·s + o, one scale `s` and offset `o` per block, each
+//! row's Σ xⱼ² kept beside them: [`squared_norm`]) are compared with the queries quantised
+//! the same way ([`QueryCodes`]: qⱼ ≈ q̂ⱼ·t, one scale `t` per query, no offset). The
+//! integer sum Σ cⱼ·q̂ⱼ is exact, and the rest follows in `f64`:
 //!
 //! - Σ xⱼ·qⱼ ≈ s·t·Σ cⱼ·q̂ⱼ + o·Σ qⱼ (Σ qⱼ of the `f32` query; the only error is the
 //!   query's rounding, at most s·(t/2)·Σ |cⱼ|);
-//! - Σ xⱼ² = s²·Σ cⱼ² + 2·s·o·Σ cⱼ + D·o² (exact up to the `f64` rounding);
+//! - Σ xⱼ² = s²·Σ cⱼ² + 2·s·o·Σ cⱼ + D·o², computed once per row when the block is encoded;
 //! - Σ (xⱼ − qⱼ)² = Σ xⱼ² − 2·Σ xⱼ·qⱼ + Σ qⱼ² (clamped at 0).
 //!
 //! With AVX-VNNI (detected at run time) 32 codes of a row meet 32 codes of a query in one
 //! `vpdpbusd` (unsigned × signed bytes, four products per 32-bit lane): the row's codes are
 //! made unsigned by flipping their sign bit (uⱼ = cⱼ + 128) and the excess, 128·Σ q̂ⱼ, is
-//! taken off after. Σ cⱼ and Σ cⱼ² come from the same instruction against ones and against
-//! the codes themselves. Elsewhere a scalar loop computes the same integers, so both paths
+//! taken off after. Elsewhere a scalar loop computes the same integers, so both paths
 //! return identical sums.
 //!
 //! Owns the arithmetic only, like its parent.
@@ -85,115 +84,146 @@ impl QueryCodes {
     }
 }
 
-/// Exact integer sums of one row: Σ uⱼ·q̂ⱼ per query (uⱼ = cⱼ + 128), Σ uⱼ and Σ uⱼ·cⱼ.
-struct RowSums<const Q: usize> {
-    dots: [i64; Q],
-    ones: i64,
-    own: i64,
+/// Σ xⱼ² of one row of codes (xⱼ = cⱼ·scale + offset), from its exact Σ cⱼ and Σ cⱼ².
+pub fn squared_norm(row: &[i8], scale: f32, offset: f32) -> f32 {
+    let (c1, c2) = row.iter().fold((0i64, 0i64), |(c1, c2), &c| {
+        let c = i64::from(c);
+        (c1 + c, c2 + c * c)
+    });
+    let (s, o) = (f64::from(scale), f64::from(offset));
+    (s * s * c2 as f64 + 2.0 * s * o * c1 as f64 + row.len() as f64 * o * o) as f32
 }
 
-/// Fills `out[i * nq + q]` with the `sum` of picked row `i` (codes `codes`, row-major with
-/// `queries.dim()` columns, xⱼ = cⱼ·scale + offset) and query `q`, and `norms[i]` (when
-/// given) with Σ xⱼ² of the row — see the module docs for how they are computed.
+/// A block of int8 rows as [`sums`] reads it.
+#[derive(Debug, Clone, Copy)]
+pub struct Codes<'a> {
+    /// The codes, row-major.
+    pub codes: &'a [i8],
+    /// Step between codes.
+    pub scale: f32,
+    /// Value of code 0.
+    pub offset: f32,
+    /// Per row, [`squared_norm`].
+    pub norms: &'a [f32],
+}
+
+/// Fills `out[i * nq + q]` with the `sum` of picked row `i` of `block` (row-major with
+/// `queries.dim()` columns) and query `q`, and `norms[i]` (when given) with the row's
+/// Σ xⱼ² — see the module docs for how they are computed.
 ///
-/// Panics if a pick is outside `codes` or an output is too short (caller bugs).
-#[allow(clippy::too_many_arguments)]
+/// Panics if a pick is outside the block or an output is too short (caller bugs).
 pub fn sums(
     isa: Isa,
     sum: Sum,
-    codes: &[i8],
-    (scale, offset): (f32, f32),
+    block: Codes<'_>,
     picks: Picks<'_>,
     queries: &QueryCodes,
     out: &mut [f32],
-    mut norms: Option<&mut [f32]>,
+    norms: Option<&mut [f32]>,
 ) {
+    let Codes { codes, scale, offset, norms: own } = block;
     let (dim, nq) = (queries.dim, queries.len());
+    let n = picks.len();
     assert!(nq > 0, "no queries");
-    assert!(out.len() >= picks.len() * nq, "output too short");
-    assert!(norms.as_ref().is_none_or(|n| n.len() >= picks.len()), "norms too short");
-    if let Some(last) = (0..picks.len()).map(|i| picks.get(i)).max() {
+    assert!(out.len() >= n * nq, "output too short");
+    assert!(norms.as_ref().is_none_or(|m| m.len() >= n), "norms too short");
+    assert_eq!(own.len() * dim, codes.len(), "a norm per row");
+    if let Some(last) = (0..n).map(|i| picks.get(i)).max() {
         assert!((last + 1) * dim <= codes.len(), "pick outside the block");
     }
-    let stats = sum == Sum::DiffSquares || norms.is_some();
-    let (s, o) = (f64::from(scale), f64::from(offset));
-    let d = dim as i64;
-    // Turns one row's raw sums into the caller's values.
-    let mut emit = |i: usize, q0: usize, dots: &[i64], ones: i64, own: i64| {
-        let c1 = ones - 128 * d;
-        let c2 = own - 128 * c1;
-        let xx = s * s * c2 as f64 + 2.0 * s * o * c1 as f64 + dim as f64 * o * o;
-        if q0 == 0
-            && let Some(n) = norms.as_deref_mut()
-        {
-            n[i] = xx as f32;
-        }
-        for (k, raw) in dots.iter().enumerate() {
-            let q = q0 + k;
-            let dot = raw - 128 * queries.code_sums[q];
-            let xq = s * queries.scale[q] * dot as f64 + o * queries.sums[q];
-            out[i * nq + q] = match sum {
-                Sum::Products => xq as f32,
-                Sum::DiffSquares => (xx - 2.0 * xq + queries.squares[q]).max(0.0) as f32,
-            };
-        }
-    };
+    // The exact integer sums Σ uⱼ·q̂ⱼ first (|sum| < 2³¹ for rows up to `MAX_DIM` codes:
+    // at most 255·127 per code), then plain loops for the values.
+    let mut dots = vec![0i32; n * nq];
+    let mut done = false;
     #[cfg(target_arch = "x86_64")]
-    if isa.vnni {
+    if isa.vnni && dim <= MAX_DIM {
         // SAFETY: `isa.vnni` is only set by `Isa::detect` after the CPU reported AVX2 and
-        // AVX-VNNI; every pick indexes a whole row inside `codes` (asserted above) and
-        // every query a whole row of `queries.codes`.
-        unsafe { vnni::walk(dim, codes, picks, queries, stats, &mut emit) };
-        return;
+        // AVX-VNNI; every pick indexes a whole row inside `codes` (asserted above), every
+        // query a whole row of `queries.codes`, `dots` holds a sum per pair and `dim` is
+        // within `MAX_DIM`.
+        unsafe { vnni::walk(dim, codes, picks, queries, &mut dots) };
+        done = true;
     }
-    let _ = isa;
-    for i in 0..picks.len() {
-        let row = &codes[picks.get(i) * dim..(picks.get(i) + 1) * dim];
-        let (mut ones, mut own) = (0i64, 0i64);
-        if stats {
-            for &c in row {
-                let u = i64::from(c) + 128;
-                ones += u;
-                own += u * i64::from(c);
+    let mut wide = Vec::new();
+    if !done {
+        let _ = isa;
+        wide = vec![0i64; n * nq];
+        for (i, d) in wide.chunks_exact_mut(nq).enumerate() {
+            let row = &codes[picks.get(i) * dim..(picks.get(i) + 1) * dim];
+            for (d, y) in d.iter_mut().zip(queries.codes.chunks_exact(dim)) {
+                *d = row.iter().zip(y).map(|(&c, &q)| (i64::from(c) + 128) * i64::from(q)).sum();
             }
         }
-        let dots: Vec<i64> = queries
-            .codes
-            .chunks_exact(dim)
-            .map(|y| row.iter().zip(y).map(|(&c, &q)| (i64::from(c) + 128) * i64::from(q)).sum())
-            .collect();
-        emit(i, 0, &dots, ones, own);
+    }
+    // The rows' Σ xⱼ², in pick order.
+    let xx: Vec<f32> = match picks {
+        Picks::All(_) => own[..n].to_vec(),
+        Picks::Some(p) => p.iter().map(|&r| own[r as usize]).collect(),
+    };
+    if let Some(m) = norms {
+        m[..n].copy_from_slice(&xx);
+    }
+    // Per query: Σ xⱼ·qⱼ = a·(raw − 128·Σ q̂ⱼ) + b, in `f32` (one loop per query, so that
+    // the compiler can run it several rows at a time).
+    let (s, o) = (f64::from(scale), f64::from(offset));
+    for q in 0..nq {
+        let a = (s * queries.scale[q]) as f32;
+        let b = (o * queries.sums[q]) as f32;
+        let qq = queries.squares[q] as f32;
+        let excess = 128 * queries.code_sums[q];
+        let value = |raw: i64, xx: f32| {
+            let xq = a * (raw - excess) as f32 + b;
+            match sum {
+                Sum::Products => xq,
+                Sum::DiffSquares => (xx - 2.0 * xq + qq).max(0.0),
+            }
+        };
+        if wide.is_empty() {
+            // `raw − excess` fits in 32 bits (both do, and have the same sign range).
+            let excess = excess as i32;
+            for (i, &x) in xx.iter().enumerate() {
+                let xq = a * (dots[i * nq + q] - excess) as f32 + b;
+                out[i * nq + q] = match sum {
+                    Sum::Products => xq,
+                    Sum::DiffSquares => (x - 2.0 * xq + qq).max(0.0),
+                };
+            }
+        } else {
+            for (i, &x) in xx.iter().enumerate() {
+                out[i * nq + q] = value(wide[i * nq + q], x);
+            }
+        }
     }
 }
+
+/// The longest rows the vector path sums in 32-bit integers (longer ones take the scalar
+/// path in 64 bits).
+pub const MAX_DIM: usize = 1 << 15;
 
 #[cfg(target_arch = "x86_64")]
 mod vnni {
     use std::arch::x86_64::*;
 
-    use super::{Picks, QueryCodes, RowSums};
-
-    /// Codes summed into 32-bit lanes before they are added into 64 bits: each lane gains
-    /// at most 4·255·128 per 32 codes, so 2¹⁸ codes stay below 2³¹.
-    const SPAN: usize = 1 << 18;
+    use super::{MAX_DIM, Picks, QueryCodes};
 
     /// How far ahead (in rows) a contiguous block is prefetched.
     const PREFETCH_ROWS: usize = 16;
 
-    /// Every picked row against every query: `emit(i, q0, dots, ones, own)` receives row
-    /// `i`'s raw sums with queries `q0..q0 + dots.len()` and, with `stats`, its Σ uⱼ and
-    /// Σ uⱼ·cⱼ (zeros otherwise).
+    /// Every picked row against every query: `dots[i * nq + q]` gets Σ uⱼ·q̂ⱼ of picked
+    /// row `i` and query `q`. Rows go 4 at a time, queries 2 at a time.
     ///
     /// # Safety
-    /// AVX2 and AVX-VNNI must be available; every pick must index a whole row of `codes`.
+    /// AVX2 and AVX-VNNI must be available; every pick must index a whole row of `codes`;
+    /// `dots` must hold `picks.len() * queries.len()` sums; `dim <= MAX_DIM`.
     #[target_feature(enable = "avx2,avxvnni")]
     pub(super) unsafe fn walk(
         dim: usize,
         codes: &[i8],
         picks: Picks<'_>,
         queries: &QueryCodes,
-        stats: bool,
-        emit: &mut impl FnMut(usize, usize, &[i64], i64, i64),
+        dots: &mut [i32],
     ) {
+        debug_assert!(dim <= MAX_DIM);
         let nq = queries.len();
         let (rp, qp) = (codes.as_ptr(), queries.codes.as_ptr());
         let n = picks.len();
@@ -221,34 +251,19 @@ mod vnni {
                 }
             }
             let mut q = 0;
-            let mut own = [(0i64, 0i64); 4];
-            if stats {
-                // Query 0 with the rows' own sums, two rows at a time (registers).
-                for h in [0, 2] {
-                    // SAFETY: both rows and query 0 address `dim` codes.
-                    let t = unsafe { tile::<2, 1, true>(dim, [r[h], r[h + 1]], [qp]) };
-                    for (a, s) in t.iter().enumerate() {
-                        own[h + a] = (s.ones, s.own);
-                        emit(i + h + a, 0, &s.dots, s.ones, s.own);
-                    }
-                }
-                q = 1;
-            }
             while q + 2 <= nq {
                 // SAFETY: queries q and q + 1 exist; every pointer addresses `dim` codes.
-                let t = unsafe {
-                    tile::<4, 2, false>(dim, r, [qp.add(q * dim), qp.add((q + 1) * dim)])
-                };
+                let t = unsafe { tile::<4, 2>(dim, r, [qp.add(q * dim), qp.add((q + 1) * dim)]) };
                 for (a, s) in t.iter().enumerate() {
-                    emit(i + a, q, &s.dots, own[a].0, own[a].1);
+                    dots[(i + a) * nq + q..(i + a) * nq + q + 2].copy_from_slice(s);
                 }
                 q += 2;
             }
             if q < nq {
                 // SAFETY: query q exists.
-                let t = unsafe { tile::<4, 1, false>(dim, r, [qp.add(q * dim)]) };
+                let t = unsafe { tile::<4, 1>(dim, r, [qp.add(q * dim)]) };
                 for (a, s) in t.iter().enumerate() {
-                    emit(i + a, q, &s.dots, own[a].0, own[a].1);
+                    dots[(i + a) * nq + q] = s[0];
                 }
             }
             i += 4;
@@ -256,88 +271,56 @@ mod vnni {
         while i < n {
             // SAFETY: the pick indexes a whole row inside `codes`.
             let r = unsafe { [rp.add(picks.get(i) * dim)] };
-            let mut own = (0, 0);
             for q in 0..nq {
                 // SAFETY: query q exists; both pointers address `dim` codes.
-                let t = unsafe {
-                    if stats && q == 0 {
-                        tile::<1, 1, true>(dim, r, [qp])
-                    } else {
-                        tile::<1, 1, false>(dim, r, [qp.add(q * dim)])
-                    }
-                };
-                if stats && q == 0 {
-                    own = (t[0].ones, t[0].own);
-                }
-                emit(i, q, &t[0].dots, own.0, own.1);
+                dots[i * nq + q] = unsafe { tile::<1, 1>(dim, r, [qp.add(q * dim)]) }[0][0];
             }
             i += 1;
         }
     }
 
-    /// R rows × Q queries: the raw sums of each pair (and with `STATS`, of each row with
-    /// ones and with itself); the tail past the last multiple of 32 is summed one code at a
-    /// time.
+    /// R rows × Q queries: Σ uⱼ·q̂ⱼ of each pair (in 32 bits: `dim <= MAX_DIM`); the tail
+    /// past the last multiple of 32 is summed one code at a time.
     ///
     /// # Safety
     /// AVX2 and AVX-VNNI must be available; every pointer must address `dim` codes.
     #[inline(always)]
-    unsafe fn tile<const R: usize, const Q: usize, const STATS: bool>(
+    unsafe fn tile<const R: usize, const Q: usize>(
         dim: usize,
         rows: [*const i8; R],
         qs: [*const i8; Q],
-    ) -> [RowSums<Q>; R] {
+    ) -> [[i32; Q]; R] {
         // SAFETY: the caller guarantees the CPU features and that every pointer reads `dim`
         // codes; vector loads stay below `body <= dim`, the tail below `dim`.
         unsafe {
             let flip = _mm256_set1_epi8(i8::MIN);
-            let one = _mm256_set1_epi8(1);
-            let mut res = [const { RowSums { dots: [0i64; Q], ones: 0, own: 0 } }; R];
+            let mut acc = [[_mm256_setzero_si256(); Q]; R];
             let body = dim - dim % 32;
             let mut j = 0;
             while j < body {
-                let end = (j + SPAN).min(body);
-                let mut acc = [[_mm256_setzero_si256(); Q]; R];
-                let mut ones = [_mm256_setzero_si256(); R];
-                let mut own = [_mm256_setzero_si256(); R];
-                while j < end {
-                    let mut u = [_mm256_setzero_si256(); R];
-                    for r in 0..R {
-                        let c = _mm256_loadu_si256(rows[r].add(j).cast());
-                        u[r] = _mm256_xor_si256(c, flip);
-                        if STATS {
-                            ones[r] = _mm256_dpbusd_avx_epi32(ones[r], u[r], one);
-                            own[r] = _mm256_dpbusd_avx_epi32(own[r], u[r], c);
-                        }
-                    }
-                    for q in 0..Q {
-                        let y = _mm256_loadu_si256(qs[q].add(j).cast());
-                        for r in 0..R {
-                            acc[r][q] = _mm256_dpbusd_avx_epi32(acc[r][q], u[r], y);
-                        }
-                    }
-                    j += 32;
+                let mut u = [_mm256_setzero_si256(); R];
+                for (u, row) in u.iter_mut().zip(&rows) {
+                    *u = _mm256_xor_si256(_mm256_loadu_si256(row.add(j).cast()), flip);
                 }
-                for r in 0..R {
-                    for (d, a) in res[r].dots.iter_mut().zip(&acc[r]) {
-                        *d += hsum(*a);
+                for q in 0..Q {
+                    let y = _mm256_loadu_si256(qs[q].add(j).cast());
+                    for r in 0..R {
+                        acc[r][q] = _mm256_dpbusd_avx_epi32(acc[r][q], u[r], y);
                     }
-                    if STATS {
-                        res[r].ones += hsum(ones[r]);
-                        res[r].own += hsum(own[r]);
-                    }
+                }
+                j += 32;
+            }
+            let mut res = [[0i32; Q]; R];
+            for (res, acc) in res.iter_mut().zip(&acc) {
+                for (d, a) in res.iter_mut().zip(acc) {
+                    *d = hsum(*a);
                 }
             }
             for t in body..dim {
-                for r in 0..R {
-                    let c = i64::from(*rows[r].add(t));
-                    let u = c + 128;
-                    for (d, q) in res[r].dots.iter_mut().zip(&qs) {
-                        *d += u * i64::from(*q.add(t));
-                    }
-                    if STATS {
-                        res[r].ones += u;
-                        res[r].own += u * c;
+                for (res, row) in res.iter_mut().zip(&rows) {
+                    let u = i32::from(*row.add(t)) + 128;
+                    for (d, q) in res.iter_mut().zip(&qs) {
+                        *d += u * i32::from(*q.add(t));
                     }
                 }
             }
@@ -345,13 +328,19 @@ mod vnni {
         }
     }
 
-    /// The eight 32-bit lanes of `v`, added in 64 bits.
+    /// The eight 32-bit lanes of `v` added (the sum fits: `dim <= MAX_DIM`).
+    ///
+    /// # Safety
+    /// AVX2 must be available.
     #[inline(always)]
-    fn hsum(v: __m256i) -> i64 {
-        let mut l = [0i32; 8];
-        // SAFETY: `l` holds 32 writable bytes; AVX is implied by the callers' features.
-        unsafe { _mm256_storeu_si256(l.as_mut_ptr().cast(), v) };
-        l.iter().map(|&x| i64::from(x)).sum()
+    unsafe fn hsum(v: __m256i) -> i32 {
+        // SAFETY: the caller guarantees AVX2.
+        unsafe {
+            let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+            let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
+            let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
+            _mm_cvtsi128_si32(s)
+        }
     }
 }
 
@@ -361,18 +350,16 @@ mod tests {
     use crate::quant::{Quantization, Quantized};
     use proptest::prelude::*;
 
-    /// The module's formulas evaluated from scratch in `f64` / `i64`, one pair at a time.
-    fn reference(sum: Sum, x: &[i8], (s, o): (f32, f32), q: &[f32]) -> (f64, f64) {
+    /// The module's formulas evaluated from scratch, one pair at a time.
+    fn reference(sum: Sum, x: &[i8], (s, o): (f32, f32), q: &[f32]) -> (f32, f32) {
         let qc = QueryCodes::new(q.len(), q);
-        let (s, o, t) = (f64::from(s), f64::from(o), qc.scale[0]);
         let dot: i64 = x.iter().zip(&qc.codes).map(|(&c, &y)| i64::from(c) * i64::from(y)).sum();
-        let c1: i64 = x.iter().map(|&c| i64::from(c)).sum();
-        let c2: i64 = x.iter().map(|&c| i64::from(c) * i64::from(c)).sum();
-        let xq = s * t * dot as f64 + o * qc.sums[0];
-        let xx = s * s * c2 as f64 + 2.0 * s * o * c1 as f64 + x.len() as f64 * o * o;
+        let xx = squared_norm(x, s, o);
+        let a = (f64::from(s) * qc.scale[0]) as f32;
+        let xq = a * dot as f32 + (f64::from(o) * qc.sums[0]) as f32;
         let v = match sum {
             Sum::Products => xq,
-            Sum::DiffSquares => (xx - 2.0 * xq + qc.squares[0]).max(0.0),
+            Sum::DiffSquares => (xx - 2.0 * xq + qc.squares[0] as f32).max(0.0),
         };
         (v, xx)
     }
@@ -391,18 +378,19 @@ mod tests {
             let rows = &data[..nrows * dim];
             let queries = &data[10 * 80..10 * 80 + nq * dim];
             let picks: Vec<u32> = picks.into_iter().filter(|p| (*p as usize) < nrows).collect();
-            let Quantized::Int8 { codes, scale, offset } = Quantized::encode(Quantization::Int8, rows) else {
+            let Quantized::Int8 { codes, scale, offset, norms: own } = Quantized::encode(Quantization::Int8, rows, dim) else {
                 unreachable!()
             };
+            let block = Codes { codes: &codes, scale, offset, norms: &own };
             let qc = QueryCodes::new(dim, queries);
             for sum in [Sum::DiffSquares, Sum::Products] {
                 for isa in [Isa::detect(), Isa::portable()] {
                     let mut out = vec![0f32; picks.len() * nq];
                     let mut norms = vec![0f32; picks.len()];
                     let p = Picks::Some(&picks);
-                    sums(isa, sum, &codes, (scale, offset), p, &qc, &mut out, Some(&mut norms));
+                    sums(isa, sum, block, p, &qc, &mut out, Some(&mut norms));
                     let mut plain = vec![0f32; picks.len() * nq];
-                    sums(isa, sum, &codes, (scale, offset), p, &qc, &mut plain, None);
+                    sums(isa, sum, block, p, &qc, &mut plain, None);
                     prop_assert_eq!(&out, &plain, "sums with and without norms");
                     for (i, &r) in picks.iter().enumerate() {
                         let x = &codes[r as usize * dim..(r as usize + 1) * dim];
@@ -410,8 +398,8 @@ mod tests {
                         for q in 0..nq {
                             let y = &queries[q * dim..(q + 1) * dim];
                             let (want, xx) = reference(sum, x, (scale, offset), y);
-                            prop_assert_eq!(out[i * nq + q], want as f32, "{:?} row {} query {}", sum, r, q);
-                            prop_assert_eq!(norms[i], xx as f32);
+                            prop_assert_eq!(out[i * nq + q], want, "{:?} row {} query {}", sum, r, q);
+                            prop_assert_eq!(norms[i], xx);
                             // Against the dequantised row and the f32 query: only the
                             // query's rounding (half a step per code) separates them.
                             let exact: f64 = match sum {
@@ -431,39 +419,28 @@ mod tests {
     }
 
     #[test]
-    fn long_rows_do_not_overflow_the_lanes() {
-        // Every code at the extremes over more than one span.
-        let dim = (1 << 18) + 40;
-        let codes: Vec<i8> = (0..2 * dim).map(|i| if i % 2 == 0 { -127 } else { 127 }).collect();
-        let q: Vec<f32> = (0..dim).map(|i| if i % 3 == 0 { -1.0 } else { 1.0 }).collect();
-        let qc = QueryCodes::new(dim, &q);
-        let mut a = [0f32; 2];
-        let mut b = [0f32; 2];
-        let (mut na, mut nb) = ([0f32; 2], [0f32; 2]);
-        sums(
-            Isa::detect(),
-            Sum::DiffSquares,
-            &codes,
-            (1.0, 0.0),
-            Picks::All(2),
-            &qc,
-            &mut a,
-            Some(&mut na),
-        );
-        sums(
-            Isa::portable(),
-            Sum::DiffSquares,
-            &codes,
-            (1.0, 0.0),
-            Picks::All(2),
-            &qc,
-            &mut b,
-            Some(&mut nb),
-        );
-        assert_eq!((a, na), (b, nb));
-        assert_eq!(na[0], (127.0f64 * 127.0 * dim as f64) as f32);
-        let (want, _) = reference(Sum::DiffSquares, &codes[..dim], (1.0, 0.0), &q);
-        assert_eq!(a[0], want as f32);
+    fn the_longest_rows_of_each_path_sum_exactly() {
+        // Every code at the extremes: the longest rows summed in 32 bits, then rows whose
+        // sums need 64 (the wide path).
+        for dim in [MAX_DIM, MAX_DIM * 2 + 40] {
+            let codes: Vec<i8> =
+                (0..2 * dim).map(|i| if i % 2 == 0 { -127 } else { 127 }).collect();
+            let q: Vec<f32> = (0..dim).map(|i| if i % 3 == 0 { -1.0 } else { 1.0 }).collect();
+            let qc = QueryCodes::new(dim, &q);
+            let own: Vec<f32> =
+                codes.chunks_exact(dim).map(|r| squared_norm(r, 1.0, 0.0)).collect();
+            let block = Codes { codes: &codes, scale: 1.0, offset: 0.0, norms: &own };
+            let mut a = [0f32; 2];
+            let mut b = [0f32; 2];
+            let (mut na, mut nb) = ([0f32; 2], [0f32; 2]);
+            let all = Picks::All(2);
+            sums(Isa::detect(), Sum::DiffSquares, block, all, &qc, &mut a, Some(&mut na));
+            sums(Isa::portable(), Sum::DiffSquares, block, all, &qc, &mut b, Some(&mut nb));
+            assert_eq!((a, na), (b, nb), "dim {dim}");
+            assert_eq!(na[0], (127.0f64 * 127.0 * dim as f64) as f32);
+            let (want, _) = reference(Sum::DiffSquares, &codes[..dim], (1.0, 0.0), &q);
+            assert_eq!(a[0], want, "dim {dim}");
+        }
     }
 
     #[test]
