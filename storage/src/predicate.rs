@@ -705,6 +705,23 @@ pub struct ChunkStats<'a> {
     pub null_count: u64,
     /// All rows.
     pub rows: u64,
+    /// The column is float32: evaluation rounds a constant to `f32` before comparing
+    /// (so must the zone maps).
+    pub float32: bool,
+}
+
+impl ChunkStats<'_> {
+    /// The constant as the chunk's values are compared with it: rounded to `f32` for a
+    /// float32 column, as evaluation casts it.
+    fn constant<'v>(&self, v: &'v Scalar) -> std::borrow::Cow<'v, Scalar> {
+        use std::borrow::Cow;
+        match (self.float32, v) {
+            (true, Scalar::Float(x)) => Cow::Owned(Scalar::Float(f64::from(*x as f32))),
+            (true, Scalar::Int(x)) => Cow::Owned(Scalar::Float(f64::from(*x as f32))),
+            (true, Scalar::UInt(x)) => Cow::Owned(Scalar::Float(f64::from(*x as f32))),
+            _ => Cow::Borrowed(v),
+        }
+    }
 }
 
 /// Whether any row of a row group can satisfy `p`, judging by chunk statistics
@@ -723,13 +740,15 @@ pub fn may_match<'a>(p: &Predicate, stats: &dyn Fn(&str) -> Option<ChunkStats<'a
         },
         Predicate::Cmp { column, op, value } => match stats(column) {
             Some(s) if s.null_count == s.rows => false,
-            Some(ChunkStats { zone_map: Some(z), .. }) => range_may_match(z, *op, value),
+            Some(s @ ChunkStats { zone_map: Some(z), .. }) => {
+                range_may_match(z, *op, &s.constant(value))
+            }
             _ => *value != Scalar::Null,
         },
         Predicate::InList { column, values, negated: false } => match stats(column) {
             Some(s) if s.null_count == s.rows => false,
-            Some(ChunkStats { zone_map: Some(z), .. }) => {
-                values.iter().any(|v| range_may_match(z, CmpOp::Eq, v))
+            Some(s @ ChunkStats { zone_map: Some(z), .. }) => {
+                values.iter().any(|v| range_may_match(z, CmpOp::Eq, &s.constant(v)))
             }
             _ => true,
         },
@@ -786,7 +805,7 @@ fn range_may_match(z: &ZoneMap, op: CmpOp, v: &Scalar) -> bool {
 pub fn must_match<'a>(p: &Predicate, stats: &dyn Fn(&str) -> Option<ChunkStats<'a>>) -> bool {
     // Non-null rows whose values all lie in a known range.
     let range = |column: &str| match stats(column) {
-        Some(ChunkStats { zone_map: Some(z), null_count: 0, .. }) => Some(z),
+        Some(s @ ChunkStats { zone_map: Some(z), null_count: 0, .. }) => Some((z, s)),
         _ => None,
     };
     match p {
@@ -800,19 +819,21 @@ pub fn must_match<'a>(p: &Predicate, stats: &dyn Fn(&str) -> Option<ChunkStats<'
             None => false,
         },
         Predicate::Cmp { column, op, value } => {
-            range(column).is_some_and(|z| range_must_match(z, *op, value))
+            range(column).is_some_and(|(z, s)| range_must_match(z, *op, &s.constant(value)))
         }
-        Predicate::InList { column, values, negated } => range(column).is_some_and(|z| {
+        Predicate::InList { column, values, negated } => range(column).is_some_and(|(z, s)| {
             if *negated {
-                values.iter().all(|v| *v != Scalar::Null && !range_may_match(z, CmpOp::Eq, v))
+                values
+                    .iter()
+                    .all(|v| *v != Scalar::Null && !range_may_match(z, CmpOp::Eq, &s.constant(v)))
             } else {
-                values.iter().any(|v| range_must_match(z, CmpOp::Eq, v))
+                values.iter().any(|v| range_must_match(z, CmpOp::Eq, &s.constant(v)))
             }
         }),
         // Values sharing the prefix form one run in byte order: when the smallest and the
         // largest both start with it, every value between them does.
         Predicate::LikePrefix { column, prefix, negated: false } => {
-            range(column).is_some_and(|z| match (&z.min, &z.max) {
+            range(column).is_some_and(|(z, _)| match (&z.min, &z.max) {
                 (StatValue::Bytes(lo), StatValue::Bytes(hi)) => {
                     lo.starts_with(prefix.as_bytes()) && hi.starts_with(prefix.as_bytes())
                 }
@@ -1075,8 +1096,8 @@ mod tests {
             let (zi, zs, ni, ns) = stats_of(&rows);
             let n = rows.len() as u64;
             let stats = |c: &str| Some(match c {
-                "n" => ChunkStats { zone_map: zi.as_ref(), null_count: ni, rows: n },
-                _ => ChunkStats { zone_map: zs.as_ref(), null_count: ns, rows: n },
+                "n" => ChunkStats { zone_map: zi.as_ref(), null_count: ni, rows: n, float32: false },
+                _ => ChunkStats { zone_map: zs.as_ref(), null_count: ns, rows: n, float32: false },
             });
             if want.iter().any(|w| *w) {
                 prop_assert!(may_match(&p, &stats));
@@ -1104,7 +1125,7 @@ mod tests {
                     "s" => &names,
                     _ => &floats,
                 };
-                Some(ChunkStats { zone_map: Some(z), null_count: nulls, rows: 10 })
+                Some(ChunkStats { zone_map: Some(z), null_count: nulls, rows: 10, float32: false })
             };
             assert_eq!(must_match(&p, &stats), want, "{p:?} with {nulls} nulls");
         };
@@ -1157,8 +1178,14 @@ mod tests {
                 check(p, 3, false);
             }
         }
-        let all_null =
-            |c: &str| (c == "n").then_some(ChunkStats { zone_map: None, null_count: 10, rows: 10 });
+        let all_null = |c: &str| {
+            (c == "n").then_some(ChunkStats {
+                zone_map: None,
+                null_count: 10,
+                rows: 10,
+                float32: false,
+            })
+        };
         assert!(must_match(&Predicate::IsNull { column: "n".into(), negated: false }, &all_null));
         assert!(!must_match(&n(CmpOp::Gt, 0), &all_null));
     }

@@ -652,19 +652,23 @@ impl TableSnapshot {
         let meta = ls.segment.meta();
         let g = meta.row_groups.get(rg)?;
         let stats = |name: &str| {
-            let pos = self.schema.index_of(name).map(|i| self.schema.column_id_at(i))?;
-            let c = meta.position_of(pos).map(|p| &g.chunks[p]);
+            let i = self.schema.index_of(name)?;
+            let float32 =
+                self.schema.full_schema().field(i).data_type() == &arrow_schema::DataType::Float32;
+            let c = meta.position_of(self.schema.column_id_at(i)).map(|p| &g.chunks[p]);
             Some(match c {
                 Some(c) => ChunkStats {
                     zone_map: c.zone_map.as_ref(),
                     null_count: u64::from(c.null_count),
                     rows: u64::from(g.rows),
+                    float32,
                 },
                 // A column added after this segment was written: all NULL here.
                 None => ChunkStats {
                     zone_map: None,
                     null_count: u64::from(g.rows),
                     rows: u64::from(g.rows),
+                    float32,
                 },
             })
         };

@@ -1948,3 +1948,29 @@ fn float_zone_maps_keep_nan_and_signed_zero_rows() {
     assert_eq!(count(Predicate::cmp("x", CmpOp::Lt, 0.0)), 1, "-0");
     assert_eq!(count(Predicate::cmp("x", CmpOp::LtEq, 2.0)), 5);
 }
+
+/// A float32 column compares with a constant rounded to `f32` (as evaluation casts it), so
+/// its zone maps do too: `x = 0.1` finds the rows holding `0.1f32` before and after a flush.
+#[test]
+fn float32_zone_maps_compare_with_the_rounded_constant() {
+    use crate::predicate::{CmpOp, Predicate};
+    let opts = StoreOptions { bulk_insert_rows: 1, auto_compact: false, ..StoreOptions::default() };
+    let store =
+        Store::open(Arc::new(MemFs::new()), Path::new("/db"), Path::new(":memory:"), opts).unwrap();
+    let schema = Schema::new(vec![Field::new("x", DataType::Float32, true)]);
+    store.create_table("t", &schema).unwrap();
+    let b = RecordBatch::try_new(
+        Arc::new(schema.clone()),
+        vec![Arc::new(arrow_array::Float32Array::from(vec![0.1f32, 0.1, 16_777_217.0]))],
+    )
+    .unwrap();
+    store.insert("t", &[b]).unwrap();
+    let t = store.snapshot().table("t").unwrap().clone();
+    assert_eq!(t.segments().len(), 1);
+    let count = |p: Predicate| -> usize {
+        t.scan_filtered(&[1], Some(p)).unwrap().map(|b| b.unwrap().num_rows()).sum()
+    };
+    assert_eq!(count(Predicate::eq("x", 0.1f64)), 2);
+    assert_eq!(count(Predicate::cmp("x", CmpOp::LtEq, 0.1f64)), 2);
+    assert_eq!(count(Predicate::cmp("x", CmpOp::GtEq, 16_777_217i64)), 1, "rounds to 2^24");
+}
