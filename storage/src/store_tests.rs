@@ -1919,30 +1919,42 @@ fn id_set_predicate_selects_and_prunes() {
     assert_eq!(kept, [ScanUnit::RowGroup { segment: 0, rg: 0 }, ScanUnit::Memtable]);
 }
 
+/// A table `t (x)` of one column of `data_type`, each of `columns` in a segment of its own.
+fn one_segment_each(
+    data_type: DataType,
+    columns: Vec<arrow_array::ArrayRef>,
+) -> (Store, Arc<TableSnapshot>) {
+    let opts = StoreOptions { bulk_insert_rows: 1, auto_compact: false, ..StoreOptions::default() };
+    let store =
+        Store::open(Arc::new(MemFs::new()), Path::new("/db"), Path::new(":memory:"), opts).unwrap();
+    let schema = Arc::new(Schema::new(vec![Field::new("x", data_type, true)]));
+    store.create_table("t", &schema).unwrap();
+    let n = columns.len();
+    for c in columns {
+        store.insert("t", &[RecordBatch::try_new(schema.clone(), vec![c]).unwrap()]).unwrap();
+    }
+    let t = store.snapshot().table("t").unwrap().clone();
+    assert_eq!(t.segments().len(), n);
+    (store, t)
+}
+
+/// Rows of `t` where `p` holds.
+fn count_where(t: &Arc<TableSnapshot>, p: crate::predicate::Predicate) -> usize {
+    t.scan_filtered(&[1], Some(p)).unwrap().map(|b| b.unwrap().num_rows()).sum()
+}
+
 /// Zone maps order floats as Arrow compares them (−0 < +0, NaN above every number): a
 /// flushed chunk holding a NaN is not skipped for `x > c`, nor one holding +0 for `x > −0`.
 #[test]
 fn float_zone_maps_keep_nan_and_signed_zero_rows() {
     use crate::predicate::{CmpOp, Predicate};
-    // Every insert its own segment: one zone map per chunk below.
-    let opts = StoreOptions { bulk_insert_rows: 1, auto_compact: false, ..StoreOptions::default() };
-    let store =
-        Store::open(Arc::new(MemFs::new()), Path::new("/db"), Path::new(":memory:"), opts).unwrap();
-    let schema = Schema::new(vec![Field::new("x", DataType::Float64, true)]);
-    store.create_table("t", &schema).unwrap();
-    for values in [vec![1.0, f64::NAN, 2.0], vec![0.0, 0.0], vec![-0.0, 3.0]] {
-        let b = RecordBatch::try_new(
-            Arc::new(schema.clone()),
-            vec![Arc::new(Float64Array::from(values))],
-        )
-        .unwrap();
-        store.insert("t", &[b]).unwrap();
-    }
-    let t = store.snapshot().table("t").unwrap().clone();
-    assert_eq!(t.segments().len(), 3);
-    let count = |p: Predicate| -> usize {
-        t.scan_filtered(&[1], Some(p)).unwrap().map(|b| b.unwrap().num_rows()).sum()
-    };
+    let columns: Vec<arrow_array::ArrayRef> =
+        [vec![1.0, f64::NAN, 2.0], vec![0.0, 0.0], vec![-0.0, 3.0]]
+            .into_iter()
+            .map(|v| Arc::new(Float64Array::from(v)) as arrow_array::ArrayRef)
+            .collect();
+    let (_store, t) = one_segment_each(DataType::Float64, columns);
+    let count = |p| count_where(&t, p);
     assert_eq!(count(Predicate::cmp("x", CmpOp::Gt, 5.0)), 1, "the NaN row");
     assert_eq!(count(Predicate::cmp("x", CmpOp::Gt, -0.0)), 6, "+0, +0, 1, NaN, 2, 3");
     assert_eq!(count(Predicate::cmp("x", CmpOp::Lt, 0.0)), 1, "-0");
@@ -1954,22 +1966,9 @@ fn float_zone_maps_keep_nan_and_signed_zero_rows() {
 #[test]
 fn float32_zone_maps_compare_with_the_rounded_constant() {
     use crate::predicate::{CmpOp, Predicate};
-    let opts = StoreOptions { bulk_insert_rows: 1, auto_compact: false, ..StoreOptions::default() };
-    let store =
-        Store::open(Arc::new(MemFs::new()), Path::new("/db"), Path::new(":memory:"), opts).unwrap();
-    let schema = Schema::new(vec![Field::new("x", DataType::Float32, true)]);
-    store.create_table("t", &schema).unwrap();
-    let b = RecordBatch::try_new(
-        Arc::new(schema.clone()),
-        vec![Arc::new(arrow_array::Float32Array::from(vec![0.1f32, 0.1, 16_777_217.0]))],
-    )
-    .unwrap();
-    store.insert("t", &[b]).unwrap();
-    let t = store.snapshot().table("t").unwrap().clone();
-    assert_eq!(t.segments().len(), 1);
-    let count = |p: Predicate| -> usize {
-        t.scan_filtered(&[1], Some(p)).unwrap().map(|b| b.unwrap().num_rows()).sum()
-    };
+    let values = arrow_array::Float32Array::from(vec![0.1f32, 0.1, 16_777_217.0]);
+    let (_store, t) = one_segment_each(DataType::Float32, vec![Arc::new(values)]);
+    let count = |p| count_where(&t, p);
     assert_eq!(count(Predicate::eq("x", 0.1f64)), 2);
     assert_eq!(count(Predicate::cmp("x", CmpOp::LtEq, 0.1f64)), 2);
     assert_eq!(count(Predicate::cmp("x", CmpOp::GtEq, 16_777_217i64)), 1, "rounds to 2^24");

@@ -171,27 +171,41 @@ pub fn sums(
         let b = (o * queries.sums[q]) as f32;
         let qq = queries.squares[q] as f32;
         let excess = 128 * queries.code_sums[q];
-        let value = |raw: i64, xx: f32| {
-            let xq = a * (raw - excess) as f32 + b;
-            match sum {
-                Sum::Products => xq,
-                Sum::DiffSquares => (xx - 2.0 * xq + qq).max(0.0),
-            }
-        };
-        if wide.is_empty() {
-            // `raw − excess` fits in 32 bits (both do, and have the same sign range).
+        let one = Query { sum, q, nq, a, b, qq };
+        if done {
+            // `raw − excess` = Σ cⱼ·q̂ⱼ fits in 32 bits, as `raw` and `excess` do.
             let excess = excess as i32;
-            for (i, &x) in xx.iter().enumerate() {
-                let xq = a * (dots[i * nq + q] - excess) as f32 + b;
-                out[i * nq + q] = match sum {
-                    Sum::Products => xq,
-                    Sum::DiffSquares => (x - 2.0 * xq + qq).max(0.0),
-                };
-            }
+            one.fill(&dots, |raw| (raw - excess) as f32, &xx, out);
         } else {
-            for (i, &x) in xx.iter().enumerate() {
-                out[i * nq + q] = value(wide[i * nq + q], x);
-            }
+            one.fill(&wide, |raw| (raw - excess) as f32, &xx, out);
+        }
+    }
+}
+
+/// What turns one query's raw sums into values: Σ xⱼ·qⱼ = a·Σ cⱼ·q̂ⱼ + b.
+#[derive(Clone, Copy)]
+struct Query {
+    sum: Sum,
+    q: usize,
+    nq: usize,
+    a: f32,
+    b: f32,
+    /// Σ qⱼ².
+    qq: f32,
+}
+
+impl Query {
+    /// `out[i * nq + q]` for every row `i` (Σ xᵢ² in `xx[i]`) from `raws[i * nq + q]`, whose
+    /// Σ cⱼ·q̂ⱼ `dot` gives. One plain loop, so the compiler can take rows several at a time.
+    #[inline(always)]
+    fn fill<T: Copy>(&self, raws: &[T], dot: impl Fn(T) -> f32, xx: &[f32], out: &mut [f32]) {
+        let Query { sum, q, nq, a, b, qq } = *self;
+        for (i, &x) in xx.iter().enumerate() {
+            let xq = a * dot(raws[i * nq + q]) + b;
+            out[i * nq + q] = match sum {
+                Sum::Products => xq,
+                Sum::DiffSquares => (x - 2.0 * xq + qq).max(0.0),
+            };
         }
     }
 }
