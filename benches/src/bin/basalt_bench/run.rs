@@ -93,9 +93,25 @@ pub fn measure(m: &Metric, work: &Work, e: &mut dyn Engine, t: &Timing) -> Res<F
             } else if m.mode == Mode::MicroWrite {
                 t.write_batch
             } else {
-                let (one, _) = timed(work, e, call)?;
+                // The first call pays one-time costs (preparing the statement, first
+                // touches): it runs untimed. The calls per sample then come from a run of
+                // calls that lasts a tenth of a sample, so one noisy call cannot set it.
+                work(e, call)?;
                 call += 1;
-                ((t.min_sample.as_secs_f64() / one.max(1e-7)).ceil() as usize).clamp(1, 100_000)
+                let target = t.min_sample.as_secs_f64();
+                let mut calls = 1usize;
+                loop {
+                    let start = Instant::now();
+                    for _ in 0..calls {
+                        work(e, call)?;
+                        call += 1;
+                    }
+                    let per_call = start.elapsed().as_secs_f64() / calls as f64;
+                    if per_call * calls as f64 >= target / 10.0 || calls >= 100_000 {
+                        break ((target / per_call.max(1e-8)).ceil() as usize).clamp(1, 100_000);
+                    }
+                    calls *= 4;
+                }
             };
             let sample = |e: &mut dyn Engine, call: &mut usize| -> Res<f64> {
                 let start = Instant::now();
