@@ -732,8 +732,7 @@ impl Table {
 
     fn rows_to_batch(&self, rows: &[Row]) -> Result<RecordBatch> {
         let snap = self.snap()?;
-        let user = snap.schema().user_schema();
-        let fields = value::row_fields(&self.name, user.fields(), rows)?;
+        let fields = value::row_fields(&self.name, snap.schema().columns(), rows)?;
         let columns = fields
             .iter()
             .map(|f| value::column_from_rows(&self.name, f, rows))
