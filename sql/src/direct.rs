@@ -972,6 +972,10 @@ impl Direct {
                 if ids.is_empty() {
                     return Ok(0);
                 }
+                if ids.len() == 1 {
+                    // `values` is one row already.
+                    return txn.update(store, table, &ids, values);
+                }
                 let zeros = UInt32Array::from(vec![0u32; ids.len()]);
                 let cols = values
                     .columns()

@@ -820,6 +820,12 @@ fn bad_updates_change_nothing() {
     .unwrap();
     assert!(matches!(s.update("t", &[1], &two), Err(Error::InvalidInput { .. })));
     assert!(matches!(s.update("t", &[1, 1], &two), Err(Error::InvalidInput { .. })));
+    // Longer id lists are checked with a set: a repeat far apart is found too.
+    let many: Vec<u64> = (1..=20).chain([3]).collect();
+    let names = StringArray::from(vec!["n"; many.len()]);
+    let wide = RecordBatch::try_new(two.schema(), vec![Arc::new(names)]).unwrap();
+    let e = s.update("t", &many, &wide).unwrap_err();
+    assert!(e.to_string().contains("_id 3 given twice"), "{e}");
     let wrong = RecordBatch::try_new(
         Arc::new(Schema::new(vec![Field::new("name", DataType::Int64, false)])),
         vec![Arc::new(Int64Array::from(vec![5]))],

@@ -368,8 +368,14 @@ impl Transaction {
         if values.num_rows() != ids.len() {
             return Err(bad(format!("{} ids but {} rows of values", ids.len(), values.num_rows())));
         }
-        let mut seen = std::collections::HashSet::with_capacity(ids.len());
-        if let Some(dup) = ids.iter().find(|id| !seen.insert(**id)) {
+        // A few ids are compared pairwise (no set to build for the common single update).
+        let dup = if ids.len() <= 16 {
+            ids.iter().enumerate().find(|(i, id)| ids[..*i].contains(id)).map(|(_, id)| *id)
+        } else {
+            let mut seen = std::collections::HashSet::with_capacity(ids.len());
+            ids.iter().find(|id| !seen.insert(**id)).copied()
+        };
+        if let Some(dup) = dup {
             return Err(bad(format!("_id {dup} given twice")));
         }
         if let Some(f) =
