@@ -23,11 +23,11 @@ use crate::error::{Error, Result};
 
 /// Largest batch the merge produces; larger inserts stay as they are.
 const MERGE_LIMIT: usize = 64 * 1024;
-/// How many batches of one size level are merged into one. Eight rather than four cuts
-/// the copies a stream of single-row inserts makes (each row is copied about log_8 n rather
-/// than log_4 n times; measured 6 % off a single-row insert), for up to seven batches per
-/// level that lookups pass over by `_id` range.
-const FAN_IN: usize = 8;
+/// How many batches of one size level are merged into one. Eight was measured against
+/// four: single-row inserts 6 % faster (fewer copies), but vector recall over a store of
+/// 100k single-row remembers 1.5× slower (`memory-bench` W9: 14 vs 9 ms exact, 5.3 vs
+/// 4.0 ms int8), so four it stays.
+const FAN_IN: usize = 4;
 
 /// Size level of a batch of `rows` rows: ⌊log_FAN_IN(rows)⌋.
 fn level_of(mut rows: usize) -> u32 {
