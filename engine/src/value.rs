@@ -304,8 +304,8 @@ pub fn column_from_rows(table: &str, field: &FieldRef, rows: &[Row]) -> Result<A
                     .map_err(|_| bad("more than 2 GiB of text in one insert".into()))?;
                 offsets.push(end);
             }
-            // The bytes come from `String`s, split where they were joined: valid UTF-8 on
-            // character boundaries, and the offsets ascend from zero.
+            // `String`s joined and split where they were joined: valid UTF-8 on character
+            // boundaries with offsets ascending from zero (`try_new` checks it again).
             let offsets = arrow_buffer::OffsetBuffer::new(offsets.into());
             Arc::new(
                 StringArray::try_new(offsets, data.into(), nulls())
