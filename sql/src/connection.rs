@@ -67,9 +67,20 @@ pub struct Prepared {
 /// A logically optimized plan and the optimizer settings it was made under, with the
 /// physical plan last built from it when that plan may run again (see [`KeptPhysical`]).
 struct KeptPlan {
-    key: String,
+    key: KeptKey,
     logical: LogicalPlan,
     physical: Option<KeptPhysical>,
+}
+
+/// What a kept plan was made under: the connection's session and the generation of its
+/// settings ([`SqlConnection::settings`]), and the connection's own switches. Compared on
+/// every run instead of formatting the settings or copying the session state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct KeptKey {
+    session: String,
+    settings: u64,
+    fast_paths: bool,
+    pushdown: bool,
 }
 
 /// A physical plan kept for the next run of its prepared query: valid while the database's
@@ -80,16 +91,18 @@ struct KeptPlan {
 /// (`reset_plan_states`). A kept plan holds its snapshot's tables until the next run
 /// replaces it.
 struct KeptPhysical {
-    key: String,
     snapshot: Arc<basalt_storage::DbSnapshot>,
     plan: Arc<dyn ExecutionPlan>,
+    /// The task context the plan runs with (the session's settings and functions when it
+    /// was built: valid while the key is).
+    task: Arc<datafusion::execution::TaskContext>,
 }
 
 impl std::fmt::Debug for KeptPlan {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KeptPlan")
             .field("key", &self.key)
-            .field("physical", &self.physical.as_ref().map(|p| &p.key))
+            .field("physical", &self.physical.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -190,6 +203,10 @@ pub struct SqlConnection {
     direct_runs: std::sync::atomic::AtomicU64,
     /// Prepared-query runs that reused a kept physical plan.
     reused_plans: std::sync::atomic::AtomicU64,
+    /// The generation of the session's settings: raised by every `SET` / `RESET` (the only
+    /// way they change after [`SqlConnection::new`]); kept plans made under another
+    /// generation are planned again.
+    settings: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for SqlConnection {
@@ -289,6 +306,7 @@ impl SqlConnection {
             fast_paths,
             direct_runs: std::sync::atomic::AtomicU64::new(0),
             reused_plans: std::sync::atomic::AtomicU64::new(0),
+            settings: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -510,62 +528,58 @@ impl SqlConnection {
     }
 
     /// Runs a prepared query whose logically optimized plan may be kept (see
-    /// [`reusable_optimization`]): optimizes it on the first run (or after the optimizer
-    /// settings changed), then only builds the physical plan — binding this run's state —
-    /// and runs it.
+    /// [`reusable_optimization`]): optimizes it on the first run (or after a `SET`, `RESET`
+    /// or switch changed the settings), then only builds the physical plan — binding this
+    /// run's state — and runs it.
     async fn run_optimized(
         &self,
         plan: &LogicalPlan,
         cache: &Mutex<Option<KeptPlan>>,
     ) -> Result<Vec<RecordBatch>> {
-        let state = self.ctx.state();
-        let key = format!("{:?}", state.config().options().optimizer);
-        // What a kept physical plan also depends on: this connection and its settings.
-        let physical_key = format!(
-            "{key}|{}|{:?}|{}|{}",
-            self.ctx.session_id(),
-            state.config().options().execution,
-            self.fast_paths.load(Ordering::Relaxed),
-            self.binding.pushdown()
-        );
+        let key = KeptKey {
+            session: self.ctx.session_id(),
+            settings: self.settings.load(Ordering::Acquire),
+            fast_paths: self.fast_paths.load(Ordering::Relaxed),
+            pushdown: self.binding.pushdown(),
+        };
         let committed = match self.binding.session().lock().read_view()? {
             basalt_storage::ReadView::Committed(s) => Some(s),
             basalt_storage::ReadView::Transaction(..) => None,
         };
+        // The session state is copied only to plan (a copy clones every function map).
         let (optimized, kept) = {
             let mut guard = cache.lock();
-            let slot = guard.as_mut().filter(|k| k.key == key);
-            match slot {
+            match guard.as_mut().filter(|k| k.key == key) {
                 Some(k) => {
                     let kept = match (&k.physical, &committed) {
-                        (Some(p), Some(now))
-                            if p.key == physical_key && Arc::ptr_eq(&p.snapshot, now) =>
-                        {
-                            Some(p.plan.clone())
+                        (Some(p), Some(now)) if Arc::ptr_eq(&p.snapshot, now) => {
+                            Some((p.plan.clone(), p.task.clone()))
                         }
                         _ => None,
                     };
                     (k.logical.clone(), kept)
                 }
                 None => {
-                    let p = state.optimize(plan)?;
+                    let p = self.ctx.state().optimize(plan)?;
                     *guard =
                         Some(KeptPlan { key: key.clone(), logical: p.clone(), physical: None });
                     (p, None)
                 }
             }
         };
-        let physical = match kept {
-            Some(p) => {
+        let (physical, task) = match kept {
+            Some((p, task)) => {
                 self.reused_plans.fetch_add(1, Ordering::Relaxed);
-                datafusion::physical_plan::execution_plan::reset_plan_states(p)?
+                (datafusion::physical_plan::execution_plan::reset_plan_states(p)?, task)
             }
             None => {
                 // Pin the committed snapshot read above, so the plan is known to read it.
                 self.binding.pin()?;
                 let _unpin = Unpin(&self.binding);
+                let state = self.ctx.state();
                 let p = Box::pin(state.query_planner().create_physical_plan(&optimized, &state))
                     .await?;
+                let task = Arc::new(datafusion::execution::TaskContext::from(&state));
                 let pinned = match self.binding.view()? {
                     basalt_storage::ReadView::Committed(s) => Some(s),
                     basalt_storage::ReadView::Transaction(..) => None,
@@ -575,12 +589,12 @@ impl SqlConnection {
                     && let Some(k) = cache.lock().as_mut().filter(|k| k.key == key)
                 {
                     k.physical =
-                        Some(KeptPhysical { key: physical_key, snapshot, plan: p.clone() });
+                        Some(KeptPhysical { snapshot, plan: p.clone(), task: task.clone() });
                 }
-                p
+                (p, task)
             }
         };
-        let s = datafusion::physical_plan::execute_stream(physical, self.ctx.task_ctx())?;
+        let s = datafusion::physical_plan::execute_stream(physical, task)?;
         collect(s).await
     }
 
@@ -792,7 +806,17 @@ impl SqlConnection {
             LogicalPlan::Analyze(ref a) if matches!(a.input.as_ref(), LogicalPlan::Dml(_)) => {
                 Box::pin(self.write_statement(plan)).await.map(Outcome::Batches)
             }
-            // Queries, EXPLAIN (which never runs DML), SHOW, SET, ...
+            // SET / RESET change the session's settings: kept plans of another generation
+            // are planned again (raised after the change, whether or not it succeeded).
+            LogicalPlan::Statement(
+                datafusion::logical_expr::Statement::SetVariable(_)
+                | datafusion::logical_expr::Statement::ResetVariable(_),
+            ) => {
+                let r = Box::pin(self.query(plan, stream)).await;
+                self.settings.fetch_add(1, Ordering::AcqRel);
+                r
+            }
+            // Queries, EXPLAIN (which never runs DML), SHOW, ...
             _ => Box::pin(self.query(plan, stream)).await,
         }
     }

@@ -123,6 +123,17 @@ fn prepared_queries_without_parameters_reuse_their_plan_and_still_read_fresh_dat
     assert_eq!(rows(&agg.execute(&[]).unwrap()), vec!["a|2|4", "b|2|6", "z|1|7"]);
     conn.sql("ROLLBACK").unwrap();
     assert_eq!(rows(&agg.execute(&[]).unwrap()), vec!["a|2|4", "b|2|6"]);
+    // A SET plans the statement again (its kept plan was made under the old settings); the
+    // run after that reuses the new plan.
+    let reused = conn.reused_physical_plans().unwrap();
+    conn.sql("SET datafusion.execution.target_partitions = 1").unwrap();
+    assert_eq!(rows(&agg.execute(&[]).unwrap()), vec!["a|2|4", "b|2|6"]);
+    assert_eq!(conn.reused_physical_plans().unwrap(), reused);
+    assert_eq!(rows(&agg.execute(&[]).unwrap()), vec!["a|2|4", "b|2|6"]);
+    assert_eq!(conn.reused_physical_plans().unwrap(), reused + 1);
+    conn.sql("RESET datafusion.execution.target_partitions").unwrap();
+    assert_eq!(rows(&agg.execute(&[]).unwrap()), vec!["a|2|4", "b|2|6"]);
+    assert_eq!(conn.reused_physical_plans().unwrap(), reused + 1);
     // Functions folded at optimisation time are not frozen by a kept plan.
     let now = conn.prepare("SELECT CAST(now() AS VARCHAR)").unwrap();
     let first = rows(&now.execute(&[]).unwrap());
