@@ -64,7 +64,7 @@ pub struct Prepared {
     optimized: Option<Arc<Mutex<Option<KeptPlan>>>>,
 }
 
-/// A logically optimized plan and the optimizer settings it was made under, with the
+/// A logically optimized plan and the key of the settings it was made under, with the
 /// physical plan last built from it when that plan may run again (see [`KeptPhysical`]).
 struct KeptPlan {
     key: KeptKey,

@@ -969,23 +969,7 @@ impl Direct {
             }
             Direct::Update { table, filter, values } => {
                 let ids = writer_ids(txn, store, table, filter.as_ref())?;
-                if ids.is_empty() {
-                    return Ok(0);
-                }
-                if ids.len() == 1 {
-                    // `values` is one row already.
-                    return txn.update(store, table, &ids, values);
-                }
-                let zeros = UInt32Array::from(vec![0u32; ids.len()]);
-                let cols = values
-                    .columns()
-                    .iter()
-                    .map(|c| datafusion::arrow::compute::take(c.as_ref(), &zeros, None))
-                    .collect::<std::result::Result<Vec<_>, _>>()
-                    .map_err(|e| basalt_storage::Error::arrow("direct update", e))?;
-                let repeated = RecordBatch::try_new(values.schema(), cols)
-                    .map_err(|e| basalt_storage::Error::arrow("direct update", e))?;
-                txn.update(store, table, &ids, &repeated)
+                txn.update_all(store, table, &ids, values)
             }
         }
     }

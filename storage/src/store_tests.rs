@@ -826,6 +826,9 @@ fn bad_updates_change_nothing() {
     let wide = RecordBatch::try_new(two.schema(), vec![Arc::new(names)]).unwrap();
     let e = s.update("t", &many, &wide).unwrap_err();
     assert!(e.to_string().contains("_id 3 given twice"), "{e}");
+    // A predicate's update sets one row of values on every match.
+    let e = s.update_where("t", &Predicate::True, &two, Durability::ProcessSafe).unwrap_err();
+    assert!(matches!(e, Error::InvalidInput { .. }), "{e}");
     let wrong = RecordBatch::try_new(
         Arc::new(Schema::new(vec![Field::new("name", DataType::Int64, false)])),
         vec![Arc::new(Int64Array::from(vec![5]))],

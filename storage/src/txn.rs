@@ -468,29 +468,41 @@ impl Transaction {
         predicate: &Predicate,
         values: &RecordBatch,
     ) -> Result<u64> {
+        self.become_writer(store)?;
+        let ids = self.table(table)?.matching_ids(predicate)?;
+        self.update_all(store, table, &ids, values)
+    }
+
+    /// Sets the one row of `values` on every row with these `_id`s (missing ones are
+    /// skipped); returns how many rows were updated. A single id takes `values` as it is.
+    pub fn update_all(
+        &mut self,
+        store: &Store,
+        table: &str,
+        ids: &[u64],
+        values: &RecordBatch,
+    ) -> Result<u64> {
         if values.num_rows() != 1 {
             return Err(Error::InvalidInput {
                 table: table.to_string(),
-                reason: format!(
-                    "update by predicate takes one row of values, got {}",
-                    values.num_rows()
-                ),
+                reason: format!("one row of values for every id, got {}", values.num_rows()),
             });
         }
-        self.become_writer(store)?;
-        let ids = self.table(table)?.matching_ids(predicate)?;
-        if ids.is_empty() {
-            return Ok(0);
+        match ids.len() {
+            0 => Ok(0),
+            1 => self.update(store, table, ids, values),
+            n => {
+                let zeros = arrow_array::UInt32Array::from(vec![0u32; n]);
+                let cols = values
+                    .columns()
+                    .iter()
+                    .map(|c| arrow_select::take::take(c.as_ref(), &zeros, None))
+                    .collect::<std::result::Result<Vec<_>, _>>()
+                    .map_err(|e| Error::arrow(format!("update '{table}'"), e))?;
+                let repeated = RecordBatch::try_new(values.schema(), cols)
+                    .map_err(|e| Error::arrow(format!("update '{table}'"), e))?;
+                self.update(store, table, ids, &repeated)
+            }
         }
-        let zeros = arrow_array::UInt32Array::from(vec![0u32; ids.len()]);
-        let cols = values
-            .columns()
-            .iter()
-            .map(|c| arrow_select::take::take(c.as_ref(), &zeros, None))
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|e| Error::arrow(format!("update '{table}'"), e))?;
-        let repeated = RecordBatch::try_new(values.schema(), cols)
-            .map_err(|e| Error::arrow(format!("update '{table}'"), e))?;
-        self.update(store, table, &ids, &repeated)
     }
 }
