@@ -278,7 +278,7 @@ impl SqlConnection {
         let catalog = ctx.catalog("datafusion").ok_or_else(|| {
             Error::sql("the default catalog 'datafusion' is missing from the session")
         })?;
-        let files = Arc::new(Files::new());
+        let files = Arc::new(Files::new(fast_paths.clone()));
         let schema = Arc::new(BasaltSchema::new(binding.clone(), files.clone()));
         catalog.register_schema("public", schema.clone())?;
         catalog.register_schema(FILES_SCHEMA, files.schema())?;

@@ -18,7 +18,7 @@
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::memory::MemorySchemaProvider;
@@ -97,6 +97,9 @@ impl datafusion::catalog::UrlTableFactory for UrlTables {
 #[derive(Debug)]
 pub struct Files {
     schema: Arc<MemorySchemaProvider>,
+    /// The connection's fast-path switch (`read_json` of one file scans with
+    /// [`crate::ndjson::NdjsonExec`] while it is on).
+    fast: Arc<AtomicBool>,
     next: AtomicU64,
     registered: Mutex<Vec<String>>,
 }
@@ -118,15 +121,16 @@ struct Request {
 
 impl Default for Files {
     fn default() -> Self {
-        Files::new()
+        Files::new(Arc::new(AtomicBool::new(true)))
     }
 }
 
 impl Files {
-    /// An empty set of file tables.
-    pub fn new() -> Files {
+    /// An empty set of file tables; `fast` is the connection's fast-path switch.
+    pub fn new(fast: Arc<AtomicBool>) -> Files {
         Files {
             schema: Arc::new(MemorySchemaProvider::new()),
+            fast,
             next: AtomicU64::new(1),
             registered: Mutex::new(Vec::new()),
         }
@@ -238,8 +242,18 @@ impl Files {
             Some(text) => Arc::new(schema_from_text(state, &text).await?),
             None => options.infer_schema(state, &url).await?,
         };
-        let config = ListingTableConfig::new(url).with_listing_options(options).with_schema(schema);
-        Ok(Arc::new(ListingTable::try_new(config)?))
+        let config =
+            ListingTableConfig::new(url).with_listing_options(options).with_schema(schema.clone());
+        let listing = Arc::new(ListingTable::try_new(config)?);
+        if r.format == Format::Json && is_file {
+            return Ok(Arc::new(crate::ndjson::NdjsonTable::new(
+                listing,
+                path.into(),
+                schema,
+                self.fast.clone(),
+            )));
+        }
+        Ok(listing)
     }
 }
 

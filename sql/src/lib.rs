@@ -29,6 +29,7 @@ pub mod fts;
 pub mod functions;
 pub mod fused;
 pub mod join;
+pub mod ndjson;
 pub mod provider;
 pub mod pushdown;
 pub mod rewrite;

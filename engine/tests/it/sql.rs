@@ -1238,3 +1238,70 @@ fn a_dropped_async_write_leaves_nothing_and_holds_no_lock() {
     db.connect().sql("INSERT INTO t VALUES (1)").unwrap();
     assert_eq!(one_u64(&conn.sql("SELECT count(*) FROM t").unwrap()), 1);
 }
+
+/// `read_json` of one file: the ranged fast scan (`BasaltNdjsonScan`) gives what
+/// DataFusion's own JSON scan gives (fast paths off), on a file of several ranges holding
+/// records the fast decoder takes and ones it leaves to arrow-json.
+#[test]
+fn read_json_fast_scan_agrees_with_the_listing_scan() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("data.json");
+    let mut text = String::new();
+    let cities = ["Xian", "Nanjing", "Wuhan", "Qingdao"];
+    for i in 0..40_000i64 {
+        let city = cities[(i % 4) as usize];
+        let line = match i % 97 {
+            // Keys in another order, an unknown nested key, escapes, spacing, CRLF.
+            0 => format!(
+                "{{ \"city\" : \"{city}\\n\\u00e9\", \"extra\": {{\"a\": [1, null]}}, \"id\": {i} }}\r"
+            ),
+            // Missing and null values.
+            1 => format!("{{\"id\":{i},\"score\":null}}"),
+            // A surrogate pair the fast decoder leaves to arrow-json.
+            2 => format!("{{\"id\":{i},\"city\":\"\\ud83d\\ude00\",\"score\":1e2,\"ok\":true}}"),
+            3 => String::new(),
+            _ => format!(
+                "{{\"id\":{i},\"city\":\"{city}\",\"score\":{}.{:02},\"ok\":{}}}",
+                i % 100,
+                i % 7,
+                i % 3 == 0
+            ),
+        };
+        text.push_str(&line);
+        text.push('\n');
+    }
+    std::fs::write(&path, &text).unwrap();
+    let db = Database::open_in_memory().unwrap();
+    let on = db.connect();
+    let off = db.connect();
+    off.set_fast_paths(false).unwrap();
+    let f = format!("read_json('{}')", path.display());
+    let queries = [
+        format!("SELECT * FROM {f}"),
+        format!("SELECT COUNT(*) FROM {f}"),
+        format!("SELECT city, COUNT(*), SUM(score), MIN(id) FROM {f} GROUP BY city"),
+        format!("SELECT id, ok FROM {f} WHERE score > 50.5 AND ok"),
+        format!("SELECT score, id FROM {f} ORDER BY score DESC, id LIMIT 7"),
+        format!("SELECT COUNT(*) FROM (SELECT id FROM {f} LIMIT 1234)"),
+    ];
+    for q in &queries {
+        let (x, y) = (rows(&on.sql(q).unwrap()), rows(&off.sql(q).unwrap()));
+        assert!(!x.is_empty(), "{q}");
+        assert!(x == y, "rows differ for {q}");
+    }
+    assert_eq!(one_u64(&on.sql(&queries[1]).unwrap()), 40_000 - 40_000 / 97 - 1);
+    let explain =
+        |c: &basalt::Connection, q: &str| rows(&c.sql(&format!("EXPLAIN {q}")).unwrap()).join("\n");
+    assert!(
+        explain(&on, &queries[1]).contains("BasaltNdjsonScan"),
+        "{}",
+        explain(&on, &queries[1])
+    );
+    assert!(!explain(&off, &queries[1]).contains("BasaltNdjsonScan"));
+
+    // A damaged line fails the statement either way; the fast scan's error names the file.
+    std::fs::write(&path, format!("{text}{{\"id\": 1, \"city\": oops}}\n")).unwrap();
+    let err = on.sql(&queries[1]).unwrap_err().to_string();
+    assert!(err.contains("data.json"), "{err}");
+    assert!(off.sql(&queries[1]).is_err());
+}
