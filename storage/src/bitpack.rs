@@ -115,6 +115,43 @@ pub fn unpack_from(packed: &[u8], bits: u8, start: usize, n: usize, mut f: impl 
     }
 }
 
+/// Bitmap (64 rows per little-endian word, Arrow's bit order) of the values
+/// `start..start + n` of a packed stream that lie in `lo..=lo + span`. One unsigned compare
+/// per value (`v - lo <= span`), bits gathered in a register a word at a time. `packed` must
+/// hold at least `start + n` values, as for [`unpack_from`].
+pub fn range_mask(packed: &[u8], bits: u8, start: usize, n: usize, lo: u64, span: u64) -> Vec<u64> {
+    let mut words = vec![0u64; n.div_ceil(64)];
+    if bits == 0 || bits > 56 {
+        unpack_from(packed, bits, start, n, |i, v| {
+            words[i / 64] |= u64::from(v.wrapping_sub(lo) <= span) << (i % 64);
+        });
+        return words;
+    }
+    let mask = (1u64 << bits) - 1;
+    let b = bits as usize;
+    let mut bit = start * b;
+    let mut vals = [0u64; 64];
+    for (w, word) in words.iter_mut().enumerate() {
+        let k = (n - w * 64).min(64);
+        // Unpack a word's worth of values, then compare them in a loop the compiler can
+        // vectorise. At most 56 bits: a value lies within the 8 bytes from the byte holding
+        // its first bit (the stream's extra zero word keeps them inside it).
+        for slot in &mut vals[..k] {
+            let at = bit / 8;
+            let mut a = [0u8; 8];
+            a.copy_from_slice(&packed[at..at + 8]);
+            *slot = (u64::from_le_bytes(a) >> (bit % 8)) & mask;
+            bit += b;
+        }
+        let mut acc = 0u64;
+        for (j, &v) in vals[..k].iter().enumerate() {
+            acc |= u64::from(v.wrapping_sub(lo) <= span) << j;
+        }
+        *word = acc;
+    }
+    words
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1521,6 +1521,50 @@ fn plain_width(phys: Physical) -> Option<usize> {
     }
 }
 
+/// The rows `start..start + len` of an integer chunk whose value lies in `lo..=hi` (as
+/// 128-bit integers, signed or unsigned per the column), computed on the packed values of
+/// a frame-of-reference chunk without decoding them: `v` is in the range exactly when
+/// `v - base` is, and `v - base` is what is packed. `Ok(None)` for any other encoding and
+/// for a chunk holding NULLs (the caller decodes the column instead).
+pub fn int_range_window(
+    raw: &Buffer,
+    c: ChunkInfo<'_>,
+    start: usize,
+    len: usize,
+    lo: i128,
+    hi: i128,
+) -> Result<Option<BooleanBuffer>> {
+    let (Encoding::ForPacked { base, bits }, Physical::Int { signed, .. }) = (c.encoding, c.phys)
+    else {
+        return Ok(None);
+    };
+    if c.null_count > 0 {
+        return Ok(None);
+    }
+    if start.checked_add(len).is_none_or(|end| end > c.rows) {
+        return Err(Error::corrupt(
+            c.file,
+            c.offset,
+            format!("rows {start}+{len} outside a chunk of {}", c.rows),
+        ));
+    }
+    let (bits, base) = (*bits, *base);
+    let (mut secs, _) = sections(raw, &c)?;
+    let p = secs.next().ok_or_else(|| Error::corrupt(c.file, c.offset, "missing packed values"))?;
+    section_has(&c, &p, bitpack::packed_len(c.rows, bits), "packed")?;
+    let base = if signed { i128::from(base as i64) } else { i128::from(base) };
+    let top = if bits >= 64 { i128::from(u64::MAX) } else { (1i128 << bits) - 1 };
+    // The packed values `v - base` that satisfy, clamped to what `bits` bits can hold.
+    let (plo, phi) = (lo.saturating_sub(base).max(0), hi.saturating_sub(base).min(top));
+    if plo > phi {
+        return Ok(Some(BooleanBuffer::new_unset(len)));
+    }
+    let (plo, width) = (plo as u64, (phi - plo) as u64);
+    // `v - plo <= phi - plo` exactly when `plo <= v <= phi`.
+    let words = bitpack::range_mask(p.as_slice(), bits, start, len, plo, width);
+    Ok(Some(BooleanBuffer::new(Buffer::from_vec(words), 0, len)))
+}
+
 /// Runs `fill(values)` on `n` 64-bit patterns and returns the values buffer of a `width`
 /// byte integer column (the low `width` bytes of each pattern).
 fn unpack_ints(width: u8, n: usize, fill: impl FnOnce(&mut [u64])) -> Buffer {
@@ -1719,6 +1763,88 @@ mod tests {
                         .collect()
                 })
                 .boxed(),
+        }
+    }
+
+    /// `int_range_window` on one encoded chunk against the decoded values compared plainly
+    /// (`None` only where the chunk is not packed or has NULLs).
+    fn check_int_range(a: &ArrayRef, values: &[Option<i128>], start: usize, lo: i128, hi: i128) {
+        let phys = physical("c", a.data_type()).unwrap();
+        let enc = encode(a.as_ref(), phys, CompressionPolicy::Never).unwrap();
+        let mut m = MutableBuffer::new(enc.raw.len());
+        m.extend_from_slice(&enc.raw);
+        let raw: Buffer = m.into();
+        let info = ChunkInfo {
+            encoding: &enc.encoding,
+            null_count: enc.null_count,
+            sections: &enc.sections,
+            rows: a.len(),
+            data_type: a.data_type(),
+            phys,
+            file: Path::new("t"),
+            offset: 0,
+        };
+        let start = start % a.len();
+        let len = ((a.len() - start) / 2 + 1).min(a.len() - start);
+        let got = int_range_window(&raw, info, start, len, lo, hi).unwrap();
+        let packed = matches!(enc.encoding, Encoding::ForPacked { .. });
+        match got {
+            None => assert!(!packed || enc.null_count > 0, "{:?} refused", enc.encoding),
+            Some(t) => {
+                assert!(packed && enc.null_count == 0);
+                let want: Vec<bool> = values[start..start + len]
+                    .iter()
+                    .map(|v| v.is_some_and(|v| lo <= v && v <= hi))
+                    .collect();
+                assert_eq!(t.iter().collect::<Vec<_>>(), want, "{:?} [{lo}, {hi}]", enc.encoding);
+            }
+        }
+        assert!(
+            int_range_window(&raw, info, a.len(), 1, lo, hi).is_err()
+                || !packed
+                || enc.null_count > 0
+        );
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+        /// Ranges over packed integers, signed and unsigned, every width, windows anywhere.
+        #[test]
+        fn int_ranges_on_packed_values(
+            v in prop::collection::vec(prop_oneof![
+                8 => (-300i64..300).prop_map(Some),
+                1 => any::<i64>().prop_map(Some),
+                1 => Just(None),
+            ], 1..300),
+            start in 0usize..300,
+            ends in (any::<prop::sample::Index>(), any::<prop::sample::Index>()),
+            extreme in prop_oneof![
+                6 => Just(None),
+                1 => Just(Some((i128::MIN, 0i128))),
+                1 => Just(Some((-5, i128::MAX))),
+                1 => any::<(i64, i64)>().prop_map(|(a, b)| Some((i128::from(a), i128::from(b)))),
+            ],
+            dense in any::<bool>(),
+            big in any::<bool>(),
+        ) {
+            // Mostly without NULLs and large values, so most chunks take the packed path.
+            let v: Vec<Option<i64>> =
+                if dense { v.iter().map(|x| Some(x.unwrap_or(7))).collect() } else { v };
+            let v: Vec<Option<i64>> =
+                if big { v } else { v.iter().map(|x| x.map(|x| x % 300)).collect() };
+            let wide: Vec<Option<i128>> = v.iter().map(|x| x.map(i128::from)).collect();
+            // Range ends taken from the values themselves (so both edges are hit), or extreme.
+            let at = |i: &prop::sample::Index| wide[i.index(wide.len())].unwrap_or(0);
+            let (lo, hi) = extreme.unwrap_or((at(&ends.0), at(&ends.1)));
+            let (lo, hi) = if extreme.is_none() && lo > hi { (hi, lo) } else { (lo, hi) };
+            check_int_range(&(Arc::new(Int64Array::from(v.clone())) as ArrayRef), &wide, start, lo, hi);
+            let small: Vec<Option<i16>> = v.iter().map(|x| x.map(|x| (x % 300) as i16)).collect();
+            let wide16: Vec<Option<i128>> = small.iter().map(|x| x.map(i128::from)).collect();
+            check_int_range(&(Arc::new(Int16Array::from(small)) as ArrayRef), &wide16, start, lo, hi);
+            let unsigned: Vec<Option<u64>> = v.iter().map(|x| x.map(|x| x as u64)).collect();
+            let wideu: Vec<Option<i128>> = unsigned.iter().map(|x| x.map(i128::from)).collect();
+            check_int_range(&(Arc::new(UInt64Array::from(unsigned)) as ArrayRef), &wideu, start, lo, hi);
         }
     }
 

@@ -313,6 +313,30 @@ pub trait Columns {
     fn rows(&self) -> usize;
     /// The column (dictionary-encoded arrays are welcome) or an error if unknown.
     fn column(&mut self, name: &str) -> Result<ArrayRef>;
+    /// The rows where integer column `name` lies in `lo..=hi`, when the source can tell
+    /// without decoding the column — and only for rows that are all non-NULL, so the other
+    /// rows are where the comparison is false. `Ok(None)` (the default): decode it.
+    fn int_range(&mut self, _name: &str, _lo: i128, _hi: i128) -> Result<Option<BooleanBuffer>> {
+        Ok(None)
+    }
+}
+
+/// `column op value` for an integer `value` as a range `lo..=hi` of the column's values,
+/// and whether the comparison is the range's complement (`<>`).
+fn int_range_of(op: CmpOp, value: &Scalar) -> Option<(i128, i128, bool)> {
+    let x = match value {
+        Scalar::Int(v) => i128::from(*v),
+        Scalar::UInt(v) => i128::from(*v),
+        _ => return None,
+    };
+    Some(match op {
+        CmpOp::Eq => (x, x, false),
+        CmpOp::NotEq => (x, x, true),
+        CmpOp::Lt => (i128::MIN, x - 1, false),
+        CmpOp::LtEq => (i128::MIN, x, false),
+        CmpOp::Gt => (x + 1, i128::MAX, false),
+        CmpOp::GtEq => (x, i128::MAX, false),
+    })
 }
 
 impl Columns for RecordBatch {
@@ -337,8 +361,19 @@ fn eval(p: &Predicate, cols: &mut dyn Columns) -> Result<Tri> {
         Predicate::True => Tri::constant(n, true),
         Predicate::False => Tri::constant(n, false),
         Predicate::Cmp { column, op, value } => {
-            let a = cols.column(column)?;
-            leaf(&a, &|v: &ArrayRef| compare(v, *op, value, column))?
+            let packed = match int_range_of(*op, value) {
+                Some((lo, hi, complement)) => {
+                    cols.int_range(column, lo, hi)?.map(|t| if complement { !&t } else { t })
+                }
+                None => None,
+            };
+            match packed {
+                Some(t) => Tri { f: !&t, t },
+                None => {
+                    let a = cols.column(column)?;
+                    leaf(&a, &|v: &ArrayRef| compare(v, *op, value, column))?
+                }
+            }
         }
         Predicate::InList { column, values, negated } => {
             let a = cols.column(column)?;

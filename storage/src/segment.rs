@@ -614,6 +614,22 @@ impl Segment {
         Ok((raw, info))
     }
 
+    /// Rows `start..start + len` of integer column `col` of row group `rg` whose value lies
+    /// in `lo..=hi`, read from the packed values (see [`encoding::int_range_window`]);
+    /// `None` when the chunk is not frame-of-reference packed or holds NULLs.
+    pub fn int_range_window(
+        &self,
+        rg: usize,
+        col: usize,
+        start: usize,
+        len: usize,
+        lo: i128,
+        hi: i128,
+    ) -> Result<Option<arrow_buffer::BooleanBuffer>> {
+        let (raw, info) = self.block_info(rg, col)?;
+        encoding::int_range_window(&raw, info, start, len, lo, hi)
+    }
+
     /// Row `row` of column `col` of row group `rg` handed to `f`: a [`encoding::Cell`] read
     /// in place from the block when its kind allows, otherwise (see
     /// [`encoding::decode_cell`]) a one-row array decoded by [`encoding::decode_rows`].

@@ -388,6 +388,28 @@ impl TableSnapshot {
             .collect()
     }
 
+    /// Rows `start..start + len` of row group `rg` of the `segment`-th segment where integer
+    /// column `p` (table position) lies in `lo..=hi`, from its packed values; `None` when
+    /// its chunk there cannot answer that way (another encoding, NULLs, a column the
+    /// segment predates).
+    #[allow(clippy::too_many_arguments)]
+    fn int_range_window(
+        &self,
+        segment: usize,
+        rg: usize,
+        p: usize,
+        start: usize,
+        len: usize,
+        lo: i128,
+        hi: i128,
+    ) -> Result<Option<arrow_buffer::BooleanBuffer>> {
+        let seg = self.segment_at(segment)?;
+        match seg.meta().position_of(self.schema.column_id_at(p)) {
+            Some(pos) => seg.int_range_window(rg, pos, start, len, lo, hi),
+            None => Ok(None),
+        }
+    }
+
     /// Rows `offset .. offset + limit` (in scan order) of the rows where `predicate` is
     /// true (every row for `None`), projected. Reads only what that needs: a row group
     /// whose live rows all fall before `offset` is counted from its metadata and delete
@@ -1130,6 +1152,21 @@ impl predicate::Columns for RowGroupColumns<'_> {
         })?;
         self.decoded.push((i, a.clone()));
         Ok(a)
+    }
+    fn int_range(
+        &mut self,
+        name: &str,
+        lo: i128,
+        hi: i128,
+    ) -> Result<Option<arrow_buffer::BooleanBuffer>> {
+        let Some(i) = self.table.schema.index_of(name) else { return Ok(None) };
+        // A column decoded for another leaf is compared as an array.
+        if self.decoded.iter().any(|(c, _)| *c == i)
+            || !self.table.schema.full_schema().field(i).data_type().is_integer()
+        {
+            return Ok(None);
+        }
+        self.table.int_range_window(self.segment, self.rg, i, self.start, self.rows, lo, hi)
     }
 }
 
