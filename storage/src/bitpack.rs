@@ -117,39 +117,78 @@ pub fn unpack_from(packed: &[u8], bits: u8, start: usize, n: usize, mut f: impl 
 
 /// Bitmap (64 rows per little-endian word, Arrow's bit order) of the values
 /// `start..start + n` of a packed stream that lie in `lo..=lo + span`. One unsigned compare
-/// per value (`v - lo <= span`), bits gathered in a register a word at a time. `packed` must
-/// hold at least `start + n` values, as for [`unpack_from`].
+/// per value (`v - lo <= span`, so `lo + span` must not pass `u64::MAX`), bits gathered in
+/// a register a word at a time. `packed` must hold at least `start + n` values, as for
+/// [`unpack_from`].
 pub fn range_mask(packed: &[u8], bits: u8, start: usize, n: usize, lo: u64, span: u64) -> Vec<u64> {
     let mut words = vec![0u64; n.div_ceil(64)];
-    if bits == 0 || bits > 56 {
-        unpack_from(packed, bits, start, n, |i, v| {
-            words[i / 64] |= u64::from(v.wrapping_sub(lo) <= span) << (i % 64);
-        });
-        return words;
+    // Widths up to 16 bits (small ints, codes) get a loop compiled for their width: eight
+    // values span exactly B bytes, so every shift is a constant.
+    macro_rules! fixed {
+        ($($b:literal)*) => {
+            match bits {
+                $($b => range_mask_fixed::<$b>(packed, start, n, lo, span, &mut words),)*
+                _ => range_mask_any(packed, bits, start, n, lo, span, &mut words),
+            }
+        };
     }
-    let mask = (1u64 << bits) - 1;
-    let b = bits as usize;
-    let mut bit = start * b;
-    let mut vals = [0u64; 64];
-    for (w, word) in words.iter_mut().enumerate() {
-        let k = (n - w * 64).min(64);
-        // Unpack a word's worth of values, then compare them in a loop the compiler can
-        // vectorise. At most 56 bits: a value lies within the 8 bytes from the byte holding
-        // its first bit (the stream's extra zero word keeps them inside it).
-        for slot in &mut vals[..k] {
-            let at = bit / 8;
-            let mut a = [0u8; 8];
-            a.copy_from_slice(&packed[at..at + 8]);
-            *slot = (u64::from_le_bytes(a) >> (bit % 8)) & mask;
-            bit += b;
-        }
+    fixed!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16);
+    words
+}
+
+/// [`range_mask`] for a width known at compile time.
+fn range_mask_fixed<const B: usize>(
+    packed: &[u8],
+    start: usize,
+    n: usize,
+    lo: u64,
+    span: u64,
+    words: &mut [u64],
+) {
+    let mask = (1u64 << B) - 1;
+    // Whole words from a byte-aligned start; the rest (and any unaligned start) per value.
+    let full = if (start * B).is_multiple_of(8) { n / 64 } else { 0 };
+    let base = start * B / 8;
+    for (w, word) in words[..full].iter_mut().enumerate() {
         let mut acc = 0u64;
-        for (j, &v) in vals[..k].iter().enumerate() {
-            acc |= u64::from(v.wrapping_sub(lo) <= span) << j;
+        // Eight values fill exactly B bytes: one load, then constant shifts. Up to 8 bits a
+        // u64 load, else a u128 one; either stays inside the stream (its extra zero word
+        // follows the values).
+        for g in 0..8 {
+            let at = base + (w * 8 + g) * B;
+            let x: u128 = if B <= 8 {
+                let mut a = [0u8; 8];
+                a.copy_from_slice(&packed[at..at + 8]);
+                u128::from(u64::from_le_bytes(a))
+            } else {
+                let mut a = [0u8; 16];
+                a.copy_from_slice(&packed[at..at + 16]);
+                u128::from_le_bytes(a)
+            };
+            for k in 0..8 {
+                let v = (x >> (k * B)) as u64 & mask;
+                acc |= u64::from(v.wrapping_sub(lo) <= span) << (g * 8 + k);
+            }
         }
         *word = acc;
     }
-    words
+    let done = full * 64;
+    range_mask_any(packed, B as u8, start + done, n - done, lo, span, &mut words[full..]);
+}
+
+/// [`range_mask`] for any width, value by value.
+fn range_mask_any(
+    packed: &[u8],
+    bits: u8,
+    start: usize,
+    n: usize,
+    lo: u64,
+    span: u64,
+    words: &mut [u64],
+) {
+    unpack_from(packed, bits, start, n, |i, v| {
+        words[i / 64] |= u64::from(v.wrapping_sub(lo) <= span) << (i % 64);
+    });
 }
 
 #[cfg(test)]
@@ -180,6 +219,35 @@ mod tests {
                 let want: Vec<(usize, u64)> = vals[start..].iter().copied().enumerate().collect();
                 prop_assert_eq!(&w, &want);
             }
+        }
+    }
+
+    proptest! {
+        /// The range bitmap equals unpacking and comparing, for every width and window.
+        #[test]
+        fn range_masks_match_unpacking(
+            bits in 0u8..=64,
+            raw in proptest::collection::vec(any::<u64>(), 0..400),
+            start in 0usize..400,
+            lo_at in any::<prop::sample::Index>(),
+            span in prop_oneof![Just(0u64), 0u64..64, Just(u64::MAX)],
+            small in any::<bool>(),
+        ) {
+            let mask = if bits == 64 { u64::MAX } else if bits == 0 { 0 } else { (1u64 << bits) - 1 };
+            // Small values (many equal ones: range edges hit) or the width's whole range.
+            let vals: Vec<u64> =
+                raw.iter().map(|v| if small { (v & mask) % 97 } else { v & mask }).collect();
+            let mut packed = Vec::new();
+            pack(vals.iter().copied(), vals.len(), bits, &mut packed);
+            let start = if vals.is_empty() { 0 } else { start % vals.len() };
+            let n = vals.len() - start;
+            let lo = if vals.is_empty() { 0 } else { vals[lo_at.index(vals.len())] };
+            let span = span.min(u64::MAX - lo);
+            let got = range_mask(&packed, bits, start, n, lo, span);
+            let want: Vec<bool> =
+                vals[start..].iter().map(|&v| v >= lo && v - lo <= span).collect();
+            let got: Vec<bool> = (0..n).map(|i| got[i / 64] >> (i % 64) & 1 == 1).collect();
+            prop_assert_eq!(got, want);
         }
     }
 

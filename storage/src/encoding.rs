@@ -1624,6 +1624,33 @@ mod tests {
     use super::*;
     use crate::types::{physical, vector_type};
 
+    /// The uncompressed block of an encoded chunk of `a` (64-byte aligned, as a segment
+    /// hands it out) and its decoding info.
+    fn block_of<'a>(
+        enc: &'a EncodedChunk,
+        a: &'a ArrayRef,
+        phys: Physical,
+    ) -> (Buffer, ChunkInfo<'a>) {
+        let raw: Buffer = if enc.compressed {
+            decompress(&enc.stored, enc.raw.len(), Path::new("t"), 0).unwrap()
+        } else {
+            let mut m = MutableBuffer::new(enc.raw.len());
+            m.extend_from_slice(&enc.raw);
+            m.into()
+        };
+        let info = ChunkInfo {
+            encoding: &enc.encoding,
+            null_count: enc.null_count,
+            sections: &enc.sections,
+            rows: a.len(),
+            data_type: a.data_type(),
+            phys,
+            file: Path::new("t"),
+            offset: 0,
+        };
+        (raw, info)
+    }
+
     /// Encodes with both policies, decodes both ways, checks equality; returns encodings seen.
     fn round_trip(array: &ArrayRef) -> Vec<Encoding> {
         let phys = physical("c", array.data_type()).unwrap();
@@ -1636,23 +1663,7 @@ mod tests {
                     array.clone()
                 };
                 let enc = encode(a.as_ref(), phys, policy).unwrap();
-                let raw: Buffer = if enc.compressed {
-                    decompress(&enc.stored, enc.raw.len(), Path::new("t"), 0).unwrap()
-                } else {
-                    let mut m = MutableBuffer::new(enc.raw.len());
-                    m.extend_from_slice(&enc.raw);
-                    m.into()
-                };
-                let info = ChunkInfo {
-                    encoding: &enc.encoding,
-                    null_count: enc.null_count,
-                    sections: &enc.sections,
-                    rows: a.len(),
-                    data_type: a.data_type(),
-                    phys,
-                    file: Path::new("t"),
-                    offset: 0,
-                };
+                let (raw, info) = block_of(&enc, &a, phys);
                 let got = decode(&raw, info, DecodeMode::Values).unwrap();
                 assert_eq!(got.as_ref(), a.as_ref(), "encoding {:?}", enc.encoding);
                 // Windows decode exactly the rows they cover.
@@ -1771,19 +1782,7 @@ mod tests {
     fn check_int_range(a: &ArrayRef, values: &[Option<i128>], start: usize, lo: i128, hi: i128) {
         let phys = physical("c", a.data_type()).unwrap();
         let enc = encode(a.as_ref(), phys, CompressionPolicy::Never).unwrap();
-        let mut m = MutableBuffer::new(enc.raw.len());
-        m.extend_from_slice(&enc.raw);
-        let raw: Buffer = m.into();
-        let info = ChunkInfo {
-            encoding: &enc.encoding,
-            null_count: enc.null_count,
-            sections: &enc.sections,
-            rows: a.len(),
-            data_type: a.data_type(),
-            phys,
-            file: Path::new("t"),
-            offset: 0,
-        };
+        let (raw, info) = block_of(&enc, a, phys);
         let start = start % a.len();
         let len = ((a.len() - start) / 2 + 1).min(a.len() - start);
         let got = int_range_window(&raw, info, start, len, lo, hi).unwrap();
