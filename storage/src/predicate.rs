@@ -463,7 +463,34 @@ fn eval(p: &Predicate, cols: &mut dyn Columns) -> Result<Tri> {
         }
         Predicate::And(ps) => {
             let mut acc = Tri::constant(n, true);
-            for p in ps {
+            let mut done = vec![false; ps.len()];
+            // Integer bounds on one column (`BETWEEN`, `a >= x AND a < y`) as one range,
+            // answered in one pass over the packed values where the source can.
+            for i in 0..ps.len() {
+                let Predicate::Cmp { column, op, value } = &ps[i] else { continue };
+                let Some((mut lo, mut hi, false)) = int_range_of(*op, value) else { continue };
+                if done[i] {
+                    continue;
+                }
+                let mut group = vec![i];
+                for (j, q) in ps.iter().enumerate().skip(i + 1) {
+                    if let Predicate::Cmp { column: c, op, value } = q
+                        && c == column
+                        && !done[j]
+                        && let Some((l, h, false)) = int_range_of(*op, value)
+                    {
+                        (lo, hi) = (lo.max(l), hi.min(h));
+                        group.push(j);
+                    }
+                }
+                if group.len() > 1
+                    && let Some(t) = cols.int_range(column, lo, hi)?
+                {
+                    group.iter().for_each(|&g| done[g] = true);
+                    acc = Tri { f: &acc.f | &!&t, t: &acc.t & &t };
+                }
+            }
+            for (p, _) in ps.iter().zip(&done).filter(|(_, d)| !**d) {
                 let r = eval(p, cols)?;
                 acc = Tri { t: &acc.t & &r.t, f: &acc.f | &r.f };
             }

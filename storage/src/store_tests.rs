@@ -942,6 +942,61 @@ fn filtered_scans_and_predicate_deletes_updates() {
     assert_eq!(t3.count(), t2.count());
 }
 
+/// Integer comparisons on a column without NULLs are answered from its packed values
+/// (bounds on one column as one range); every shape matches a plain filter of the rows.
+#[test]
+fn integer_ranges_on_packed_values_match_a_plain_filter() {
+    use crate::predicate::{CmpOp, Predicate};
+    let fs = MemFs::new();
+    let s = open_with(&fs, Durability::ProcessSafe);
+    let schema = Schema::new(vec![Field::new("age", DataType::Int64, false)]);
+    s.create_table("t", &schema).unwrap();
+    let batch = |start: i64, n: i64| {
+        RecordBatch::try_new(
+            Arc::new(schema.clone()),
+            vec![Arc::new(Int64Array::from_iter_values((start..start + n).map(|i| 18 + i % 63)))],
+        )
+        .unwrap()
+    };
+    s.insert("t", &[batch(0, 70_000)]).unwrap(); // two row groups
+    s.insert("t", &[batch(70_000, 40)]).unwrap(); // memtable
+    s.delete("t", &[3, 65_600, 70_005]).unwrap();
+    let t = s.snapshot().table("t").unwrap().clone();
+    let mut all = Vec::new();
+    for b in t.scan(&[0, 1]).unwrap() {
+        let b = b.unwrap();
+        let ids = b.column(0).as_any().downcast_ref::<UInt64Array>().unwrap();
+        let age = b.column(1).as_any().downcast_ref::<Int64Array>().unwrap();
+        all.extend((0..b.num_rows()).map(|i| (ids.value(i), age.value(i))));
+    }
+    let cmp = |op, v: i64| Predicate::cmp("age", op, v);
+    type Want = Box<dyn Fn(i64) -> bool>;
+    let cases: Vec<(Predicate, Want)> = vec![
+        (Predicate::between("age", 30i64, 40i64), Box::new(|a| (30..=40).contains(&a))),
+        (
+            Predicate::And(vec![cmp(CmpOp::Gt, 30), cmp(CmpOp::LtEq, 35), cmp(CmpOp::NotEq, 33)]),
+            Box::new(|a| a > 30 && a <= 35 && a != 33),
+        ),
+        (Predicate::And(vec![cmp(CmpOp::GtEq, 40), cmp(CmpOp::Lt, 40)]), Box::new(|_| false)),
+        (cmp(CmpOp::Lt, 19), Box::new(|a| a < 19)),
+        (cmp(CmpOp::Eq, 80), Box::new(|a| a == 80)),
+        (cmp(CmpOp::NotEq, 50), Box::new(|a| a != 50)),
+        (cmp(CmpOp::Gt, 1000), Box::new(|_| false)),
+        (
+            Predicate::Not(Box::new(Predicate::between("age", 20i64, 70i64))),
+            Box::new(|a| !(20..=70).contains(&a)),
+        ),
+        (
+            Predicate::Or(vec![cmp(CmpOp::LtEq, 18), Predicate::cmp("age", CmpOp::GtEq, 80u64)]),
+            Box::new(|a| a <= 18 || a >= 80),
+        ),
+    ];
+    for (p, f) in cases {
+        let want: Vec<u64> = all.iter().filter(|(_, a)| f(*a)).map(|(id, _)| *id).collect();
+        assert_eq!(t.matching_ids(&p).unwrap(), want, "{p}");
+    }
+}
+
 /// Table `t`: three row groups of a segment and memtable rows, with deletes in every row
 /// group and in the memtable, and two rows moved to the memtable by updates (named "moved").
 fn three_row_groups_with_deletes(fs: &MemFs) -> Arc<TableSnapshot> {
