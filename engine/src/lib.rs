@@ -161,7 +161,7 @@ struct Inner {
     store: Arc<Store>,
     path: Option<PathBuf>,
     runtime: sql::Runtime,
-    sql_env: sql::SqlEnv,
+    sql_env: Arc<basalt_sql::connection::SharedRuntime>,
     /// Exact-dedupe indexes of memory stores, by store name: shared by every handle of a
     /// store on this database (see `memory::DedupeIndex`).
     memory_dedupe: memory::DedupeSlots,
@@ -198,7 +198,9 @@ impl Database {
                 store,
                 path: Some(path.to_path_buf()),
                 runtime: sql::Runtime::default(),
-                sql_env: sql::SqlEnv::new(options.sql_memory_limit),
+                sql_env: Arc::new(basalt_sql::connection::SharedRuntime::new(
+                    options.sql_memory_limit,
+                )),
                 memory_dedupe: Default::default(),
             }),
         })
@@ -220,7 +222,9 @@ impl Database {
                 store,
                 path: None,
                 runtime: sql::Runtime::default(),
-                sql_env: sql::SqlEnv::new(options.sql_memory_limit),
+                sql_env: Arc::new(basalt_sql::connection::SharedRuntime::new(
+                    options.sql_memory_limit,
+                )),
                 memory_dedupe: Default::default(),
             }),
         })
@@ -420,6 +424,11 @@ impl Connection {
     ///
     /// Blocks; inside an async runtime use [`Connection::sql_async`].
     pub fn sql(&self, sql: &str) -> Result<Vec<RecordBatch>> {
+        // One statement the direct path takes runs right here, outside the runtime.
+        let conn = self.sql_conn()?;
+        if let Some(b) = sql::unwinding(|| conn.execute_direct(sql))? {
+            return Ok(b);
+        }
         self.db.inner.runtime.block_on(self.sql_async(sql))?
     }
 
@@ -448,6 +457,11 @@ impl Connection {
     /// Parses and plans one statement with `$1`, `$2`, … placeholders, to run many times
     /// with [`Statement::execute`].
     pub fn prepare(&self, sql: &str) -> Result<Statement> {
+        // A statement the direct path takes as it is needs no planning (and no runtime).
+        let conn = self.sql_conn()?;
+        if let Some(prepared) = sql::unwinding(|| conn.prepare_direct(sql))? {
+            return Ok(Statement { conn: self.clone(), prepared: Arc::new(prepared) });
+        }
         self.db.inner.runtime.block_on(self.prepare_async(sql))?
     }
 
@@ -479,6 +493,13 @@ impl Connection {
     /// [`Connection::set_fast_paths`]); a statistic for checking which statements do.
     pub fn fast_path_statements(&self) -> Result<u64> {
         Ok(self.sql_conn()?.fast_path_statements())
+    }
+
+    /// How many of this connection's SQL statements DataFusion planned (statements on the
+    /// direct path, prepared or not, are not planned); a statistic for checking which
+    /// statements are.
+    pub fn planned_statements(&self) -> Result<u64> {
+        Ok(self.sql_conn()?.planned_statements())
     }
 
     /// How many runs of this connection's prepared queries executed the physical plan of an

@@ -8,7 +8,6 @@ use arrow_array::RecordBatch;
 use arrow_schema::{DataType, SchemaRef};
 use basalt_sql::datafusion::common::ScalarValue;
 use basalt_sql::datafusion::execution::SendableRecordBatchStream;
-use basalt_sql::datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use basalt_sql::{Prepared, SqlConnection};
 use futures::StreamExt;
 
@@ -69,32 +68,6 @@ impl Drop for Runtime {
     }
 }
 
-/// What every SQL connection of one database shares: DataFusion's runtime environment with
-/// the database's memory limit (built on first use).
-#[derive(Debug)]
-pub(crate) struct SqlEnv {
-    limit: Option<usize>,
-    env: OnceLock<Arc<RuntimeEnv>>,
-}
-
-impl SqlEnv {
-    pub(crate) fn new(limit: Option<usize>) -> SqlEnv {
-        SqlEnv { limit, env: OnceLock::new() }
-    }
-
-    fn get(&self) -> Result<Arc<RuntimeEnv>> {
-        if let Some(e) = self.env.get() {
-            return Ok(e.clone());
-        }
-        let mut b = RuntimeEnvBuilder::new();
-        if let Some(limit) = self.limit {
-            b = b.with_memory_limit(limit, 1.0);
-        }
-        let env = b.build_arc().map_err(|e| Error::from(basalt_sql::Error::from(e)))?;
-        Ok(self.env.get_or_init(|| env).clone())
-    }
-}
-
 /// Runs an SQL future, turning a panic inside it into an error (the statement guard in
 /// `basalt-sql` undoes a write statement that a panic interrupts).
 pub(crate) async fn guarded<T>(f: impl std::future::Future<Output = Result<T>>) -> Result<T> {
@@ -103,6 +76,13 @@ pub(crate) async fn guarded<T>(f: impl std::future::Future<Output = Result<T>>) 
         Ok(r) => r,
         Err(p) => Err(panicked(p.as_ref())),
     }
+}
+
+/// Runs a synchronous SQL call, turning a panic inside it into an error (as [`guarded`]).
+pub(crate) fn unwinding<T>(f: impl FnOnce() -> basalt_sql::Result<T>) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+        .map_err(|p| panicked(p.as_ref()))?
+        .map_err(Error::from)
 }
 
 /// The error a panic inside SQL execution becomes.
@@ -127,12 +107,12 @@ impl SqlSlot {
     pub(crate) fn get(
         &self,
         session: &Arc<parking_lot::Mutex<basalt_storage::Session>>,
-        env: &SqlEnv,
+        env: &Arc<basalt_sql::connection::SharedRuntime>,
     ) -> Result<Arc<SqlConnection>> {
         if let Some(c) = self.conn.get() {
             return Ok(c.clone());
         }
-        let c = Arc::new(SqlConnection::new(session.clone(), Runtime::cores(), env.get()?)?);
+        let c = Arc::new(SqlConnection::new(session.clone(), Runtime::cores(), env.clone())?);
         Ok(self.conn.get_or_init(|| c).clone())
     }
 }
@@ -184,11 +164,7 @@ impl Statement {
         // Simple statements run on the direct path right here, outside the runtime.
         let sql = self.conn.sql_conn()?;
         let scalars = params.iter().map(to_scalar).collect::<Result<Vec<_>>>()?;
-        let direct = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            sql.execute_prepared_direct(&self.prepared, &scalars)
-        }))
-        .map_err(|p| panicked(p.as_ref()))?;
-        if let Some(b) = direct? {
+        if let Some(b) = unwinding(|| sql.execute_prepared_direct(&self.prepared, &scalars))? {
             return Ok(b);
         }
         let rt = &self.conn.db.inner.runtime;

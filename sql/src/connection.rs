@@ -14,8 +14,8 @@
 //! writer lock held (so `UPDATE t SET x = x + 1` cannot lose an update). Statements of one
 //! connection run one at a time.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use datafusion::arrow::array::{RecordBatch, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -24,6 +24,7 @@ use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::common::{ParamValues, ScalarValue, TableReference};
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::execution::context::SessionContext;
+use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::logical_expr::{DdlStatement, LogicalPlan};
 use datafusion::physical_plan::ExecutionPlan;
@@ -50,9 +51,14 @@ use crate::types::VectorTypes;
 
 /// A prepared statement: its logical plan, with `$n` placeholders still in it, and the
 /// parsed statement for the direct path (which classifies it again with each run's values).
+///
+/// A statement without placeholders that the direct path takes is not planned when it is
+/// prepared: DataFusion plans it on the first run that needs it (the fast paths turned off,
+/// or the table changed so that the direct path no longer takes it).
 #[derive(Debug, Clone)]
 pub struct Prepared {
-    plan: LogicalPlan,
+    /// The logical plan (see above for when it is empty); shared by clones.
+    plan: Arc<OnceLock<LogicalPlan>>,
     stmt: Option<Arc<Statement>>,
     /// The tables the plan scans, with the columns they had when it was made.
     scans: Arc<Vec<(String, SchemaRef)>>,
@@ -180,29 +186,76 @@ fn reusable_optimization(plan: &LogicalPlan) -> bool {
 impl Prepared {
     /// The types the placeholders were inferred to have (`$1` first; `None` if unknown).
     pub fn parameter_types(&self) -> Result<Vec<Option<DataType>>> {
+        // Not planned yet: prepared for the direct path, which takes no placeholders.
+        let Some(plan) = self.plan.get() else { return Ok(Vec::new()) };
         let mut types: Vec<(String, Option<DataType>)> =
-            self.plan.get_parameter_types().map_err(Error::from)?.into_iter().collect();
+            plan.get_parameter_types().map_err(Error::from)?.into_iter().collect();
         types
             .sort_by_key(|(k, _)| k.trim_start_matches('$').parse::<usize>().unwrap_or(usize::MAX));
         Ok(types.into_iter().map(|(_, t)| t).collect())
     }
 }
 
+/// DataFusion's runtime environment (memory pool, spill files) that the SQL connections of
+/// one database share, built on first use: statements that never reach DataFusion (the
+/// direct path) do not pay for it.
+#[derive(Debug)]
+pub struct SharedRuntime {
+    limit: Option<usize>,
+    env: OnceLock<Arc<RuntimeEnv>>,
+}
+
+impl SharedRuntime {
+    /// A runtime environment whose memory pool holds `limit` bytes (`None`: unbounded).
+    pub fn new(limit: Option<usize>) -> SharedRuntime {
+        SharedRuntime { limit, env: OnceLock::new() }
+    }
+
+    /// One already built (tests).
+    pub fn with_env(env: Arc<RuntimeEnv>) -> SharedRuntime {
+        SharedRuntime { limit: None, env: OnceLock::from(env) }
+    }
+
+    fn get(&self) -> Result<Arc<RuntimeEnv>> {
+        if let Some(e) = self.env.get() {
+            return Ok(e.clone());
+        }
+        let mut b = datafusion::execution::runtime_env::RuntimeEnvBuilder::new();
+        if let Some(limit) = self.limit {
+            b = b.with_memory_limit(limit, 1.0);
+        }
+        let env = b.build_arc()?;
+        Ok(self.env.get_or_init(|| env).clone())
+    }
+}
+
 /// One connection's SQL front end.
+///
+/// DataFusion's session is built on the first statement that needs it (building one costs
+/// about half a millisecond: function registries, catalogs, the optimizer's rules); until
+/// then statements are parsed with the session's initial settings and the direct path
+/// ([`crate::direct`]) runs without it.
 pub struct SqlConnection {
-    ctx: SessionContext,
+    /// DataFusion's session; see [`SqlConnection::ctx`].
+    ctx: OnceLock<SessionContext>,
+    /// Serialises building `ctx` (the catalogs learn the state they belong to).
+    building: Mutex<()>,
+    /// The settings the session starts with (and that parsing uses until it exists).
+    config: SessionConfig,
+    runtime: Arc<SharedRuntime>,
     binding: Arc<Binding>,
     files: Arc<Files>,
     schema: Arc<BasaltSchema>,
     /// Statements of one connection run one at a time.
     gate: tokio::sync::Mutex<()>,
-    /// Whether simple statements take the direct path (a session switch for comparing
-    /// results; see [`crate::direct`]).
+    /// Whether the fast paths are on (they never change results; see [`crate::direct`]).
     fast_paths: Arc<AtomicBool>,
     /// Statements the direct path ran (a statistic for tests and users).
     direct_runs: std::sync::atomic::AtomicU64,
     /// Prepared-query runs that reused a kept physical plan.
     reused_plans: std::sync::atomic::AtomicU64,
+    /// Statements DataFusion planned.
+    planned: std::sync::atomic::AtomicU64,
     /// The generation of the session's settings: raised by every `SET` / `RESET` (the only
     /// way they change after [`SqlConnection::new`]); kept plans made under another
     /// generation are planned again.
@@ -211,7 +264,8 @@ pub struct SqlConnection {
 
 impl std::fmt::Debug for SqlConnection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SqlConnection").field("session_id", &self.ctx.session_id()).finish()
+        let id = self.ctx.get().map(|c| c.session_id());
+        f.debug_struct("SqlConnection").field("session_id", &id).finish()
     }
 }
 
@@ -234,7 +288,7 @@ impl SqlConnection {
     pub fn new(
         session: Arc<Mutex<Session>>,
         partitions: usize,
-        runtime: Arc<datafusion::execution::runtime_env::RuntimeEnv>,
+        runtime: Arc<SharedRuntime>,
     ) -> Result<SqlConnection> {
         let binding = Arc::new(Binding::new(session));
         let mut config = SessionConfig::new()
@@ -246,9 +300,52 @@ impl SqlConnection {
         // Positions in planning errors.
         opts.sql_parser.collect_spans = true;
         let fast_paths = Arc::new(AtomicBool::new(true));
+        let files = Arc::new(Files::new(fast_paths.clone()));
+        let schema = Arc::new(BasaltSchema::new(binding.clone(), files.clone()));
+        Ok(SqlConnection {
+            ctx: OnceLock::new(),
+            building: Mutex::new(()),
+            config,
+            runtime,
+            binding,
+            files,
+            schema,
+            gate: tokio::sync::Mutex::new(()),
+            fast_paths,
+            direct_runs: std::sync::atomic::AtomicU64::new(0),
+            reused_plans: std::sync::atomic::AtomicU64::new(0),
+            planned: std::sync::atomic::AtomicU64::new(0),
+            settings: std::sync::atomic::AtomicU64::new(0),
+        })
+    }
+
+    /// DataFusion's session, built on first use.
+    fn ctx(&self) -> Result<&SessionContext> {
+        if let Some(c) = self.ctx.get() {
+            return Ok(c);
+        }
+        let _b = self.building.lock();
+        if let Some(c) = self.ctx.get() {
+            return Ok(c);
+        }
+        let ctx = self.build_ctx()?;
+        Ok(self.ctx.get_or_init(|| ctx))
+    }
+
+    /// Runs `f` on the session's current settings (the initial ones before the session
+    /// exists: only `SET` changes them, and `SET` builds the session).
+    fn with_options<R>(&self, f: impl FnOnce(&datafusion::config::ConfigOptions) -> R) -> R {
+        match self.ctx.get() {
+            Some(c) => f(c.state_ref().read().config().options()),
+            None => f(self.config.options()),
+        }
+    }
+
+    fn build_ctx(&self) -> Result<SessionContext> {
+        let fast_paths = &self.fast_paths;
         let state = SessionStateBuilder::new()
-            .with_config(config)
-            .with_runtime_env(runtime)
+            .with_config(self.config.clone())
+            .with_runtime_env(self.runtime.get()?)
             .with_default_features()
             .with_type_planner(Arc::new(VectorTypes))
             .with_physical_optimizer_rule(Arc::new(FuseGroupBy::new(fast_paths.clone())))
@@ -269,19 +366,17 @@ impl SqlConnection {
         }
         ctx.register_udtf(
             "fts_search",
-            Arc::new(crate::fts::FtsSearchFunction::new(binding.clone())),
+            Arc::new(crate::fts::FtsSearchFunction::new(self.binding.clone())),
         );
         ctx.register_udtf(
             "vector_topk",
-            Arc::new(crate::vector::VectorTopKFunction::new(binding.clone())),
+            Arc::new(crate::vector::VectorTopKFunction::new(self.binding.clone())),
         );
         let catalog = ctx.catalog("datafusion").ok_or_else(|| {
             Error::sql("the default catalog 'datafusion' is missing from the session")
         })?;
-        let files = Arc::new(Files::new(fast_paths.clone()));
-        let schema = Arc::new(BasaltSchema::new(binding.clone(), files.clone()));
-        catalog.register_schema("public", schema.clone())?;
-        catalog.register_schema(FILES_SCHEMA, files.schema())?;
+        catalog.register_schema("public", self.schema.clone())?;
+        catalog.register_schema(FILES_SCHEMA, self.files.schema())?;
         // `SELECT … FROM 'data.parquet'`: URL tables, tried after the catalog.
         let urls = Arc::new(crate::files::UrlTables::default());
         let catalogs = Arc::new(datafusion::catalog::DynamicFileCatalog::new(
@@ -296,18 +391,8 @@ impl SqlConnection {
             .build()
             .into();
         urls.set_state(ctx.state_weak_ref());
-        schema.set_state(ctx.state_weak_ref());
-        Ok(SqlConnection {
-            ctx,
-            binding,
-            files,
-            schema,
-            gate: tokio::sync::Mutex::new(()),
-            fast_paths,
-            direct_runs: std::sync::atomic::AtomicU64::new(0),
-            reused_plans: std::sync::atomic::AtomicU64::new(0),
-            settings: std::sync::atomic::AtomicU64::new(0),
-        })
+        self.schema.set_state(ctx.state_weak_ref());
+        Ok(ctx)
     }
 
     /// Turns the fast paths on or off: the direct path to storage for simple statements
@@ -320,6 +405,12 @@ impl SqlConnection {
     /// How many statements of this connection the direct path has run.
     pub fn fast_path_statements(&self) -> u64 {
         self.direct_runs.load(Ordering::Relaxed)
+    }
+
+    /// How many statements of this connection DataFusion planned (the direct path and the
+    /// directly planned DDL do not count).
+    pub fn planned_statements(&self) -> u64 {
+        self.planned.load(Ordering::Relaxed)
     }
 
     /// How many prepared-query runs of this connection reused a kept physical plan.
@@ -337,6 +428,29 @@ impl SqlConnection {
         params: &[ScalarValue],
         planned: Option<&[(String, SchemaRef)]>,
     ) -> Result<Option<Vec<RecordBatch>>> {
+        let Some(d) = self.classify(stmt, params, planned)? else { return Ok(None) };
+        // Counted once the direct path is certain to run the statement.
+        self.direct_runs.fetch_add(1, Ordering::Relaxed);
+        match &d {
+            Direct::Select(s) => return Ok(Some(s.run()?)),
+            Direct::Aggregate(a) => return Ok(Some(a.run()?)),
+            _ => {}
+        }
+        let n = self.binding.session().lock().write(|txn, store| d.write(txn, store))?;
+        let count =
+            RecordBatch::try_new(count_schema(), vec![Arc::new(UInt64Array::from(vec![n]))])
+                .map_err(|e| Error::sql(format!("DML result: {e}")))?;
+        Ok(Some(vec![count]))
+    }
+
+    /// The direct path's form of `stmt` with `params` (`None`: the direct path does not
+    /// take it); `planned` as in [`SqlConnection::try_direct`].
+    fn classify(
+        &self,
+        stmt: &Statement,
+        params: &[ScalarValue],
+        planned: Option<&[(String, SchemaRef)]>,
+    ) -> Result<Option<Direct>> {
         if !self.fast_paths.load(Ordering::Relaxed) {
             return Ok(None);
         }
@@ -349,21 +463,16 @@ impl SqlConnection {
         ) {
             return Ok(None);
         }
-        let session = self.binding.session().clone();
-        let view = session.lock().read_view()?;
+        let view = self.binding.session().lock().read_view()?;
         let table = |name: &str| {
             if self.schema.is_external(name) { None } else { view.table(name).ok() }
         };
-        let fold = {
-            let state = self.ctx.state_ref();
-            let guard = state.read();
-            let o = guard.config().options();
+        let fold = self.with_options(|o| {
             // Unqualified names resolve to Basalt's tables only under the default schema.
-            if o.catalog.default_catalog != "datafusion" || o.catalog.default_schema != "public" {
-                return Ok(None);
-            }
-            o.sql_parser.enable_ident_normalization
-        };
+            (o.catalog.default_catalog == "datafusion" && o.catalog.default_schema == "public")
+                .then_some(o.sql_parser.enable_ident_normalization)
+        });
+        let Some(fold) = fold else { return Ok(None) };
         let env = direct::Env { fold, params, table: &table };
         let Some(d) = direct::classify(stmt, &env) else { return Ok(None) };
         if let Some(planned) = planned {
@@ -378,18 +487,7 @@ impl SqlConnection {
                 )));
             }
         }
-        // Counted once the direct path is certain to run the statement.
-        self.direct_runs.fetch_add(1, Ordering::Relaxed);
-        match &d {
-            Direct::Select(s) => return Ok(Some(s.run()?)),
-            Direct::Aggregate(a) => return Ok(Some(a.run()?)),
-            _ => {}
-        }
-        let n = session.lock().write(|txn, store| d.write(txn, store))?;
-        let count =
-            RecordBatch::try_new(count_schema(), vec![Arc::new(UInt64Array::from(vec![n]))])
-                .map_err(|e| Error::sql(format!("DML result: {e}")))?;
-        Ok(Some(vec![count]))
+        Ok(Some(d))
     }
 
     /// Turns filter pushdown into scans on or off (results must not change; for tests).
@@ -438,6 +536,9 @@ impl SqlConnection {
     pub async fn prepare(&self, sql: &str) -> Result<Prepared> {
         let _g = self.gate.lock().await;
         let mut stmts = self.parse(sql)?;
+        if let Some(p) = self.prepare_for_direct(&stmts)? {
+            return Ok(p);
+        }
         if stmts.len() != 1 {
             return Err(Error::sql(format!(
                 "prepare takes exactly one statement, got {}",
@@ -477,8 +578,48 @@ impl SqlConnection {
                     Ok(TreeNodeRecursion::Continue)
                 })?;
                 let optimized = reusable_optimization(&plan).then(|| Arc::new(Mutex::new(None)));
-                Ok(Prepared { plan, stmt: raw, scans: Arc::new(scans), optimized })
+                Ok(Prepared {
+                    plan: Arc::new(OnceLock::from(plan)),
+                    stmt: raw,
+                    scans: Arc::new(scans),
+                    optimized,
+                })
             }
+        }
+    }
+
+    /// Prepares `sql` without entering the async runtime when the direct path takes it as
+    /// it is (no placeholders): `None` otherwise (or while another statement of this
+    /// connection runs), and then [`SqlConnection::prepare`] prepares it.
+    pub fn prepare_direct(&self, sql: &str) -> Result<Option<Prepared>> {
+        let Ok(_g) = self.gate.try_lock() else { return Ok(None) };
+        let stmts = self.parse(sql)?;
+        self.prepare_for_direct(&stmts)
+    }
+
+    /// The unplanned [`Prepared`] of a lone statement the direct path takes.
+    fn prepare_for_direct(&self, stmts: &[Stmt]) -> Result<Option<Prepared>> {
+        let [Stmt::Df(DfStatement::Statement(stmt))] = stmts else { return Ok(None) };
+        let Some(d) = self.classify(stmt, &[], None)? else { return Ok(None) };
+        let name = d.table().to_string();
+        let schema =
+            self.binding.session().lock().read_view()?.table(&name)?.schema().full_schema().clone();
+        Ok(Some(Prepared {
+            plan: Arc::new(OnceLock::new()),
+            stmt: Some(Arc::new(stmt.as_ref().clone())),
+            scans: Arc::new(vec![(name, schema)]),
+            optimized: None,
+        }))
+    }
+
+    /// Runs `sql` on the direct path without entering the async runtime when it is one
+    /// statement the direct path takes: `None` otherwise (or while another statement of
+    /// this connection runs), and then [`SqlConnection::execute`] runs it.
+    pub fn execute_direct(&self, sql: &str) -> Result<Option<Vec<RecordBatch>>> {
+        let Ok(_g) = self.gate.try_lock() else { return Ok(None) };
+        match self.parse(sql)?.as_slice() {
+            [Stmt::Df(DfStatement::Statement(stmt))] => self.try_direct(stmt, &[], None),
+            _ => Ok(None),
         }
     }
 
@@ -512,14 +653,23 @@ impl SqlConnection {
         {
             return Ok(b);
         }
+        let plan = match (prepared.plan.get(), &prepared.stmt) {
+            (Some(p), _) => p.clone(),
+            (None, Some(stmt)) => {
+                let planned = self.plan(DfStatement::Statement(Box::new(stmt.as_ref().clone())));
+                let planned = Box::pin(planned).await;
+                self.files.clear();
+                let planned = planned?;
+                prepared.plan.get_or_init(|| planned).clone()
+            }
+            (None, None) => return Err(Error::sql("a prepared statement without a plan")),
+        };
         if let Some(cache) = &prepared.optimized
             && params.is_empty()
         {
-            return Box::pin(self.run_optimized(&prepared.plan, cache)).await;
+            return Box::pin(self.run_optimized(&plan, cache)).await;
         }
-        let plan = prepared
-            .plan
-            .clone()
+        let plan = plan
             .with_param_values(ParamValues::List(params.into_iter().map(Into::into).collect()))?;
         match Box::pin(self.run_plan(plan, false)).await? {
             Outcome::Batches(b) => Ok(b),
@@ -537,7 +687,7 @@ impl SqlConnection {
         cache: &Mutex<Option<KeptPlan>>,
     ) -> Result<Vec<RecordBatch>> {
         let key = KeptKey {
-            session: self.ctx.session_id(),
+            session: self.ctx()?.session_id(),
             settings: self.settings.load(Ordering::Acquire),
             fast_paths: self.fast_paths.load(Ordering::Relaxed),
             pushdown: self.binding.pushdown(),
@@ -560,7 +710,7 @@ impl SqlConnection {
                     (k.logical.clone(), kept)
                 }
                 None => {
-                    let p = self.ctx.state().optimize(plan)?;
+                    let p = self.ctx()?.state().optimize(plan)?;
                     *guard =
                         Some(KeptPlan { key: key.clone(), logical: p.clone(), physical: None });
                     (p, None)
@@ -576,7 +726,7 @@ impl SqlConnection {
                 // Pin the committed snapshot read above, so the plan is known to read it.
                 self.binding.pin()?;
                 let _unpin = Unpin(&self.binding);
-                let state = self.ctx.state();
+                let state = self.ctx()?.state();
                 let p = Box::pin(state.query_planner().create_physical_plan(&optimized, &state))
                     .await?;
                 let task = Arc::new(datafusion::execution::TaskContext::from(&state));
@@ -604,7 +754,8 @@ impl SqlConnection {
     /// the futures of the statements that never reach them (DDL, the direct path) stay
     /// small and are not copied kilobytes at a time as they move through the runtime.
     async fn plan(&self, stmt: DfStatement) -> Result<LogicalPlan> {
-        let state = self.ctx.state();
+        self.planned.fetch_add(1, Ordering::Relaxed);
+        let state = self.ctx()?.state();
         let stmt = Box::pin(prepare_statement(&self.binding, &self.files, &state, stmt)).await?;
         Ok(Box::pin(state.statement_to_plan(stmt)).await?)
     }
@@ -665,7 +816,7 @@ impl SqlConnection {
         if !self.fast_paths.load(Ordering::Relaxed) {
             return Ok(None);
         }
-        let options = || self.ctx.state_ref().read().config_options().clone();
+        let options = || self.with_options(|o| Arc::new(o.clone()));
         match s {
             Statement::CreateTable(ct) => {
                 let plain_columns = !ct.columns.is_empty()
@@ -783,7 +934,7 @@ impl SqlConnection {
             LogicalPlan::Ddl(DdlStatement::CreateExternalTable(_)) => {
                 // DataFusion builds the listing table and registers it in our schema, which
                 // keeps it for this connection (see `catalog`).
-                Box::pin(self.ctx.execute_logical_plan(plan)).await?;
+                Box::pin(self.ctx()?.execute_logical_plan(plan)).await?;
                 Ok(Outcome::Batches(Vec::new()))
             }
             LogicalPlan::Ddl(DdlStatement::DropTable(d))
@@ -853,28 +1004,11 @@ impl SqlConnection {
 
     /// Whether unquoted identifiers fold to lower case in this session.
     fn fold_case(&self) -> bool {
-        self.ctx.state_ref().read().config().options().sql_parser.enable_ident_normalization
+        self.with_options(|o| o.sql_parser.enable_ident_normalization)
     }
 
     fn parse(&self, sql: &str) -> Result<Vec<Stmt>> {
-        let state = self.ctx.state_ref();
-        let guard = state.read();
-        let options = guard.config().options();
-        let Some(pieces) =
-            crate::fts::split_statements(sql, options.sql_parser.enable_ident_normalization)?
-        else {
-            return Ok(parse(options, sql)?.into_iter().map(Stmt::Df).collect());
-        };
-        let mut out = Vec::new();
-        for p in pieces {
-            match p {
-                crate::fts::Piece::Fts(d) => out.push(Stmt::Fts(d)),
-                crate::fts::Piece::Sql(text) => {
-                    out.extend(parse(options, &text)?.into_iter().map(Stmt::Df));
-                }
-            }
-        }
-        Ok(out)
+        self.with_options(|options| parse_pieces(options, sql))
     }
 
     async fn run_one(&self, stmt: Stmt, stream: bool) -> Result<Outcome> {
@@ -921,7 +1055,7 @@ impl SqlConnection {
     /// Plans and runs a query (or EXPLAIN, SHOW, SET, …) against a pinned view.
     async fn query(&self, plan: LogicalPlan, stream: bool) -> Result<Outcome> {
         let physical = self.physical(plan).await?;
-        let s = datafusion::physical_plan::execute_stream(physical, self.ctx.task_ctx())?;
+        let s = datafusion::physical_plan::execute_stream(physical, self.ctx()?.task_ctx())?;
         Ok(if stream { Outcome::Stream(s) } else { Outcome::Batches(collect(s).await?) })
     }
 
@@ -929,7 +1063,7 @@ impl SqlConnection {
     async fn physical(&self, plan: LogicalPlan) -> Result<Arc<dyn ExecutionPlan>> {
         self.binding.pin()?;
         let _unpin = Unpin(&self.binding);
-        let df = Box::pin(self.ctx.execute_logical_plan(plan)).await?;
+        let df = Box::pin(self.ctx()?.execute_logical_plan(plan)).await?;
         Ok(Box::pin(df.create_physical_plan()).await?)
     }
 
@@ -938,7 +1072,7 @@ impl SqlConnection {
         let stmt = StatementGuard::begin(&self.binding)?;
         let r = async {
             let physical = self.physical(plan.clone()).await?;
-            let s = datafusion::physical_plan::execute_stream(physical, self.ctx.task_ctx())?;
+            let s = datafusion::physical_plan::execute_stream(physical, self.ctx()?.task_ctx())?;
             collect(s).await
         }
         .await;
@@ -1009,7 +1143,8 @@ impl SqlConnection {
         match self.physical(plan).await {
             Err(_) => false,
             Ok(physical) => {
-                match datafusion::physical_plan::execute_stream(physical, self.ctx.task_ctx()) {
+                let Ok(ctx) = self.ctx() else { return false };
+                match datafusion::physical_plan::execute_stream(physical, ctx.task_ctx()) {
                     Ok(s) => collect(s).await.is_ok(),
                     Err(_) => false,
                 }
@@ -1031,7 +1166,7 @@ impl SqlConnection {
                 physical,
                 self.binding.clone(),
             ));
-            let s = datafusion::physical_plan::execute_stream(exec, self.ctx.task_ctx())?;
+            let s = datafusion::physical_plan::execute_stream(exec, self.ctx()?.task_ctx())?;
             let b = collect(s).await?;
             Ok::<u64, Error>(count_of(&b))
         }
@@ -1129,7 +1264,7 @@ impl SqlConnection {
     async fn column_field(&self, column_def: &str) -> Result<Field> {
         // A plain column definition plans directly (no copy of the session state).
         let sql = format!("CREATE TABLE basalt_schema_probe ({column_def})");
-        let options = self.ctx.state_ref().read().config_options().clone();
+        let options = self.with_options(|o| o.clone());
         if let DfStatement::Statement(s) = parse_one(&options, &sql)?
             && let Some(LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(c))) =
                 self.plan_ddl_directly(&s)?
@@ -1137,7 +1272,7 @@ impl SqlConnection {
         {
             return Ok(f.as_ref().clone());
         }
-        let schema = crate::files::schema_from_text(&self.ctx.state(), column_def).await?;
+        let schema = crate::files::schema_from_text(&self.ctx()?.state(), column_def).await?;
         schema
             .fields()
             .first()
@@ -1259,6 +1394,25 @@ pub(crate) fn parse_one(
         (Some(s), true) => Ok(s),
         _ => Err(Error::sql("expected exactly one statement")),
     }
+}
+
+/// Splits SQL text into Basalt's full-text index DDL and DataFusion's statements, parsed.
+fn parse_pieces(options: &datafusion::config::ConfigOptions, sql: &str) -> Result<Vec<Stmt>> {
+    let Some(pieces) =
+        crate::fts::split_statements(sql, options.sql_parser.enable_ident_normalization)?
+    else {
+        return Ok(parse(options, sql)?.into_iter().map(Stmt::Df).collect());
+    };
+    let mut out = Vec::new();
+    for p in pieces {
+        match p {
+            crate::fts::Piece::Fts(d) => out.push(Stmt::Fts(d)),
+            crate::fts::Piece::Sql(text) => {
+                out.extend(parse(options, &text)?.into_iter().map(Stmt::Df));
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Parses SQL text into statements with the session's dialect and recursion limit
@@ -1408,8 +1562,8 @@ mod tests {
         )
         .unwrap();
         let session = Session::new(Arc::new(store));
-        let runtime = Arc::new(datafusion::execution::runtime_env::RuntimeEnv::default());
-        SqlConnection::new(Arc::new(Mutex::new(session)), 1, runtime).unwrap()
+        SqlConnection::new(Arc::new(Mutex::new(session)), 1, Arc::new(SharedRuntime::new(None)))
+            .unwrap()
     }
 
     /// The direct DDL plans are exactly what DataFusion plans for the same statements, and
@@ -1419,7 +1573,8 @@ mod tests {
         let c = connection();
         let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
         let parse = |sql: &str| {
-            let DfStatement::Statement(s) = parse_one(c.ctx.state().config_options(), sql).unwrap()
+            let DfStatement::Statement(s) =
+                parse_one(c.ctx().unwrap().state().config_options(), sql).unwrap()
             else {
                 panic!("{sql}: not a plain statement")
             };
@@ -1436,7 +1591,7 @@ mod tests {
         ] {
             let s = parse(sql);
             let direct = c.plan_ddl_directly(&s).unwrap().unwrap_or_else(|| panic!("{sql}"));
-            let state = c.ctx.state();
+            let state = c.ctx().unwrap().state();
             let planned = rt.block_on(state.statement_to_plan(DfStatement::Statement(s))).unwrap();
             assert_eq!(direct, planned, "{sql}");
         }
@@ -1454,7 +1609,7 @@ mod tests {
             "DROP TABLE a CASCADE",
             "DROP SCHEMA s",
         ] {
-            let s = match parse_one(c.ctx.state().config_options(), sql) {
+            let s = match parse_one(c.ctx().unwrap().state().config_options(), sql) {
                 Ok(DfStatement::Statement(s)) => s,
                 _ => continue, // not even a plain statement to DataFusion's parser
             };

@@ -79,6 +79,49 @@ fn prepared_statements_bind_parameters_and_read_fresh_data() {
 }
 
 #[test]
+fn statements_the_direct_path_takes_are_neither_planned_nor_need_the_session() {
+    let db = Database::open_in_memory().unwrap();
+    db.connect().sql("CREATE TABLE d (k BIGINT, v TEXT)").unwrap();
+    db.connect().sql("INSERT INTO d VALUES (1, 'a'), (2, 'b'), (3, 'c')").unwrap();
+    let conn = db.connect();
+    let sel = conn.prepare("SELECT v FROM d WHERE k >= 2 LIMIT 10").unwrap();
+    let cnt = conn.prepare("SELECT count(*) FROM d").unwrap();
+    assert_eq!(sel.parameter_types().unwrap(), Vec::<Option<DataType>>::new());
+    assert_eq!(rows(&sel.execute(&[]).unwrap()), vec!["b", "c"]);
+    assert_eq!(one_u64(&cnt.execute(&[]).unwrap()), 3);
+    assert_eq!(rows(&conn.sql("SELECT k FROM d WHERE v = 'a'").unwrap()), vec!["1"]);
+    assert_eq!(one_u64(&conn.sql("UPDATE d SET v = 'z' WHERE k = 3").unwrap()), 1);
+    assert_eq!(conn.planned_statements().unwrap(), 0);
+    assert_eq!(conn.fast_path_statements().unwrap(), 4);
+    // With the fast paths off the same prepared statements are planned on their first run
+    // and give the same rows.
+    conn.set_fast_paths(false).unwrap();
+    assert_eq!(rows(&sel.execute(&[]).unwrap()), vec!["b", "z"]);
+    assert_eq!(one_u64(&cnt.execute(&[]).unwrap()), 3);
+    assert_eq!(conn.planned_statements().unwrap(), 2);
+    assert_eq!(rows(&sel.execute(&[]).unwrap()), vec!["b", "z"]);
+    assert_eq!(conn.planned_statements().unwrap(), 2);
+    conn.set_fast_paths(true).unwrap();
+    // Errors are still found when preparing; a table whose columns changed asks for the
+    // statement to be prepared again, as a planned one does.
+    let fresh = db.connect();
+    let e = fresh.prepare("SELECT v FROM missing LIMIT 1").unwrap_err();
+    assert!(e.to_string().contains("missing"), "{e}");
+    assert!(fresh.prepare("SELECT nope FROM d LIMIT 1").is_err());
+    // (DataFusion planned those two to report their errors.)
+    assert_eq!(fresh.planned_statements().unwrap(), 2);
+    let again = fresh.prepare("SELECT v FROM d LIMIT 1").unwrap();
+    assert_eq!(fresh.planned_statements().unwrap(), 2);
+    fresh.sql("ALTER TABLE d ADD COLUMN extra INT").unwrap();
+    let e = again.execute(&[]).unwrap_err();
+    assert!(e.to_string().contains("prepare it again"), "{e}");
+    // Placeholders are planned when prepared (their types come from the plan).
+    let p = fresh.prepare("SELECT v FROM d WHERE k = $1").unwrap();
+    assert_eq!(p.parameter_types().unwrap(), vec![Some(DataType::Int64)]);
+    assert_eq!(rows(&p.execute(&[Value::Int(2)]).unwrap()), vec!["b"]);
+}
+
+#[test]
 fn prepared_queries_without_parameters_reuse_their_plan_and_still_read_fresh_data() {
     let db = Database::open_in_memory().unwrap();
     let conn = db.connect();
