@@ -219,7 +219,9 @@ impl ZoneMap {
 pub enum CompressionPolicy {
     /// Never compress (fastest scans, largest files).
     Never,
-    /// Compress a block with zstd at `level` when that saves at least a quarter of its size.
+    /// Compress a block's frames with zstd at `level` (see [`crate::frames`]): a frame is kept
+    /// compressed when that saves a quarter of it, the block framed when that saves an
+    /// eighth of it.
     Auto {
         /// zstd level (1 = fastest).
         level: i32,
@@ -243,9 +245,9 @@ pub struct EncodedChunk {
     pub sections: Vec<u64>,
     /// The uncompressed block (sections padded to 64 bytes).
     pub raw: Vec<u8>,
-    /// Whether `stored` is zstd-compressed.
+    /// Whether `stored` is the block in frames ([`crate::frames`]).
     pub compressed: bool,
-    /// The bytes to store: `raw` or its zstd frame.
+    /// The bytes to store when `compressed` (otherwise `raw` is stored).
     pub stored: Vec<u8>,
     /// Min/max, when the type has an order and the chunk a non-null value.
     pub stats: Option<ZoneMap>,
@@ -389,9 +391,9 @@ pub fn encode(
         CompressionPolicy::Auto { level }
             if raw.len() >= 4096 && !matches!(phys, Physical::Vector { .. }) =>
         {
-            match zstd::bulk::compress(&raw, level) {
-                Ok(c) if c.len() * 4 <= raw.len() * 3 => (true, c),
-                _ => (false, Vec::new()),
+            match crate::frames::compress(&raw, &block.lens, level) {
+                Some(c) => (true, c),
+                None => (false, Vec::new()),
             }
         }
         _ => (false, Vec::new()),
@@ -1034,6 +1036,116 @@ pub fn decode_window(
     }
 }
 
+/// The bytes of an uncompressed block that decoding rows `start..start + len` reads —
+/// [`decode_window`] of that window, [`decode_rows`] of rows within it, [`decode_cell`] of
+/// a row in it: what a reader restoring only some frames of a framed block
+/// ([`crate::frames`]) must have in place. Other bytes of the block are never read for those
+/// rows (the tests decode from blocks whose other bytes are garbage).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WindowBytes {
+    /// The whole block (encodings read as a whole, or a layout this cannot vouch for).
+    Whole,
+    /// These ranges, and for plain strings the bytes [`StringSpan::data`] names.
+    Ranges {
+        /// Byte ranges of the raw block.
+        ranges: Vec<std::ops::Range<usize>>,
+        /// For plain string chunks: where the window's string bytes are, once the
+        /// offsets (in `ranges`) are in place.
+        strings: Option<StringSpan>,
+    },
+}
+
+/// The string bytes of a window of a plain string chunk, found through its offsets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StringSpan {
+    offsets: usize,
+    data: std::ops::Range<usize>,
+    start: usize,
+    len: usize,
+}
+
+impl StringSpan {
+    /// The range of the raw block holding the window's string bytes, read from the window's
+    /// offsets in `raw` (which must be in place); `None` when those offsets are damaged
+    /// (decoding then reports it, from the whole block).
+    pub fn data(&self, raw: &[u8]) -> Option<std::ops::Range<usize>> {
+        let at = |i: usize| -> Option<i32> {
+            let p = self.offsets.checked_add(i.checked_mul(4)?)?;
+            let b = raw.get(p..p + 4)?;
+            Some(i32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        };
+        let lo = usize::try_from(at(self.start)?).ok()?;
+        let hi = usize::try_from(at(self.start + self.len)?).ok()?;
+        (lo <= hi && hi <= self.data.len()).then(|| self.data.start + lo..self.data.start + hi)
+    }
+}
+
+/// Which bytes of a chunk's raw block decoding rows `start..start + len` reads (see
+/// [`WindowBytes`]).
+pub fn window_bytes(c: &ChunkInfo<'_>, start: usize, len: usize) -> WindowBytes {
+    let mut secs = Vec::with_capacity(c.sections.len());
+    let mut pos = 0usize;
+    for &l in c.sections {
+        let Some(end) = usize::try_from(l).ok().and_then(|l| pos.checked_add(l)) else {
+            return WindowBytes::Whole;
+        };
+        secs.push(pos..end);
+        pos = align64(end);
+    }
+    let Some(end) = start.checked_add(len) else { return WindowBytes::Whole };
+    if secs.len() != expected_sections(c) || end > c.rows || end.checked_mul(64).is_none() {
+        return WindowBytes::Whole;
+    }
+    let mut secs = secs.into_iter();
+    let mut ranges = Vec::new();
+    if c.null_count > 0 && c.phys != Physical::Generic {
+        // The validity bitmap is checked whole against the null count.
+        ranges.extend(secs.next());
+    }
+    let Some(first) = secs.next() else { return WindowBytes::Whole };
+    // Bytes `lo..hi` of a section, clipped to it.
+    let clip = |s: &std::ops::Range<usize>, lo: usize, hi: usize| {
+        s.start + lo.min(s.len())..s.start + hi.min(s.len())
+    };
+    let mut strings = None;
+    match (c.encoding, c.phys) {
+        (Encoding::Ipc, _) | (Encoding::Plain, Physical::Bool | Physical::Vector { .. }) => {
+            return WindowBytes::Whole;
+        }
+        (Encoding::Plain, Physical::Bytes) => {
+            let Some(data) = secs.next() else { return WindowBytes::Whole };
+            ranges.push(clip(&first, start * 4, (end + 1) * 4));
+            strings = Some(StringSpan { offsets: first.start, data, start, len });
+        }
+        (Encoding::Plain, phys) => {
+            let Some(w) = plain_width(phys) else { return WindowBytes::Whole };
+            ranges.push(clip(&first, start * w, end * w));
+        }
+        (Encoding::ForPacked { bits, .. }, _) => {
+            // Unpacking loads 8 bytes from the byte holding a value's first bit (wider
+            // values: two aligned words).
+            let b = usize::from(*bits);
+            ranges.push(clip(&first, (start * b / 8) & !7, (end * b).div_ceil(8) + 16));
+        }
+        (Encoding::DeltaPacked { bits, .. }, _) => {
+            // Values are a prefix sum of the deltas: everything up to the window's end.
+            let b = usize::from(*bits);
+            ranges.push(clip(&first, 0, (end * b).div_ceil(8) + 16));
+        }
+        (Encoding::Dict { code_width, .. }, phys) => {
+            // The dictionary is read whole (it is checked whole); codes of the window only.
+            let cw = usize::from(*code_width);
+            ranges.push(first);
+            if phys == Physical::Bytes {
+                ranges.extend(secs.next());
+            }
+            let Some(codes) = secs.next() else { return WindowBytes::Whole };
+            ranges.push(clip(&codes, start * cw, end * cw));
+        }
+    }
+    WindowBytes::Ranges { ranges, strings }
+}
+
 /// A block's section buffers (count checked against the encoding) and its validated
 /// validity bitmap (counted against the chunk's null count) when it has one.
 fn sections(
@@ -1632,7 +1744,7 @@ mod tests {
         phys: Physical,
     ) -> (Buffer, ChunkInfo<'a>) {
         let raw: Buffer = if enc.compressed {
-            decompress(&enc.stored, enc.raw.len(), Path::new("t"), 0).unwrap()
+            crate::frames::restore_all(&enc.stored, &enc.sections, enc.raw.len(), true).unwrap()
         } else {
             let mut m = MutableBuffer::new(enc.raw.len());
             m.extend_from_slice(&enc.raw);
@@ -1684,6 +1796,7 @@ mod tests {
                         "window {start}+{len} of {:?}",
                         enc.encoding
                     );
+                    check_window_bytes(&raw, info, &a, start, len);
                 }
                 assert!(decode_window(&raw, info, DecodeMode::Values, n, 1).is_err());
                 // Row lists gather exactly those rows.
@@ -1734,6 +1847,72 @@ mod tests {
             }
         }
         seen
+    }
+
+    /// The block with only the bytes [`window_bytes`] names for rows `start..start + len`
+    /// in place, every other byte garbage.
+    fn holey(raw: &Buffer, info: ChunkInfo<'_>, start: usize, len: usize) -> Option<Buffer> {
+        let WindowBytes::Ranges { ranges, strings } = window_bytes(&info, start, len) else {
+            return None;
+        };
+        let mut out = MutableBuffer::from_len_zeroed(raw.len());
+        out.as_slice_mut().fill(0xA5);
+        let copy = |out: &mut MutableBuffer, r: std::ops::Range<usize>| {
+            out.as_slice_mut()[r.clone()].copy_from_slice(&raw.as_slice()[r]);
+        };
+        for r in ranges {
+            copy(&mut out, r);
+        }
+        if let Some(s) = strings {
+            let r = s.data(out.as_slice()).expect("the window's offsets are in place");
+            copy(&mut out, r);
+        }
+        Some(out.into())
+    }
+
+    /// Decoding rows `start..start + len` — as a window (values and codes), as row lists
+    /// and as single cells — from only the bytes [`window_bytes`] names gives what the whole
+    /// block gives; only encodings read whole may ask for the whole block.
+    fn check_window_bytes(
+        raw: &Buffer,
+        info: ChunkInfo<'_>,
+        a: &ArrayRef,
+        start: usize,
+        len: usize,
+    ) {
+        let Some(h) = holey(raw, info, start, len) else {
+            assert!(
+                matches!(
+                    (info.encoding, info.phys),
+                    (Encoding::Ipc, _)
+                        | (Encoding::Plain, Physical::Bool | Physical::Vector { .. })
+                ),
+                "{:?} asks for the whole block",
+                info.encoding
+            );
+            return;
+        };
+        let what = format!("window {start}+{len} of {:?} from its bytes only", info.encoding);
+        let w = decode_window(&h, info, DecodeMode::Values, start, len).unwrap();
+        assert_eq!(w.as_ref(), a.slice(start, len).as_ref(), "{what}");
+        let codes = decode_window(&h, info, DecodeMode::Codes, start, len).unwrap();
+        let want = decode_window(raw, info, DecodeMode::Codes, start, len).unwrap();
+        assert_eq!(codes.as_ref(), want.as_ref(), "{what} (codes)");
+        let rows: Vec<usize> = (start..start + len).filter(|r| r % 3 != 1).collect();
+        let got = decode_rows(&h, info, &rows).unwrap();
+        let idx = UInt32Array::from_iter_values(rows.iter().map(|&r| r as u32));
+        let want = arrow_select::take::take(a.as_ref(), &idx, None).unwrap();
+        assert_eq!(got.as_ref(), want.as_ref(), "{what} (rows)");
+        for r in start..start + len {
+            let (got, want) = (
+                decode_cell(h.as_slice(), info, r).unwrap(),
+                decode_cell(raw.as_slice(), info, r).unwrap(),
+            );
+            match (got, want) {
+                (Some(g), Some(w)) => assert!(same_cell(g, w), "{what}: row {r}"),
+                (g, w) => assert_eq!(g.is_some(), w.is_some(), "{what}: row {r}"),
+            }
+        }
     }
 
     /// Row `i` of the decoded array `a` as a cell ([`cell_at`]), what [`decode_cell`] reading

@@ -15,6 +15,7 @@ pub mod codec;
 pub mod deletes;
 pub mod encoding;
 pub mod error;
+pub mod frames;
 pub mod io;
 pub mod manifest;
 pub mod memtable;

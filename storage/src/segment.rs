@@ -1,15 +1,17 @@
 //! Segment files: immutable, checksummed, memory-mapped column storage.
 //!
-//! # Byte layout (format version 1)
+//! # Byte layout (format version 2)
 //!
 //! ```text
 //! offset 0    header, 64 bytes
 //!             magic  "BSLTSEG\0"            8 bytes
-//!             format version (u32 LE)       4 bytes   = 1
+//!             format version (u32 LE)       4 bytes   = 2 (1 is still read)
 //!             reserved, zero               52 bytes   (a non-zero byte is corruption)
 //! offset 64   blocks: one per (row group, column) chunk, each starting 64-byte aligned,
 //!             zero-padded to the next multiple of 64. A block is the chunk's encoded
-//!             sections (see `encoding`), optionally as one zstd frame.
+//!             sections (see `encoding`) as they are (compression 0) or in frames of at
+//!             most 32 KiB with an index (compression 2, see `frames`); version 1 files
+//!             hold whole zstd frames instead (compression 1).
 //! offset F    footer (F is 64-aligned), `footer_len` bytes, see below
 //! end - 32    trailer, 32 bytes
 //!             footer offset F (u64), footer_len (u64), CRC-32C of the footer (u32),
@@ -28,8 +30,11 @@
 //! Every byte of the file is covered by a check: header magic/version/zero padding at open,
 //! the footer CRC and the trailer's self-consistency (`F + footer_len + 32 == file length`)
 //! at open, and each block's CRC — computed over the block *including its zero padding* —
-//! verified lazily the first time that block is read (never as a whole-file pass at open,
-//! never again afterwards). A failed check is [`Error::Corrupt`] naming file and offset.
+//! verified lazily the first time that block is read whole (never as a whole-file pass at
+//! open, never again afterwards). A read of a few rows of a framed block (a window, a row
+//! list, a point lookup) restores only the frames holding them, checking the frame index's
+//! CRC and each restored frame's CRC instead; bytes it does not read are checked by the
+//! first whole read. A failed check is [`Error::Corrupt`] naming file and offset.
 //!
 //! # Crash analysis
 //!
@@ -53,9 +58,13 @@ use crate::error::{Error, Result};
 use crate::io::Vfs;
 use crate::types::{Physical, physical};
 
-/// Current (and only) segment format version. Readers refuse any other version; a future
-/// version bump must keep a reader for every older version it claims to read.
-pub const SEGMENT_FORMAT_VERSION: u32 = 1;
+/// Segment format version written. Version 2 added framed compression (tag 2, see
+/// [`crate::frames`]); this reader reads versions [`OLDEST_SEGMENT_VERSION`] to this one and
+/// refuses others. A future bump must keep a reader for every older version it claims.
+pub const SEGMENT_FORMAT_VERSION: u32 = 2;
+/// The oldest segment format version this reader reads (version 1: blocks are whole zstd
+/// frames, tag 1).
+pub const OLDEST_SEGMENT_VERSION: u32 = 1;
 /// Rows per row group (the last row group of a segment may be shorter).
 pub const ROW_GROUP_ROWS: usize = 64 * 1024;
 
@@ -69,8 +78,10 @@ const TRAILER_LEN: usize = 32;
 pub enum Compression {
     /// Stored as is.
     None,
-    /// One zstd frame.
+    /// One zstd frame (format version 1).
     Zstd,
+    /// Frames with an index ([`crate::frames`]; format version 2).
+    Framed,
 }
 
 /// Where a chunk's block lives and how to check it.
@@ -202,7 +213,7 @@ pub fn write_segment(
         let block_crc = crc32c::crc32c_append(crc(stored), &zeros[..pad]);
         metas.push(ChunkMeta {
             encoding: ch.encoding.clone(),
-            compression: if ch.compressed { Compression::Zstd } else { Compression::None },
+            compression: if ch.compressed { Compression::Framed } else { Compression::None },
             null_count: ch.null_count,
             sections: ch.sections.clone(),
             offset: offset as u64,
@@ -330,6 +341,7 @@ fn write_chunk_meta(m: &ChunkMeta, e: &mut Enc) {
     e.u8(match m.compression {
         Compression::None => 0,
         Compression::Zstd => 1,
+        Compression::Framed => 2,
     });
     e.u32(m.null_count);
     e.u8(m.sections.len() as u8);
@@ -348,6 +360,7 @@ fn read_chunk_meta(d: &mut Dec<'_>, footer_offset: u64) -> Result<ChunkMeta> {
     let compression = match d.u8("compression")? {
         0 => Compression::None,
         1 => Compression::Zstd,
+        2 => Compression::Framed,
         c => return Err(d.err(format!("unknown compression {c}"))),
     };
     let null_count = d.u32("null count")?;
@@ -419,9 +432,43 @@ type QuantCache = std::collections::HashMap<
 /// A FIFO cache of decompressed blocks, bounded by their bytes.
 #[derive(Debug, Default)]
 struct BlockCache {
-    blocks: std::collections::HashMap<usize, Buffer>,
+    blocks: std::collections::HashMap<usize, Cached>,
     order: std::collections::VecDeque<usize>,
     bytes: usize,
+}
+
+/// A decompressed block, whole or (framed blocks) with some frames restored.
+#[derive(Debug)]
+struct Cached {
+    buf: Buffer,
+    /// Which frames are restored; `None`: all of them.
+    filled: Option<Vec<bool>>,
+    /// The block's checked frame index, kept for the next partial read.
+    index: Option<Arc<crate::frames::Index>>,
+}
+
+impl BlockCache {
+    /// Block `idx` if it is kept whole.
+    fn complete(&self, idx: usize) -> Option<Buffer> {
+        self.blocks.get(&idx).filter(|c| c.filled.is_none()).map(|c| c.buf.clone())
+    }
+
+    /// Keeps `c` as block `idx` (replacing what was kept), evicting the oldest blocks beyond
+    /// the byte bound.
+    fn put(&mut self, idx: usize, c: Cached) {
+        let len = c.buf.len();
+        match self.blocks.insert(idx, c) {
+            Some(old) => self.bytes -= old.buf.len(),
+            None => self.order.push_back(idx),
+        }
+        self.bytes += len;
+        while self.bytes > CACHED_BYTES && self.order.len() > 1 {
+            let Some(old) = self.order.pop_front() else { break };
+            if let Some(b) = self.blocks.remove(&old) {
+                self.bytes -= b.buf.len();
+            }
+        }
+    }
 }
 
 /// Bytes of decompressed blocks kept per segment: enough for every compressed block of a
@@ -448,7 +495,7 @@ impl Segment {
             return Err(corrupt(0, "bad header magic"));
         }
         let version = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
-        if version != SEGMENT_FORMAT_VERSION {
+        if !(OLDEST_SEGMENT_VERSION..=SEGMENT_FORMAT_VERSION).contains(&version) {
             return Err(Error::UnsupportedFormatVersion {
                 file: path,
                 found: version,
@@ -468,7 +515,7 @@ impl Segment {
         if &t[24..32] != TRAILER_MAGIC {
             return Err(corrupt(tpos + 24, "bad trailer magic (truncated file?)"));
         }
-        if tversion != SEGMENT_FORMAT_VERSION {
+        if tversion != version {
             return Err(corrupt(tpos + 20, "trailer version differs from header version"));
         }
         if footer_offset % 64 != 0
@@ -540,40 +587,116 @@ impl Segment {
     pub fn block(&self, rg: usize, col: usize) -> Result<Buffer> {
         let m = self.chunk(rg, col)?;
         let idx = rg * self.meta.column_ids.len() + col;
-        let span = align64(m.stored_len as usize);
-        let stored = self.buf.slice_with_length(m.offset as usize, span);
+        let stored = self.buf.slice_with_length(m.offset as usize, align64(m.stored_len as usize));
         if self.verified[idx].load(Ordering::Acquire) != VERIFIED {
             if crc(stored.as_slice()) != m.crc {
                 return Err(Error::corrupt(&self.path, m.offset, "block checksum mismatch"));
             }
             self.verified[idx].store(VERIFIED, Ordering::Release);
         }
-        match m.compression {
-            Compression::None => Ok(stored.slice_with_length(0, m.stored_len as usize)),
-            Compression::Zstd => {
-                if let Some(b) = self.cache.lock().blocks.get(&idx) {
-                    return Ok(b.clone());
+        let stored = &stored.as_slice()[..m.stored_len as usize];
+        let raw = match m.compression {
+            Compression::None => {
+                return Ok(self.buf.slice_with_length(m.offset as usize, m.stored_len as usize));
+            }
+            Compression::Zstd | Compression::Framed => {
+                if let Some(b) = self.cache.lock().complete(idx) {
+                    return Ok(b);
                 }
-                let raw = encoding::decompress(
-                    &stored.as_slice()[..m.stored_len as usize],
-                    m.raw_len as usize,
-                    &self.path,
-                    m.offset,
-                )?;
-                let mut c = self.cache.lock();
-                if c.blocks.insert(idx, raw.clone()).is_none() {
-                    c.order.push_back(idx);
-                    c.bytes += raw.len();
-                    while c.bytes > CACHED_BYTES && c.order.len() > 1 {
-                        let Some(old) = c.order.pop_front() else { break };
-                        if let Some(b) = c.blocks.remove(&old) {
-                            c.bytes -= b.len();
-                        }
-                    }
+                if m.compression == Compression::Zstd {
+                    encoding::decompress(stored, m.raw_len as usize, &self.path, m.offset)?
+                } else {
+                    // The whole block's checksum was checked: frames need no check of their own.
+                    crate::frames::restore_all(stored, &m.sections, m.raw_len as usize, false)
+                        .map_err(|e| Error::corrupt(&self.path, m.offset, e))?
                 }
-                Ok(raw)
+            }
+        };
+        self.cache.lock().put(idx, Cached { buf: raw.clone(), filled: None, index: None });
+        Ok(raw)
+    }
+
+    /// The block of chunk (`rg`, `col`) with at least the bytes `need` names in place: of a
+    /// framed block only the frames holding them are restored (each checked against its own
+    /// checksum) and kept with the frames restored before; other blocks whole, as
+    /// [`Segment::block`].
+    fn block_with(&self, rg: usize, col: usize, need: &encoding::WindowBytes) -> Result<Buffer> {
+        let m = self.chunk(rg, col)?;
+        let encoding::WindowBytes::Ranges { ranges, strings } = need else {
+            return self.block(rg, col);
+        };
+        if m.compression != Compression::Framed {
+            return self.block(rg, col);
+        }
+        let idx = rg * self.meta.column_ids.len() + col;
+        let stored = &self.buf.as_slice()[m.offset as usize..][..m.stored_len as usize];
+        let corrupt = |e: String| Error::corrupt(&self.path, m.offset, e);
+        let (index, mut have) = match self.cache.lock().blocks.get(&idx) {
+            Some(Cached { buf, filled: None, .. }) => return Ok(buf.clone()),
+            Some(Cached { buf, filled: Some(f), index }) => {
+                (index.clone(), Some((buf.clone(), f.clone())))
+            }
+            None => (None, None),
+        };
+        let index = match index {
+            Some(i) => i,
+            None => Arc::new(
+                crate::frames::Index::read(stored, &m.sections, m.raw_len as usize)
+                    .map_err(corrupt)?,
+            ),
+        };
+        let want = index.covering(ranges);
+        // Everything already restored in the kept buffer: no copy.
+        if let Some((buf, filled)) = &have
+            && want.iter().all(|&k| filled[k])
+        {
+            match strings.as_ref().map(|s| s.data(buf.as_slice())) {
+                None => return Ok(buf.clone()),
+                Some(Some(r))
+                    if index.covering(std::slice::from_ref(&r)).iter().all(|&k| filled[k]) =>
+                {
+                    return Ok(buf.clone());
+                }
+                // Damaged offsets: the whole block, whose decoding reports them.
+                Some(None) => return self.block(rg, col),
+                Some(Some(_)) => {}
             }
         }
+        // A new buffer (the kept one may be shared with arrays already handed out): the
+        // frames restored in the kept one, plus the missing ones. A block read in more than
+        // one place is restored whole at its second miss — growing it a frame at a time
+        // would copy it at every miss of a random access pattern (point lookups).
+        let want = if have.is_some() { (0..index.frames.len()).collect() } else { want };
+        let io = |e: std::io::Error| Error::io("restore block", &self.path, e);
+        let mut out = crate::frames::RawBlock::zeroed(m.raw_len as usize).map_err(io)?;
+        let mut filled = vec![false; index.frames.len()];
+        if let Some((buf, f)) = have.take() {
+            for (k, frame) in index.frames.iter().enumerate().filter(|(k, _)| f[*k]) {
+                out.as_mut_slice()[frame.raw.clone()]
+                    .copy_from_slice(&buf.as_slice()[frame.raw.clone()]);
+                filled[k] = true;
+            }
+        }
+        let mut restore = |out: &mut crate::frames::RawBlock, frames: Vec<usize>| -> Result<()> {
+            for k in frames {
+                if !filled[k] {
+                    index.restore(stored, k, out.as_mut_slice(), true).map_err(corrupt)?;
+                    filled[k] = true;
+                }
+            }
+            Ok(())
+        };
+        restore(&mut out, want)?;
+        if let Some(span) = strings {
+            match span.data(out.as_slice()) {
+                Some(r) => restore(&mut out, index.covering(&[r]))?,
+                None => return self.block(rg, col),
+            }
+        }
+        let buf = out.freeze().map_err(io)?;
+        let filled = (!filled.iter().all(|&f| f)).then_some(filled);
+        self.cache.lock().put(idx, Cached { buf: buf.clone(), filled, index: Some(index) });
+        Ok(buf)
     }
 
     fn chunk(&self, rg: usize, col: usize) -> Result<&ChunkMeta> {
@@ -593,13 +716,23 @@ impl Segment {
         len: usize,
         mode: DecodeMode,
     ) -> Result<ArrayRef> {
-        let (raw, info) = self.block_info(rg, col)?;
+        let (raw, info) = self.block_info_for(rg, col, Some((start, len)))?;
         encoding::decode_window(&raw, info, mode, start, len)
     }
 
     /// The (verified) block of column `col` of row group `rg` and what decoding it needs.
     fn block_info(&self, rg: usize, col: usize) -> Result<(Buffer, ChunkInfo<'_>)> {
-        let raw = self.block(rg, col)?;
+        self.block_info_for(rg, col, None)
+    }
+
+    /// Like [`Segment::block_info`], with only what decoding rows `start..start + len` reads
+    /// restored when `rows` is `Some((start, len))` (see [`Segment::block_with`]).
+    fn block_info_for(
+        &self,
+        rg: usize,
+        col: usize,
+        rows: Option<(usize, usize)>,
+    ) -> Result<(Buffer, ChunkInfo<'_>)> {
         let m = self.chunk(rg, col)?;
         let info = ChunkInfo {
             encoding: &m.encoding,
@@ -610,6 +743,14 @@ impl Segment {
             phys: self.meta.physical[col],
             file: &self.path,
             offset: m.offset,
+        };
+        // Part of a framed block: what the rows need (a whole read checks the whole block's
+        // checksum once, padding included).
+        let raw = match rows {
+            Some((start, len)) if m.compression == Compression::Framed && len < info.rows => {
+                self.block_with(rg, col, &encoding::window_bytes(&info, start, len))?
+            }
+            _ => self.block(rg, col)?,
         };
         Ok((raw, info))
     }
@@ -640,7 +781,7 @@ impl Segment {
         row: usize,
         f: impl FnOnce(crate::store::RowValue<'_>) -> R,
     ) -> Result<R> {
-        let (raw, info) = self.block_info(rg, col)?;
+        let (raw, info) = self.block_info_for(rg, col, Some((row, 1)))?;
         if let Some(cell) = encoding::decode_cell(raw.as_slice(), info, row)? {
             return Ok(f(crate::store::RowValue::Cell(cell)));
         }
@@ -651,7 +792,11 @@ impl Segment {
     /// Decodes the rows `rows` (ascending) of column `col` of row group `rg` only, as
     /// values (see [`encoding::decode_rows`]).
     pub fn read_column_rows(&self, rg: usize, col: usize, rows: &[usize]) -> Result<ArrayRef> {
-        let (raw, info) = self.block_info(rg, col)?;
+        let span = match (rows.first(), rows.last()) {
+            (Some(&first), Some(&last)) if first <= last => (first, last - first + 1),
+            _ => (0, 0),
+        };
+        let (raw, info) = self.block_info_for(rg, col, Some(span))?;
         encoding::decode_rows(&raw, info, rows)
     }
 
@@ -855,7 +1000,7 @@ mod tests {
             m.row_groups[0].chunks[1].zone_map,
             Some(ZoneMap { min: encoding::StatValue::Int(18), max: encoding::StatValue::Int(77) })
         );
-        assert!(m.row_groups[0].chunks.iter().any(|c| c.compression == Compression::Zstd));
+        assert!(m.row_groups[0].chunks.iter().any(|c| c.compression == Compression::Framed));
         assert_eq!(read_all(&seg).unwrap(), input[0]);
         // Every block and the footer start 64-byte aligned.
         for g in &m.row_groups {
@@ -876,7 +1021,10 @@ mod tests {
         {
             let seg = Segment::from_buffer("/s".into(), Buffer::from_vec(bytes.clone())).unwrap();
             assert!(
-                seg.meta().row_groups[0].chunks.iter().any(|c| c.compression == Compression::Zstd)
+                seg.meta().row_groups[0]
+                    .chunks
+                    .iter()
+                    .any(|c| c.compression == Compression::Framed)
             );
             assert_eq!(read_all(&seg).unwrap(), input[0]);
         }
@@ -895,6 +1043,126 @@ mod tests {
             let r = Segment::from_buffer("/s".into(), Buffer::from_vec(bytes[..cut].to_vec()));
             assert!(r.is_err_and(|e| e.is_corruption()), "cut at {cut}");
         }
+    }
+
+    /// A segment written by format version 1 (whole zstd blocks), kept as a file: it still
+    /// reads, whole and in windows.
+    #[test]
+    fn version_1_segments_still_read() {
+        let bytes = include_bytes!("testdata/segment-v1.bsg");
+        assert_eq!(&bytes[8..12], &1u32.to_le_bytes());
+        let mut m = arrow_buffer::MutableBuffer::new(bytes.len());
+        m.extend_from_slice(bytes);
+        let seg = Segment::from_buffer("v1".into(), m.into()).unwrap();
+        assert!(seg.meta().row_groups[0].chunks.iter().any(|c| c.compression == Compression::Zstd));
+        let (_, want) = batch(3000, 1);
+        assert_eq!(read_all(&seg).unwrap(), want);
+        for col in 0..5 {
+            let w = seg.read_column_window(0, col, 1234, 77, DecodeMode::Values).unwrap();
+            assert_eq!(w.as_ref(), want.column(col).slice(1234, 77).as_ref());
+        }
+        // A version this reader does not know is refused, not guessed at.
+        let mut future = bytes.to_vec();
+        future[8..12].copy_from_slice(&(SEGMENT_FORMAT_VERSION + 1).to_le_bytes());
+        let e = Segment::from_buffer("v3".into(), Buffer::from_vec(future)).unwrap_err();
+        assert!(matches!(e, Error::UnsupportedFormatVersion { found: 3, .. }), "{e}");
+    }
+
+    /// Windows of framed blocks restore only the frames they need and equal what whole reads
+    /// give; the kept block serves later reads it covers, and the first read it does not
+    /// cover restores it whole.
+    #[test]
+    fn windows_restore_only_their_frames() {
+        let fs = MemFs::new();
+        let rows = ROW_GROUP_ROWS + 500;
+        let input = write(&fs, rows);
+        let whole = Segment::open(&fs, Path::new("/s")).unwrap();
+        let want = read_all(&whole).unwrap();
+        assert_eq!(want, input[0]);
+        let note = 3;
+        let filled = |seg: &Segment| {
+            seg.cache
+                .lock()
+                .blocks
+                .get(&note)
+                .map(|c| c.filled.as_ref().map(|f| f.iter().filter(|&&x| x).count()))
+        };
+        for (start, len) in [(0, 100), (40_000, 3), (ROW_GROUP_ROWS - 10, 10), (5, 1), (0, 0)] {
+            let seg = Segment::open(&fs, Path::new("/s")).unwrap();
+            assert_eq!(seg.meta().row_groups[0].chunks[note].compression, Compression::Framed);
+            for col in 0..5 {
+                let got = seg.read_column_window(0, col, start, len, DecodeMode::Values).unwrap();
+                assert_eq!(got.as_ref(), want.column(col).slice(start, len).as_ref(), "{col}");
+                let rows: Vec<usize> = (start..start + len).step_by(3).collect();
+                let got = seg.read_column_rows(0, col, &rows).unwrap();
+                let pick =
+                    arrow_array::UInt32Array::from_iter_values(rows.iter().map(|&r| r as u32));
+                let w = arrow_select::take::take(want.column(col).as_ref(), &pick, None).unwrap();
+                assert_eq!(got.as_ref(), w.as_ref());
+                if len == 0 {
+                    continue;
+                }
+                let got = seg.with_value(0, col, start, |v| match v {
+                    crate::store::RowValue::Cell(c) => format!("{c:?}"),
+                    crate::store::RowValue::Array(a, i) => format!("{:?}", a.slice(i, 1)),
+                });
+                assert!(got.is_ok());
+            }
+            // A few frames of the 2 MB note block (none for the empty window).
+            let n = filled(&seg)
+                .expect("kept")
+                .unwrap_or_else(|| panic!("only some frames for {start}+{len}"));
+            assert!(n <= 3, "{n} frames for {start}+{len}");
+        }
+        let seg = Segment::open(&fs, Path::new("/s")).unwrap();
+        let w = seg.read_column_window(0, note, 10, 50, DecodeMode::Values).unwrap();
+        assert_eq!(w.as_ref(), want.column(note).slice(10, 50).as_ref());
+        let first = filled(&seg);
+        // Covered by the kept frames: served from them.
+        let w = seg.read_column_window(0, note, 20, 30, DecodeMode::Values).unwrap();
+        assert_eq!(w.as_ref(), want.column(note).slice(20, 30).as_ref());
+        assert_eq!(filled(&seg), first);
+        // Not covered: restored whole; windows then read the complete block.
+        let w = seg.read_column_window(0, note, 50_000, 20, DecodeMode::Values).unwrap();
+        assert_eq!(w.as_ref(), want.column(note).slice(50_000, 20).as_ref());
+        assert_eq!(filled(&seg), Some(None));
+        let w = seg.read_column_window(0, note, 777, 50, DecodeMode::Values).unwrap();
+        assert_eq!(w.as_ref(), want.column(note).slice(777, 50).as_ref());
+        let full = seg.read_column(0, note, DecodeMode::Values).unwrap();
+        assert_eq!(full.as_ref(), want.column(note).slice(0, ROW_GROUP_ROWS).as_ref());
+    }
+
+    /// A window reads (and checks) only its frames: damage elsewhere in the block shows at
+    /// the first whole read; damage in its frames shows at once.
+    #[test]
+    fn damaged_frames_are_found_by_the_reads_that_need_them() {
+        let fs = MemFs::new();
+        write(&fs, ROW_GROUP_ROWS);
+        let bytes = fs.read(Path::new("/s")).unwrap();
+        let seg = Segment::from_buffer("/s".into(), Buffer::from_vec(bytes.clone())).unwrap();
+        let m = seg.meta().row_groups[0].chunks[3].clone();
+        assert_eq!(m.compression, Compression::Framed);
+        let stored = &bytes[m.offset as usize..][..m.stored_len as usize];
+        let index = crate::frames::Index::read(stored, &m.sections, m.raw_len as usize).unwrap();
+        let frames = index.covering(std::slice::from_ref(&(0..m.raw_len as usize)));
+        assert!(frames.len() > 4);
+        let open_flipped = |at: usize| {
+            let mut b = bytes.clone();
+            b[at] ^= 0x04;
+            let mut mb = arrow_buffer::MutableBuffer::new(b.len());
+            mb.extend_from_slice(&b);
+            Segment::from_buffer("/s".into(), mb.into()).unwrap()
+        };
+        // The last byte of the stored block: in the last frame, far from row 0.
+        let seg = open_flipped(m.offset as usize + m.stored_len as usize - 1);
+        seg.read_column_window(0, 3, 0, 100, DecodeMode::Values).unwrap();
+        let e = seg.read_column(0, 3, DecodeMode::Values).unwrap_err();
+        assert!(e.is_corruption(), "{e}");
+        // The frame index.
+        let seg = open_flipped(m.offset as usize + 20);
+        let e = seg.read_column_window(0, 3, 0, 100, DecodeMode::Values).unwrap_err();
+        assert!(e.is_corruption() && e.to_string().contains("index"), "{e}");
+        drop(seg);
     }
 
     #[test]
