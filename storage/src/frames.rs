@@ -236,34 +236,75 @@ pub fn restore_all(
 }
 
 /// A zeroed raw block that frames are restored into, then frozen into an Arrow buffer.
-/// Large blocks are anonymous mappings, whose pages the kernel zeroes when they are first
-/// touched: a read restoring a few frames of a 1 MB block touches a few pages, where a
-/// zeroed heap allocation would write all of it first (measured: zeroing and faulting in
-/// whole blocks was a fifth of a cold `LIMIT 100`).
+/// Large blocks restored in part are anonymous mappings, whose pages the kernel zeroes when
+/// they are first touched: a read restoring a few frames of a 1 MB block touches a few
+/// pages, where a zeroed heap allocation would write all of it first (measured: zeroing and
+/// faulting in whole blocks was a fifth of a cold `LIMIT 100`). At most [`MAX_MAPS`] such
+/// mappings live at once (the kernel bounds a process's mappings, 65,530 by default);
+/// beyond that, and for blocks restored whole, the heap.
 pub enum RawBlock {
     /// Small blocks: an ordinary zeroed allocation.
     Heap(arrow_buffer::MutableBuffer),
-    /// Large blocks: an anonymous mapping.
-    Map(memmap2::MmapMut),
+    /// Large blocks: an anonymous mapping, counted while it lives.
+    Map(memmap2::MmapMut, MapSlot),
 }
 
-/// Blocks at least this large are restored into anonymous mappings.
+/// Blocks at least this large are restored in part into anonymous mappings.
 const MAP_AT: usize = 64 * 1024;
+/// Anonymous mappings of restored blocks alive at once, at most.
+pub const MAX_MAPS: usize = 4096;
+/// Anonymous mappings of restored blocks alive now.
+static LIVE_MAPS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// One of the [`MAX_MAPS`] places for a live mapping, given back when dropped (with the
+/// mapping it travels with).
+pub struct MapSlot(());
+
+impl MapSlot {
+    fn take() -> Option<MapSlot> {
+        use std::sync::atomic::Ordering::Relaxed;
+        if LIVE_MAPS.fetch_add(1, Relaxed) >= MAX_MAPS {
+            LIVE_MAPS.fetch_sub(1, Relaxed);
+            return None;
+        }
+        Some(MapSlot(()))
+    }
+}
+
+impl Drop for MapSlot {
+    fn drop(&mut self) {
+        LIVE_MAPS.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// A frozen mapping with its slot: the owner of a buffer's bytes.
+struct CountedMap(memmap2::Mmap, #[allow(dead_code)] MapSlot);
 
 impl RawBlock {
-    /// `len` zero bytes.
-    pub fn zeroed(len: usize) -> std::io::Result<RawBlock> {
-        if len < MAP_AT {
-            return Ok(RawBlock::Heap(arrow_buffer::MutableBuffer::from_len_zeroed(len)));
+    /// `len` zero bytes; `sparse`: only some of them will be written (a mapping pays off).
+    pub fn zeroed(len: usize, sparse: bool) -> RawBlock {
+        let heap = || RawBlock::Heap(arrow_buffer::MutableBuffer::from_len_zeroed(len));
+        if !sparse || len < MAP_AT {
+            return heap();
         }
-        Ok(RawBlock::Map(memmap2::MmapMut::map_anon(len)?))
+        let Some(slot) = MapSlot::take() else { return heap() };
+        match memmap2::MmapMut::map_anon(len) {
+            Ok(m) => RawBlock::Map(m, slot),
+            // Out of mappings or address space: the heap serves as well.
+            Err(_) => heap(),
+        }
+    }
+
+    /// Anonymous mappings of restored blocks alive now (for tests and diagnostics).
+    pub fn live_maps() -> usize {
+        LIVE_MAPS.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The bytes, to restore frames into.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         match self {
             RawBlock::Heap(b) => b.as_slice_mut(),
-            RawBlock::Map(m) => &mut m[..],
+            RawBlock::Map(m, _) => &mut m[..],
         }
     }
 
@@ -271,7 +312,7 @@ impl RawBlock {
     pub fn as_slice(&self) -> &[u8] {
         match self {
             RawBlock::Heap(b) => b.as_slice(),
-            RawBlock::Map(m) => &m[..],
+            RawBlock::Map(m, _) => &m[..],
         }
     }
 
@@ -280,10 +321,10 @@ impl RawBlock {
     pub fn freeze(self) -> std::io::Result<arrow_buffer::Buffer> {
         match self {
             RawBlock::Heap(b) => Ok(b.into()),
-            RawBlock::Map(m) => {
-                let map = m.make_read_only()?;
-                let len = map.len();
-                let ptr = std::ptr::NonNull::new(map.as_ptr().cast_mut())
+            RawBlock::Map(m, slot) => {
+                let map = CountedMap(m.make_read_only()?, slot);
+                let len = map.0.len();
+                let ptr = std::ptr::NonNull::new(map.0.as_ptr().cast_mut())
                     .ok_or_else(|| std::io::Error::other("null mapping"))?;
                 // SAFETY: `ptr` points to `len` readable bytes owned by `map` (page aligned,
                 // which satisfies Arrow's alignment); the Arc'd mapping is kept alive by the
@@ -377,6 +418,29 @@ mod tests {
 
     /// A flipped byte anywhere in a framed block is found: in the index by its checksum or
     /// its consistency checks, in a frame by the frame's checksum.
+    /// Sparse blocks are mappings up to the cap, then heap allocations; frozen or not, a
+    /// mapping gives its place back when it goes.
+    #[test]
+    fn mappings_are_capped() {
+        let len = MAP_AT;
+        let blocks: Vec<RawBlock> =
+            (0..MAX_MAPS + 10).map(|_| RawBlock::zeroed(len, true)).collect();
+        assert!(RawBlock::live_maps() <= MAX_MAPS);
+        let heap = blocks.iter().filter(|b| matches!(b, RawBlock::Heap(_))).count();
+        assert!(heap >= 10, "{heap}");
+        assert!(blocks.iter().all(|b| b.as_slice().len() == len && b.as_slice()[len - 1] == 0));
+        let frozen: Vec<arrow_buffer::Buffer> =
+            blocks.into_iter().take(20).map(|b| b.freeze().unwrap()).collect();
+        assert!(frozen.iter().all(|b| b.len() == len));
+        drop(frozen);
+        assert!(matches!(RawBlock::zeroed(len, false), RawBlock::Heap(_)));
+        assert!(matches!(RawBlock::zeroed(len - 1, true), RawBlock::Heap(_)));
+        // Every place came back: the cap can be reached again.
+        let again: Vec<RawBlock> = (0..MAX_MAPS).map(|_| RawBlock::zeroed(len, true)).collect();
+        let maps = again.iter().filter(|b| matches!(b, RawBlock::Map(..))).count();
+        assert!(maps > MAX_MAPS / 2, "{maps}");
+    }
+
     /// Whether reading `stored` (index, then every frame) reports damage.
     fn damage_found(stored: &[u8], sections: &[u64], raw_len: usize) -> bool {
         match Index::read(stored, sections, raw_len) {

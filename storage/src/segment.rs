@@ -668,7 +668,8 @@ impl Segment {
         // would copy it at every miss of a random access pattern (point lookups).
         let want = if have.is_some() { (0..index.frames.len()).collect() } else { want };
         let io = |e: std::io::Error| Error::io("restore block", &self.path, e);
-        let mut out = crate::frames::RawBlock::zeroed(m.raw_len as usize).map_err(io)?;
+        let sparse = want.len() < index.frames.len();
+        let mut out = crate::frames::RawBlock::zeroed(m.raw_len as usize, sparse);
         let mut filled = vec![false; index.frames.len()];
         if let Some((buf, f)) = have.take() {
             for (k, frame) in index.frames.iter().enumerate().filter(|(k, _)| f[*k]) {
