@@ -211,11 +211,6 @@ impl SharedRuntime {
         SharedRuntime { limit, env: OnceLock::new() }
     }
 
-    /// One already built (tests).
-    pub fn with_env(env: Arc<RuntimeEnv>) -> SharedRuntime {
-        SharedRuntime { limit: None, env: OnceLock::from(env) }
-    }
-
     fn get(&self) -> Result<Arc<RuntimeEnv>> {
         if let Some(e) = self.env.get() {
             return Ok(e.clone());
