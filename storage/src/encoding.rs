@@ -1083,20 +1083,24 @@ impl StringSpan {
 /// Which bytes of a chunk's raw block decoding rows `start..start + len` reads (see
 /// [`WindowBytes`]).
 pub fn window_bytes(c: &ChunkInfo<'_>, start: usize, len: usize) -> WindowBytes {
-    let mut secs = Vec::with_capacity(c.sections.len());
+    // At most four sections (validity, dictionary offsets and bytes, codes).
+    let mut secs: [std::ops::Range<usize>; 4] = Default::default();
+    if c.sections.len() != expected_sections(c) || c.sections.len() > secs.len() {
+        return WindowBytes::Whole;
+    }
     let mut pos = 0usize;
-    for &l in c.sections {
+    for (slot, &l) in secs.iter_mut().zip(c.sections) {
         let Some(end) = usize::try_from(l).ok().and_then(|l| pos.checked_add(l)) else {
             return WindowBytes::Whole;
         };
-        secs.push(pos..end);
+        *slot = pos..end;
         pos = align64(end);
     }
     let Some(end) = start.checked_add(len) else { return WindowBytes::Whole };
-    if secs.len() != expected_sections(c) || end > c.rows || end.checked_mul(64).is_none() {
+    if end > c.rows || end.checked_mul(64).is_none() {
         return WindowBytes::Whole;
     }
-    let mut secs = secs.into_iter();
+    let mut secs = secs.into_iter().take(c.sections.len());
     let mut ranges = Vec::new();
     if c.null_count > 0 && c.phys != Physical::Generic {
         // The validity bitmap is checked whole against the null count.

@@ -432,7 +432,8 @@ type QuantCache = std::collections::HashMap<
 /// A FIFO cache of decompressed blocks, bounded by their bytes.
 #[derive(Debug, Default)]
 struct BlockCache {
-    blocks: std::collections::HashMap<usize, Cached>,
+    /// By block number (`rg * columns + col`): a lookup per point read, no hashing.
+    blocks: Vec<Option<Cached>>,
     order: std::collections::VecDeque<usize>,
     bytes: usize,
 }
@@ -450,21 +451,29 @@ struct Cached {
 impl BlockCache {
     /// Block `idx` if it is kept whole.
     fn complete(&self, idx: usize) -> Option<Buffer> {
-        self.blocks.get(&idx).filter(|c| c.filled.is_none()).map(|c| c.buf.clone())
+        self.get(idx).filter(|c| c.filled.is_none()).map(|c| c.buf.clone())
+    }
+
+    /// Block `idx` as kept, whole or in part.
+    fn get(&self, idx: usize) -> Option<&Cached> {
+        self.blocks.get(idx).and_then(Option::as_ref)
     }
 
     /// Keeps `c` as block `idx` (replacing what was kept), evicting the oldest blocks beyond
     /// the byte bound.
     fn put(&mut self, idx: usize, c: Cached) {
         let len = c.buf.len();
-        match self.blocks.insert(idx, c) {
+        if self.blocks.len() <= idx {
+            self.blocks.resize_with(idx + 1, || None);
+        }
+        match self.blocks[idx].replace(c) {
             Some(old) => self.bytes -= old.buf.len(),
             None => self.order.push_back(idx),
         }
         self.bytes += len;
         while self.bytes > CACHED_BYTES && self.order.len() > 1 {
             let Some(old) = self.order.pop_front() else { break };
-            if let Some(b) = self.blocks.remove(&old) {
+            if let Some(b) = self.blocks.get_mut(old).and_then(Option::take) {
                 self.bytes -= b.buf.len();
             }
         }
@@ -631,7 +640,7 @@ impl Segment {
         let idx = rg * self.meta.column_ids.len() + col;
         let stored = &self.buf.as_slice()[m.offset as usize..][..m.stored_len as usize];
         let corrupt = |e: String| Error::corrupt(&self.path, m.offset, e);
-        let (index, mut have) = match self.cache.lock().blocks.get(&idx) {
+        let (index, mut have) = match self.cache.lock().get(idx) {
             Some(Cached { buf, filled: None, .. }) => return Ok(buf.clone()),
             Some(Cached { buf, filled: Some(f), index }) => {
                 (index.clone(), Some((buf.clone(), f.clone())))
@@ -749,7 +758,12 @@ impl Segment {
         // checksum once, padding included).
         let raw = match rows {
             Some((start, len)) if m.compression == Compression::Framed && len < info.rows => {
-                self.block_with(rg, col, &encoding::window_bytes(&info, start, len))?
+                // Kept whole: no need to work out which bytes the rows need.
+                let whole = self.cache.lock().complete(rg * self.meta.column_ids.len() + col);
+                match whole {
+                    Some(b) => b,
+                    None => self.block_with(rg, col, &encoding::window_bytes(&info, start, len))?,
+                }
             }
             _ => self.block(rg, col)?,
         };
@@ -1084,8 +1098,7 @@ mod tests {
         let filled = |seg: &Segment| {
             seg.cache
                 .lock()
-                .blocks
-                .get(&note)
+                .get(note)
                 .map(|c| c.filled.as_ref().map(|f| f.iter().filter(|&&x| x).count()))
         };
         for (start, len) in [(0, 100), (40_000, 3), (ROW_GROUP_ROWS - 10, 10), (5, 1), (0, 0)] {
