@@ -10,9 +10,10 @@
 //! columns combine through dense tables. Within a batch rows are keyed by their combined
 //! codes (a dense batch-local key), and only the keys present are turned into group ids.
 //!
-//! Aggregates: `COUNT(*)` counts rows per key. `count` / `sum` / `avg` / `min` / `max` of
-//! one Int64 or Float64 column (or of a narrower number under the cast DataFusion adds)
-//! are folded per key by a tight loop that reads the column's dictionary codes through a
+//! Aggregates: `COUNT(*)` counts rows per key; `count(CASE WHEN p THEN c END)` (`c` a
+//! non-NULL constant) counts the rows per key where `p` is true ([`counts_if`]). `count` /
+//! `sum` / `avg` / `min` / `max` of one Int64 or Float64 column (or of a narrower number
+//! under the cast DataFusion adds) are folded per key by a tight loop that reads the column's dictionary codes through a
 //! value table, or its plain values ([`Native`]); the per-key partial results are handed to
 //! DataFusion's own accumulator (`merge_batch` for count / sum / avg states, `update_batch`
 //! with one candidate per key for min / max), so DataFusion's rules decide and its states
@@ -45,8 +46,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, ArrowPrimitiveType, AsArray, Int64Array, NullArray, PrimitiveArray,
-    RecordBatch, UInt64Array, new_null_array,
+    Array, ArrayRef, ArrowPrimitiveType, AsArray, BooleanArray, Int64Array, NullArray,
+    PrimitiveArray, RecordBatch, UInt64Array, new_null_array,
 };
 use datafusion::arrow::buffer::NullBuffer;
 use datafusion::arrow::compute::cast;
@@ -60,7 +61,7 @@ use datafusion::common::{DataFusionError, Result, ScalarValue};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::{EmitTo, GroupsAccumulator};
 use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
-use datafusion::physical_expr::expressions::{CastExpr, Column, Literal};
+use datafusion::physical_expr::expressions::{CaseExpr, CastExpr, Column, Literal};
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode, PhysicalGroupBy};
@@ -281,7 +282,10 @@ impl GroupByExec {
         // accumulators already run vectorised kernels.
         let input = agg.input_schema();
         if g.is_empty()
-            && !agg.aggr_expr().iter().all(|a| counts_rows(a) || native_of(a, &input).is_some())
+            && !agg
+                .aggr_expr()
+                .iter()
+                .all(|a| counts_rows(a) || counts_if(a).is_some() || native_of(a, &input).is_some())
         {
             return Ok(None);
         }
@@ -360,6 +364,9 @@ impl GroupByExec {
                 if counts_rows(a) {
                     return Ok(Acc::Rows(Vec::new()));
                 }
+                if let Some(p) = counts_if(a) {
+                    return Ok(Acc::RowsIf(p, Vec::new()));
+                }
                 let acc = a.create_groups_accumulator()?;
                 Ok(match native_of(a, &self.input_schema) {
                     Some((op, col, target)) => Acc::Native(Native { op, col, target, acc }),
@@ -383,6 +390,9 @@ impl GroupByExec {
                 .collect::<Vec<_>>(),
         ));
         let need_ids = accs.iter().any(|a| matches!(a, Acc::Df(_)));
+        let need_values = need_ids || accs.iter().any(|a| matches!(a, Acc::RowsIf(..)));
+        // Per batch and key: rows whose condition holds (`Acc::RowsIf`).
+        let mut tally: Vec<i64> = Vec::new();
         // Per batch: each row's key (none when scalar), rows per key, each key's group.
         let mut keys: Vec<u32> = Vec::new();
         let mut rows: Vec<u64> = Vec::new();
@@ -426,12 +436,14 @@ impl GroupByExec {
             let total = if scalar { 1 } else { grouper.len() };
             let row_keys = (!scalar).then_some(keys.as_slice());
             // DataFusion's accumulators take a group id per row and values.
-            let batch = if need_ids {
+            if need_ids {
                 ids.clear();
                 match row_keys {
                     None => ids.resize(n, 0),
                     Some(k) => ids.extend(k.iter().map(|&k| gid[k as usize])),
                 }
+            }
+            let batch = if need_values {
                 let cols = self
                     .input_schema
                     .fields()
@@ -459,6 +471,38 @@ impl GroupByExec {
                         for (k, &r) in rows.iter().enumerate() {
                             if r > 0 {
                                 counts[gid[k]] += r as i64;
+                            }
+                        }
+                    }
+                    Acc::RowsIf(p, counts) => {
+                        let Some(batch) = &batch else {
+                            return Err(DataFusionError::Internal("no values batch".into()));
+                        };
+                        let mask = p.evaluate(batch)?.into_array(n)?;
+                        let Some(mask) = mask.as_any().downcast_ref::<BooleanArray>() else {
+                            return Err(DataFusionError::Internal(
+                                "a CASE condition that is not boolean".into(),
+                            ));
+                        };
+                        // Rows where the condition is true (NULL is not).
+                        let holds = match mask.nulls() {
+                            Some(nb) => mask.values() & nb.inner(),
+                            None => mask.values().clone(),
+                        };
+                        counts.resize(total, 0);
+                        match row_keys {
+                            None => counts[0] += holds.count_set_bits() as i64,
+                            Some(k) => {
+                                tally.clear();
+                                tally.resize(rows.len(), 0);
+                                for i in holds.set_indices() {
+                                    tally[k[i] as usize] += 1;
+                                }
+                                for (key, &t) in tally.iter().enumerate() {
+                                    if t > 0 {
+                                        counts[gid[key]] += t;
+                                    }
+                                }
                             }
                         }
                     }
@@ -490,7 +534,7 @@ impl GroupByExec {
                     .map(|e| e.evaluate(&empty).and_then(|v| v.into_array(0)))
                     .collect::<Result<Vec<_>>>()?;
                 match acc {
-                    Acc::Rows(_) => {}
+                    Acc::Rows(_) | Acc::RowsIf(..) => {}
                     Acc::Native(Native { acc, .. }) | Acc::Df(acc) => {
                         acc.update_batch(&values, &[], None, 1)?
                     }
@@ -502,7 +546,7 @@ impl GroupByExec {
             if scalar { Vec::new() } else { grouper.key_arrays(&self.schema)? };
         for acc in &mut accs {
             match acc {
-                Acc::Rows(counts) => {
+                Acc::Rows(counts) | Acc::RowsIf(_, counts) => {
                     counts.resize(total, 0);
                     cols.push(Arc::new(Int64Array::from(std::mem::take(counts))));
                 }
@@ -552,6 +596,10 @@ enum Acc {
     /// `count` of a non-NULL constant (`COUNT(*)`): rows per group, counted here. Its
     /// partial state and its value are both that Int64 count.
     Rows(Vec<i64>),
+    /// `count(CASE WHEN p THEN c END)` with `c` a non-NULL constant ([`counts_if`]): rows
+    /// per group where `p` is true, counted here from `p`'s mask; state and value as for
+    /// [`Acc::Rows`].
+    RowsIf(Arc<dyn PhysicalExpr>, Vec<i64>),
     /// `count`, `sum`, `avg`, `min` or `max` of one column: folded here (see [`Native`]).
     Native(Native),
     /// Any other aggregate: DataFusion's own groups accumulator, fed row by row.
@@ -877,6 +925,24 @@ fn count_keys(keys: &[u32], space: usize, rows: &mut Vec<u64>) {
 }
 
 /// Whether `a` counts rows: `count` of one non-NULL literal, without DISTINCT.
+/// The condition `p` of `count(CASE WHEN p THEN c END)` (also with `ELSE NULL`) where `c`
+/// is a non-NULL constant: such a count is the number of rows where `p` is true (a NULL
+/// `p` takes no branch, and the missing ELSE is NULL, which `count` skips).
+fn counts_if(a: &AggregateFunctionExpr) -> Option<Arc<dyn PhysicalExpr>> {
+    if a.fun().name() != "count" || a.is_distinct() || !a.order_bys().is_empty() {
+        return None;
+    }
+    let args = a.expressions();
+    let [arg] = args.as_slice() else { return None };
+    let case = arg.downcast_ref::<CaseExpr>()?;
+    let [(when, then)] = case.when_then_expr() else { return None };
+    let literal = |e: &Arc<dyn PhysicalExpr>, null: bool| {
+        e.downcast_ref::<Literal>().is_some_and(|l| l.value().is_null() == null)
+    };
+    let no_else = case.else_expr().is_none_or(|e| literal(e, true));
+    (case.expr().is_none() && literal(then, false) && no_else).then(|| when.clone())
+}
+
 fn counts_rows(a: &AggregateFunctionExpr) -> bool {
     let args = a.expressions();
     a.fun().name() == "count"

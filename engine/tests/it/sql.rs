@@ -715,10 +715,26 @@ fn fused_group_by_agrees_with_datafusion() {
                  avg(f), min(f), max(f), count(s), count(b) FROM r {w}"
             ),
             format!("SELECT max(f), min(a), count(*) FROM r {w}"),
+            // Conditional counts (counted from the condition's mask), and CASE shapes that
+            // are not one (ELSE 0, two branches, a base expression: DataFusion's count).
+            format!(
+                "SELECT s, count(CASE WHEN a > 500 THEN 1 END), \
+                 count(CASE WHEN f < 10 OR b THEN 'x' ELSE NULL END), \
+                 count(CASE WHEN b THEN 1 ELSE 0 END), \
+                 count(CASE WHEN a > 900 THEN 1 WHEN f > 90 THEN 2 END), \
+                 count(CASE s WHEN 'apple' THEN 1 END), count(*) FROM r {w} GROUP BY s ORDER BY s"
+            ),
+            format!(
+                "SELECT count(CASE WHEN a % 2 = 0 THEN 1 END), count(CASE WHEN b THEN 1 END), \
+                 count(*) FROM r {w}"
+            ),
         ] {
             same_close(&on, &off, &q);
         }
     }
+    let q = "SELECT s, count(CASE WHEN a > 40 THEN 1 END) AS c FROM r GROUP BY s ORDER BY s";
+    assert!(plan(&on, q).contains("BasaltGroupBy"), "{}", plan(&on, q));
+    assert!(same_close(&on, &off, q) > 3);
     let q = "SELECT count(*), sum(a), avg(f), min(f) FROM r";
     assert!(
         plan(&on, q).contains("BasaltGroupBy: table=r, mode=Partial, by=[]"),
@@ -778,6 +794,7 @@ fn fused_group_by_agrees_with_datafusion() {
         "SELECT s, count(*) FROM r WHERE a > 100000 GROUP BY s",
         "SELECT s, f, count(*) FROM r WHERE _id > 100400 GROUP BY s, f",
         "SELECT count(*), sum(a), avg(f), min(f), max(a) FROM r WHERE _id > 100400",
+        "SELECT s, count(CASE WHEN a < 3 THEN 1 END) FROM r GROUP BY s",
         "SELECT s FROM r WHERE a > 500 UNION SELECT s FROM r WHERE _id > 100400",
         "SELECT s FROM r WHERE a > 500 INTERSECT SELECT s FROM r WHERE _id > 100400",
     ] {
