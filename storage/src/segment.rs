@@ -33,8 +33,9 @@
 //! verified lazily the first time that block is read whole (never as a whole-file pass at
 //! open, never again afterwards). A read of a few rows of a framed block (a window, a row
 //! list, a point lookup) restores only the frames holding them, checking the frame index's
-//! CRC and each restored frame's CRC instead; bytes it does not read are checked by the
-//! first whole read. A failed check is [`Error::Corrupt`] naming file and offset.
+//! CRC and each restored frame's CRC instead; frames it does not restore are checked when
+//! they are restored, and the block's zero padding when a whole read restores the block.
+//! A failed check is [`Error::Corrupt`] naming file and offset.
 //!
 //! # Crash analysis
 //!
