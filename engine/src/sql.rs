@@ -23,7 +23,7 @@ pub(crate) struct Runtime {
 impl Runtime {
     /// Cores queries may use (the partitions of a scan).
     pub(crate) fn cores() -> usize {
-        std::thread::available_parallelism().map_or(2, |n| n.get())
+        basalt_sql::cores()
     }
 
     fn get(&self) -> Result<&tokio::runtime::Runtime> {

@@ -832,7 +832,7 @@ fn in_parallel<T: Send>(
     /// Below this many rows a single thread is as quick as starting more.
     const PARALLEL_ROWS: u64 = 65_536;
     let units = t.scan_units();
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cores = crate::cores();
     let parts = if t.count() >= PARALLEL_ROWS { cores.min(units.len()).max(1) } else { 1 };
     if parts <= 1 {
         return Ok(vec![f(units)?]);
