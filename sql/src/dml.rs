@@ -57,7 +57,11 @@ pub struct DmlExec {
 
 /// The output schema of DML statements, as DataFusion defines it.
 pub(crate) fn count_schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![Field::new("count", DataType::UInt64, false)]))
+    // Made once: every direct write statement returns a batch of this schema.
+    static SCHEMA: std::sync::OnceLock<SchemaRef> = std::sync::OnceLock::new();
+    SCHEMA
+        .get_or_init(|| Arc::new(Schema::new(vec![Field::new("count", DataType::UInt64, false)])))
+        .clone()
 }
 
 impl DmlExec {
