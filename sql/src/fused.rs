@@ -13,17 +13,18 @@
 //! Aggregates: `COUNT(*)` counts rows per key; `count(CASE WHEN p THEN c END)` (`c` a
 //! non-NULL constant) counts the rows per key where `p` is true ([`counts_if`]). `count` /
 //! `sum` / `avg` / `min` / `max` of one Int64 or Float64 column (or of a narrower number
-//! under the cast DataFusion adds) are folded per key by a tight loop that reads the column's dictionary codes through a
-//! value table, or its plain values ([`Native`]); the per-key partial results are handed to
-//! DataFusion's own accumulator (`merge_batch` for count / sum / avg states, `update_batch`
-//! with one candidate per key for min / max), so DataFusion's rules decide and its states
-//! and values come out. Every other aggregate is DataFusion's `GroupsAccumulator` fed a
-//! group id per row. Results therefore equal DataFusion's, except that floating-point sums
-//! add in another order (within rounding), as they do between DataFusion's own plans.
-//! Without GROUP BY (one group) the rule applies only when every aggregate is counted or
-//! folded here, since DataFusion's scalar accumulators are already vectorised. A partial
-//! aggregate over a union of scans (`UNION`, `UNION ALL` under an aggregate) becomes the
-//! union of one fused partial aggregate per scan when every scan fuses ([`fuse_union`]).
+//! under the cast DataFusion adds) are folded per key by a tight loop that reads the
+//! column's dictionary codes through a value table, or its plain values ([`Native`]); the
+//! per-key partial results are handed to DataFusion's own accumulator (`merge_batch` for
+//! count / sum / avg states, `update_batch` with one candidate per key for min / max), so
+//! DataFusion's rules decide and its states and values come out. Every other aggregate is
+//! DataFusion's `GroupsAccumulator` fed a group id per row. Results therefore equal
+//! DataFusion's, except that floating-point sums add in another order (within rounding), as
+//! they do between DataFusion's own plans. Without GROUP BY (one group) the rule applies
+//! only when every aggregate is counted or folded here, since DataFusion's scalar
+//! accumulators are already vectorised. A partial aggregate over a union of scans (`UNION`,
+//! `UNION ALL` under an aggregate) becomes the union of one fused partial aggregate per
+//! scan when every scan fuses ([`fuse_union`]).
 //! A left semi / anti hash join without a join filter (`INTERSECT`, `EXCEPT`) reads its
 //! scanned right input deduplicated by such a group-by ([`dedupe_semi_join_input`]).
 //!
