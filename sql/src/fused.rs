@@ -1237,12 +1237,7 @@ impl ExecutionPlan for GroupByExec {
         }
     }
 
-    fn apply_expressions(
-        &self,
-        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
-    ) -> Result<TreeNodeRecursion> {
-        Ok(TreeNodeRecursion::Continue)
-    }
+    no_expressions!();
 
     fn with_new_children(
         self: Arc<Self>,

@@ -18,6 +18,44 @@
 //! What this crate must not do: touch files of its own (storage does), or be used by
 //! anything but `basalt` (the engine crate), which wraps it in the public API.
 
+/// `ExecutionPlan::apply_expressions` of an exec holding no physical expressions of its own
+/// (inside an `impl ExecutionPlan` block).
+macro_rules! no_expressions {
+    () => {
+        fn apply_expressions(
+            &self,
+            _f: &mut dyn FnMut(
+                &std::sync::Arc<dyn datafusion::physical_expr::PhysicalExpr>,
+            ) -> datafusion::common::Result<
+                datafusion::common::tree_node::TreeNodeRecursion,
+            >,
+        ) -> datafusion::common::Result<datafusion::common::tree_node::TreeNodeRecursion> {
+            Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+        }
+    };
+}
+
+/// The child-related `ExecutionPlan` methods of a leaf exec (no children, no expressions),
+/// inside an `impl ExecutionPlan` block.
+macro_rules! leaf_exec {
+    () => {
+        fn children(&self) -> Vec<&std::sync::Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+            vec![]
+        }
+
+        no_expressions!();
+
+        fn with_new_children(
+            self: std::sync::Arc<Self>,
+            _children: Vec<std::sync::Arc<dyn datafusion::physical_plan::ExecutionPlan>>,
+        ) -> datafusion::common::Result<
+            std::sync::Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+        > {
+            Ok(self)
+        }
+    };
+}
+
 pub mod catalog;
 pub mod connection;
 mod direct;

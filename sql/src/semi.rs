@@ -21,11 +21,10 @@ use std::sync::Arc;
 use datafusion::arrow::array::{Array, RecordBatch, RecordBatchOptions};
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::JoinType;
-use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{NullEquality, Result, ScalarValue};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::EquivalenceProperties;
 use datafusion::physical_expr::expressions::Column;
-use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::common::collect;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
@@ -133,12 +132,7 @@ impl ExecutionPlan for SemiJoinScanExec {
         vec![&self.build]
     }
 
-    fn apply_expressions(
-        &self,
-        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
-    ) -> Result<TreeNodeRecursion> {
-        Ok(TreeNodeRecursion::Continue)
-    }
+    no_expressions!();
 
     fn with_new_children(
         self: Arc<Self>,

@@ -39,7 +39,7 @@ use datafusion::catalog::{
     Session as DfSession, TableFunctionArgs, TableFunctionImpl, TableProvider,
 };
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::utils::{ListCoercion, coerced_type_with_base_type_only};
 use datafusion::common::{DFSchema, DataFusionError, Result, ScalarValue, exec_err, plan_err};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
@@ -542,12 +542,7 @@ impl ExecutionPlan for VectorSearchExec {
         }
     }
 
-    fn apply_expressions(
-        &self,
-        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
-    ) -> Result<TreeNodeRecursion> {
-        Ok(TreeNodeRecursion::Continue)
-    }
+    no_expressions!();
 
     fn metrics(&self) -> Option<MetricsSet> {
         Some(self.metrics.clone_inner())
