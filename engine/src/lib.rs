@@ -508,6 +508,14 @@ impl Connection {
     pub fn reused_physical_plans(&self) -> Result<u64> {
         Ok(self.sql_conn()?.reused_physical_plans())
     }
+
+    /// How many runs of this connection's prepared statements whose parameters are only the
+    /// `_id` keys of their WHERE clause (`_id = $1`, `_id IN ($1, …)`) went straight to the
+    /// lookup or write without classifying the statement again; a statistic for checking
+    /// which statements do.
+    pub fn keyed_statement_runs(&self) -> Result<u64> {
+        Ok(self.sql_conn()?.keyed_runs())
+    }
 }
 
 /// A handle on one table. Reads see the table as of each call (or the connection's open

@@ -40,7 +40,7 @@ use parking_lot::Mutex;
 use basalt_storage::{AlterColumn, Session};
 
 use crate::catalog::BasaltSchema;
-use crate::direct::{self, Direct};
+use crate::direct::{self, Direct, KeyedTemplate};
 use crate::dml::{DmlExec, DmlKind, count_schema};
 use crate::error::{Error, Result};
 use crate::files::{FILES_SCHEMA, Files};
@@ -68,6 +68,9 @@ pub struct Prepared {
     /// made under. The physical plan — where scans bind the state the run reads — is built
     /// again unless nothing was committed since the last run ([`KeptPhysical`]).
     optimized: Option<Arc<Mutex<Option<KeptPlan>>>>,
+    /// Kept after the first direct run when the parameters are only the `_id` keys of the
+    /// WHERE clause (see [`KeyedTemplate`]); shared by clones.
+    keyed: Arc<OnceLock<KeyedTemplate>>,
 }
 
 /// A logically optimized plan and the key of the settings it was made under, with the
@@ -196,6 +199,13 @@ impl Prepared {
     }
 }
 
+/// The one-row result of a write statement: how many rows it changed.
+fn dml_count(n: u64) -> Result<Vec<RecordBatch>> {
+    RecordBatch::try_new(count_schema(), vec![Arc::new(UInt64Array::from(vec![n]))])
+        .map(|b| vec![b])
+        .map_err(|e| Error::sql(format!("DML result: {e}")))
+}
+
 /// DataFusion's runtime environment (memory pool, spill files) that the SQL connections of
 /// one database share, built on first use: statements that never reach DataFusion (the
 /// direct path) do not pay for it.
@@ -249,6 +259,8 @@ pub struct SqlConnection {
     direct_runs: std::sync::atomic::AtomicU64,
     /// Prepared-query runs that reused a kept physical plan.
     reused_plans: std::sync::atomic::AtomicU64,
+    /// Direct runs through a prepared statement's kept [`KeyedTemplate`].
+    keyed_runs: std::sync::atomic::AtomicU64,
     /// Statements DataFusion planned.
     planned: std::sync::atomic::AtomicU64,
     /// The generation of the session's settings: raised by every `SET` / `RESET` (the only
@@ -308,6 +320,7 @@ impl SqlConnection {
             gate: tokio::sync::Mutex::new(()),
             fast_paths,
             direct_runs: std::sync::atomic::AtomicU64::new(0),
+            keyed_runs: std::sync::atomic::AtomicU64::new(0),
             reused_plans: std::sync::atomic::AtomicU64::new(0),
             planned: std::sync::atomic::AtomicU64::new(0),
             settings: std::sync::atomic::AtomicU64::new(0),
@@ -413,6 +426,13 @@ impl SqlConnection {
         self.reused_plans.load(Ordering::Relaxed)
     }
 
+    /// How many direct runs of this connection's prepared statements skipped classifying
+    /// the statement because its parameters are only `_id` keys (counted in
+    /// [`SqlConnection::fast_path_statements`] too).
+    pub fn keyed_runs(&self) -> u64 {
+        self.keyed_runs.load(Ordering::Relaxed)
+    }
+
     /// Runs `stmt` on the direct path if it is one of its shapes ([`crate::direct`]);
     /// `None`: it is not, and DataFusion must run it. `planned`: the tables a prepared
     /// statement's plan scans, with their columns then (a table whose columns changed since
@@ -424,18 +444,91 @@ impl SqlConnection {
         planned: Option<&[(String, SchemaRef)]>,
     ) -> Result<Option<Vec<RecordBatch>>> {
         let Some(d) = self.classify(stmt, params, planned)? else { return Ok(None) };
+        self.run_direct(&d).map(Some)
+    }
+
+    /// Runs a statement the direct path classified.
+    fn run_direct(&self, d: &Direct) -> Result<Vec<RecordBatch>> {
         // Counted once the direct path is certain to run the statement.
         self.direct_runs.fetch_add(1, Ordering::Relaxed);
-        match &d {
-            Direct::Select(s) => return Ok(Some(s.run()?)),
-            Direct::Aggregate(a) => return Ok(Some(a.run()?)),
+        match d {
+            Direct::Select(s) => return s.run(),
+            Direct::Aggregate(a) => return a.run(),
             _ => {}
         }
         let n = self.binding.session().lock().write(|txn, store| d.write(txn, store))?;
-        let count =
-            RecordBatch::try_new(count_schema(), vec![Arc::new(UInt64Array::from(vec![n]))])
-                .map_err(|e| Error::sql(format!("DML result: {e}")))?;
-        Ok(Some(vec![count]))
+        dml_count(n)
+    }
+
+    /// [`SqlConnection::try_direct`] for a prepared statement: through its kept
+    /// [`KeyedTemplate`] when it has one that applies, else by classifying it (and keeping
+    /// the template when one can be made).
+    fn try_prepared_direct(
+        &self,
+        prepared: &Prepared,
+        stmt: &Statement,
+        params: &[ScalarValue],
+    ) -> Result<Option<Vec<RecordBatch>>> {
+        if let Some(b) = self.try_keyed(prepared, params)? {
+            return Ok(Some(b));
+        }
+        let Some(d) = self.classify(stmt, params, Some(&prepared.scans))? else {
+            return Ok(None);
+        };
+        if !params.is_empty()
+            && prepared.keyed.get().is_none()
+            && let Some(fold) = self.fold()
+            && let Some(t) = KeyedTemplate::new(stmt, &d, fold)
+        {
+            let _ = prepared.keyed.set(t);
+        }
+        self.run_direct(&d).map(Some)
+    }
+
+    /// Runs a prepared statement through its kept [`KeyedTemplate`]: `None` when it has
+    /// none, or when anything classifying looks at differs from when it was kept (fast
+    /// paths off, identifier folding, the table's columns, an external table of the same
+    /// name, a parameter value of another kind), and then the statement is classified.
+    fn try_keyed(
+        &self,
+        prepared: &Prepared,
+        params: &[ScalarValue],
+    ) -> Result<Option<Vec<RecordBatch>>> {
+        let Some(t) = prepared.keyed.get() else { return Ok(None) };
+        if !self.fast_paths.load(Ordering::Relaxed) || self.fold() != Some(t.fold()) {
+            return Ok(None);
+        }
+        let Some(filter) = t.filter(params) else { return Ok(None) };
+        let name = t.table();
+        if self.schema.is_external(name) {
+            return Ok(None);
+        }
+        let view = self.binding.session().lock().read_view()?;
+        let Ok(now) = view.table(name) else { return Ok(None) };
+        let same = prepared
+            .scans
+            .iter()
+            .any(|(n, then)| n == name && now.schema().full_schema().fields() == then.fields());
+        if !same {
+            return Ok(None);
+        }
+        self.direct_runs.fetch_add(1, Ordering::Relaxed);
+        self.keyed_runs.fetch_add(1, Ordering::Relaxed);
+        if !t.writes() {
+            return t.read(&now, &filter).map(Some);
+        }
+        drop(view);
+        let n = self.binding.session().lock().write(|txn, store| t.write(&filter, txn, store))?;
+        dml_count(n).map(Some)
+    }
+
+    /// Whether unquoted identifiers fold to lower case, when unqualified names resolve to
+    /// Basalt's tables (`None`: under another default catalog or schema they do not).
+    fn fold(&self) -> Option<bool> {
+        self.with_options(|o| {
+            (o.catalog.default_catalog == "datafusion" && o.catalog.default_schema == "public")
+                .then_some(o.sql_parser.enable_ident_normalization)
+        })
     }
 
     /// The direct path's form of `stmt` with `params` (`None`: the direct path does not
@@ -462,12 +555,8 @@ impl SqlConnection {
         let table = |name: &str| {
             if self.schema.is_external(name) { None } else { view.table(name).ok() }
         };
-        let fold = self.with_options(|o| {
-            // Unqualified names resolve to Basalt's tables only under the default schema.
-            (o.catalog.default_catalog == "datafusion" && o.catalog.default_schema == "public")
-                .then_some(o.sql_parser.enable_ident_normalization)
-        });
-        let Some(fold) = fold else { return Ok(None) };
+        // Unqualified names resolve to Basalt's tables only under the default schema.
+        let Some(fold) = self.fold() else { return Ok(None) };
         let env = direct::Env { fold, params, table: &table };
         let Some(d) = direct::classify(stmt, &env) else { return Ok(None) };
         if let Some(planned) = planned {
@@ -578,6 +667,7 @@ impl SqlConnection {
                     stmt: raw,
                     scans: Arc::new(scans),
                     optimized,
+                    keyed: Arc::new(OnceLock::new()),
                 })
             }
         }
@@ -604,6 +694,7 @@ impl SqlConnection {
             stmt: Some(Arc::new(stmt.as_ref().clone())),
             scans: Arc::new(vec![(name, schema)]),
             optimized: None,
+            keyed: Arc::new(OnceLock::new()),
         }))
     }
 
@@ -630,7 +721,7 @@ impl SqlConnection {
     ) -> Result<Option<Vec<RecordBatch>>> {
         let Ok(_g) = self.gate.try_lock() else { return Ok(None) };
         match &prepared.stmt {
-            Some(stmt) => self.try_direct(stmt, params, Some(&prepared.scans)),
+            Some(stmt) => self.try_prepared_direct(prepared, stmt, params),
             None => Ok(None),
         }
     }
@@ -644,7 +735,7 @@ impl SqlConnection {
     ) -> Result<Vec<RecordBatch>> {
         let _g = self.gate.lock().await;
         if let Some(stmt) = &prepared.stmt
-            && let Some(b) = self.try_direct(stmt, &params, Some(&prepared.scans))?
+            && let Some(b) = self.try_prepared_direct(prepared, stmt, &params)?
         {
             return Ok(b);
         }

@@ -157,9 +157,18 @@ fn number(n: &str) -> Option<Lit> {
     n.parse::<f64>().ok().filter(|f| f.is_finite()).map(Lit::Float)
 }
 
+/// The position (0-based) of parameter `$n`.
+fn param_index(p: &str) -> Option<usize> {
+    p.strip_prefix('$')?.parse::<usize>().ok()?.checked_sub(1)
+}
+
 fn param(p: &str, env: &Env<'_>) -> Option<Lit> {
-    let i = p.strip_prefix('$')?.parse::<usize>().ok()?.checked_sub(1)?;
-    Some(match env.params.get(i)? {
+    param_lit(env.params.get(param_index(p)?)?)
+}
+
+/// A parameter's value as a literal (`None`: a value the direct path does not take).
+fn param_lit(v: &ScalarValue) -> Option<Lit> {
+    Some(match v {
         ScalarValue::Int8(Some(v)) => Lit::Int((*v).into()),
         ScalarValue::Int16(Some(v)) => Lit::Int((*v).into()),
         ScalarValue::Int32(Some(v)) => Lit::Int((*v).into()),
@@ -916,26 +925,222 @@ impl DirectSelect {
             self.offset,
             self.limit,
         )?;
-        let mut out = Vec::with_capacity(batches.len().max(1));
-        for b in batches.into_iter().filter(|b| b.num_rows() > 0) {
-            if Arc::ptr_eq(&b.schema(), &self.schema) {
-                out.push(b);
-                continue;
+        under_schema(batches, &self.schema)
+    }
+}
+
+/// The non-empty `batches` under the output `schema` (one empty batch when none is left).
+fn under_schema(batches: Vec<RecordBatch>, schema: &SchemaRef) -> crate::Result<Vec<RecordBatch>> {
+    let mut out = Vec::with_capacity(batches.len().max(1));
+    for b in batches.into_iter().filter(|b| b.num_rows() > 0) {
+        if Arc::ptr_eq(&b.schema(), schema) {
+            out.push(b);
+            continue;
+        }
+        let n = b.num_rows();
+        out.push(
+            RecordBatch::try_new_with_options(
+                schema.clone(),
+                b.columns().to_vec(),
+                &RecordBatchOptions::new().with_row_count(Some(n)),
+            )
+            .map_err(|e| basalt_storage::Error::arrow("direct read", e))?,
+        );
+    }
+    if out.is_empty() {
+        out.push(RecordBatch::new_empty(schema.clone()));
+    }
+    Ok(out)
+}
+
+/// A prepared statement whose only parameters are the `_id` keys of its WHERE clause
+/// (`WHERE _id = $n`, `WHERE _id IN ($a, $b, …)`), kept after its first direct run so
+/// that later runs only convert the keys instead of classifying the statement again (which
+/// costs more than the point lookup or the write it leads to). It holds no table state:
+/// every run reads the table from its own view, and the caller checks the table still has
+/// the columns the statement was prepared against.
+#[derive(Debug)]
+pub(crate) struct KeyedTemplate {
+    shape: KeyedShape,
+    /// Positions (0-based) of the parameters that are the keys, in the statement's order.
+    keys: Vec<usize>,
+    /// Whether the keys are an `IN` list (else one `=`).
+    list: bool,
+    /// The identifier folding the statement was classified under.
+    fold: bool,
+}
+
+/// What a [`KeyedTemplate`] does with the rows its keys name.
+#[derive(Debug)]
+enum KeyedShape {
+    /// A read: the columns at `projection` under `schema`, then `offset` / `limit`.
+    Select {
+        table: String,
+        projection: Vec<usize>,
+        schema: SchemaRef,
+        offset: usize,
+        limit: Option<usize>,
+    },
+    /// `UPDATE … SET` these values.
+    Update { table: String, values: RecordBatch },
+    /// `DELETE`.
+    Delete { table: String },
+}
+
+/// The parameter positions a WHERE clause compares `_id`-like with, when it is exactly
+/// `x = $n` (either side) or `x IN ($a, …)` of placeholders only; and whether it is a list.
+fn key_params(e: &Expr) -> Option<(Vec<usize>, bool)> {
+    fn placeholder(e: &Expr) -> Option<usize> {
+        match e {
+            Expr::Nested(e) => placeholder(e),
+            Expr::Value(v) => match &v.value {
+                Value::Placeholder(p) => param_index(p),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+    match e {
+        Expr::Nested(e) => key_params(e),
+        Expr::BinaryOp { left, op: BinaryOperator::Eq, right } => {
+            match (placeholder(left), placeholder(right)) {
+                (Some(i), None) | (None, Some(i)) => Some((vec![i], false)),
+                _ => None,
             }
-            let n = b.num_rows();
-            out.push(
-                RecordBatch::try_new_with_options(
-                    self.schema.clone(),
-                    b.columns().to_vec(),
-                    &RecordBatchOptions::new().with_row_count(Some(n)),
-                )
-                .map_err(|e| basalt_storage::Error::arrow("direct read", e))?,
-            );
         }
-        if out.is_empty() {
-            out.push(RecordBatch::new_empty(self.schema.clone()));
+        Expr::InList { list, negated: false, .. } if !list.is_empty() => {
+            Some((list.iter().map(placeholder).collect::<Option<Vec<_>>>()?, true))
         }
-        Ok(out)
+        _ => None,
+    }
+}
+
+impl KeyedTemplate {
+    /// The template of `stmt`, which classified as `d` under identifier folding `fold`, when
+    /// its parameters are exactly the `_id` keys of its WHERE clause.
+    pub(crate) fn new(stmt: &Statement, d: &Direct, fold: bool) -> Option<KeyedTemplate> {
+        let selection = match stmt {
+            Statement::Query(q) => match q.body.as_ref() {
+                SetExpr::Select(s) => s.selection.as_ref()?,
+                _ => return None,
+            },
+            Statement::Update(u) => u.selection.as_ref()?,
+            Statement::Delete(d) => d.selection.as_ref()?,
+            _ => return None,
+        };
+        let (keys, list) = key_params(selection)?;
+        // No parameter anywhere else (SET values, LIMIT, …): those would change per run.
+        let mut placeholders = 0;
+        let _ = datafusion::sql::sqlparser::ast::visit_expressions(stmt, |e| {
+            if matches!(e, Expr::Value(v) if matches!(v.value, Value::Placeholder(_))) {
+                placeholders += 1;
+            }
+            std::ops::ControlFlow::<()>::Continue(())
+        });
+        if placeholders != keys.len() {
+            return None;
+        }
+        let (filter, shape) = match d {
+            Direct::Select(s) => (
+                s.filter.as_ref(),
+                KeyedShape::Select {
+                    table: s.name.clone(),
+                    projection: s.projection.clone(),
+                    schema: s.schema.clone(),
+                    offset: s.offset,
+                    limit: s.limit,
+                },
+            ),
+            Direct::Update { table, filter, values } => (
+                filter.as_ref(),
+                KeyedShape::Update { table: table.clone(), values: values.clone() },
+            ),
+            Direct::Delete { table, filter } => {
+                (filter.as_ref(), KeyedShape::Delete { table: table.clone() })
+            }
+            Direct::Aggregate(_) | Direct::Insert { .. } => return None,
+        };
+        // The classified filter is exactly the keys compared with `_id`.
+        let exact = match filter? {
+            Predicate::Cmp { column, op: CmpOp::Eq, value: Scalar::UInt(_) } => {
+                !list && column == ID_COLUMN
+            }
+            Predicate::InList { column, values, negated: false } => {
+                list && column == ID_COLUMN
+                    && values.len() == keys.len()
+                    && values.iter().all(|v| matches!(v, Scalar::UInt(_)))
+            }
+            _ => false,
+        };
+        exact.then_some(KeyedTemplate { shape, keys, list, fold })
+    }
+
+    /// The table the statement reads or writes.
+    pub(crate) fn table(&self) -> &str {
+        match &self.shape {
+            KeyedShape::Select { table, .. }
+            | KeyedShape::Update { table, .. }
+            | KeyedShape::Delete { table } => table,
+        }
+    }
+
+    /// The identifier folding it was classified under.
+    pub(crate) fn fold(&self) -> bool {
+        self.fold
+    }
+
+    /// Whether the statement writes.
+    pub(crate) fn writes(&self) -> bool {
+        !matches!(self.shape, KeyedShape::Select { .. })
+    }
+
+    /// The filter these parameter values make, converted as classifying converts them
+    /// (`None`: a value classifying would treat otherwise, so the caller classifies).
+    pub(crate) fn filter(&self, params: &[ScalarValue]) -> Option<Predicate> {
+        let key = |i: &usize| scalar_for(&DataType::UInt64, &param_lit(params.get(*i)?)?);
+        let column = ID_COLUMN.to_string();
+        Some(if self.list {
+            let values = self.keys.iter().map(key).collect::<Option<Vec<_>>>()?;
+            Predicate::InList { column, values, negated: false }
+        } else {
+            Predicate::Cmp { column, op: CmpOp::Eq, value: key(self.keys.first()?)? }
+        })
+    }
+
+    /// Runs a read with `filter` (from [`KeyedTemplate::filter`]) against `t`.
+    pub(crate) fn read(
+        &self,
+        t: &Arc<TableSnapshot>,
+        filter: &Predicate,
+    ) -> crate::Result<Vec<RecordBatch>> {
+        let KeyedShape::Select { projection, schema, offset, limit, .. } = &self.shape else {
+            return Err(crate::Error::sql("a keyed write run as a read"));
+        };
+        let ids = id_keys(filter).unwrap_or_default();
+        let rows = lookup_rows(t, projection, filter, &ids, *offset, *limit)?;
+        under_schema(rows, schema)
+    }
+
+    /// Applies a write with `filter` (from [`KeyedTemplate::filter`]) as one step of the
+    /// session's write statement, as [`Direct::write`] would; returns the rows changed.
+    pub(crate) fn write(
+        &self,
+        filter: &Predicate,
+        txn: &mut basalt_storage::Transaction,
+        store: &basalt_storage::Store,
+    ) -> basalt_storage::Result<u64> {
+        let ids = id_keys(filter).unwrap_or_default();
+        match &self.shape {
+            KeyedShape::Select { .. } => Ok(0),
+            KeyedShape::Update { table, values } => {
+                txn.ensure_writer(store)?;
+                txn.update_all(store, table, &ids, values)
+            }
+            KeyedShape::Delete { table } => {
+                txn.ensure_writer(store)?;
+                txn.delete(store, table, &ids)
+            }
+        }
     }
 }
 

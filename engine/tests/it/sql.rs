@@ -122,6 +122,93 @@ fn statements_the_direct_path_takes_are_neither_planned_nor_need_the_session() {
 }
 
 #[test]
+fn prepared_statements_keyed_by_id_skip_classifying_and_agree_with_datafusion() {
+    let db = Database::open_in_memory().unwrap();
+    let conn = db.connect();
+    conn.sql("CREATE TABLE kt (name TEXT, n BIGINT)").unwrap();
+    conn.sql("INSERT INTO kt VALUES ('a', 1), ('b', 2), ('c', 3), ('d', 4)").unwrap();
+    let off = db.connect();
+    off.set_fast_paths(false).unwrap();
+    // Reads: the same rows (or the same failure) as DataFusion for every kind of value;
+    // after the first run the statements whose only parameters are `_id` keys are not
+    // classified again.
+    let reads = [
+        "SELECT * FROM kt WHERE _id = $1",
+        "SELECT name AS x FROM kt WHERE ($1 = _id)",
+        "SELECT n FROM kt WHERE _id IN ($1, $2, $1) LIMIT 2",
+        "SELECT n FROM kt WHERE _id IN ($1, $2) OFFSET 1",
+    ];
+    let values: [Vec<Value>; 6] = [
+        vec![Value::Int(2), Value::Int(3)],
+        vec![Value::Int(3), Value::Int(2)],
+        vec![Value::Int(9), Value::Int(1)],
+        vec![Value::Int(-1), Value::Int(4)],
+        vec![Value::Float(2.0), Value::Int(4)],
+        vec![Value::Str("2".into()), Value::Int(4)],
+    ];
+    for sql in reads {
+        let fast = conn.prepare(sql).unwrap();
+        let slow = off.prepare(sql).unwrap();
+        let want_params =
+            |v: &[Value]| if sql.contains("$2") { v.to_vec() } else { v[..1].to_vec() };
+        for v in &values {
+            let p = want_params(v);
+            let (a, b) = (fast.execute(&p), slow.execute(&p));
+            match (&a, &b) {
+                (Ok(a), Ok(b)) => assert_eq!(rows(a), rows(b), "{sql} {p:?}"),
+                (Err(_), Err(_)) => {}
+                _ => panic!("{sql} {p:?}: {a:?} vs {b:?}"),
+            }
+        }
+    }
+    // (Per statement: the first run classifies and keeps it, the next two are keyed, and
+    // the values classifying would not take as keys are classified and then planned.)
+    let keyed = conn.keyed_statement_runs().unwrap();
+    assert_eq!(keyed, 4 * 2);
+    // Writes by key, in a transaction and out: the same counts and rows as DataFusion's.
+    let upd = conn.prepare("UPDATE kt SET n = 10 WHERE _id = $1").unwrap();
+    let del = conn.prepare("DELETE FROM kt WHERE _id IN ($1, $2)").unwrap();
+    let get = conn.prepare("SELECT name, n FROM kt WHERE _id = $1").unwrap();
+    assert_eq!(one_u64(&upd.execute(&[Value::Int(1)]).unwrap()), 1);
+    assert_eq!(one_u64(&upd.execute(&[Value::Int(2)]).unwrap()), 1);
+    assert_eq!(one_u64(&upd.execute(&[Value::Int(99)]).unwrap()), 0);
+    conn.sql("BEGIN").unwrap();
+    assert_eq!(one_u64(&del.execute(&[Value::Int(3), Value::Int(1)]).unwrap()), 2);
+    assert_eq!(one_u64(&del.execute(&[Value::Int(3), Value::Int(1)]).unwrap()), 0);
+    assert!(rows(&get.execute(&[Value::Int(1)]).unwrap()).is_empty());
+    assert_eq!(rows(&off.sql("SELECT name, n FROM kt WHERE _id = 1").unwrap()), vec!["a|10"]);
+    conn.sql("ROLLBACK").unwrap();
+    assert_eq!(rows(&get.execute(&[Value::Int(1)]).unwrap()), vec!["a|10"]);
+    assert_eq!(one_u64(&del.execute(&[Value::Int(3), Value::Int(4)]).unwrap()), 2);
+    assert_eq!(rows(&off.sql("SELECT name, n FROM kt").unwrap()), vec!["a|10", "b|10"]);
+    // Rows written after the statement was kept are found; keyed runs were counted.
+    conn.sql("INSERT INTO kt VALUES ('e', 5)").unwrap();
+    assert_eq!(rows(&get.execute(&[Value::Int(5)]).unwrap()), vec!["e|5"]);
+    assert_eq!(conn.keyed_statement_runs().unwrap(), keyed + 6);
+    // Parameters anywhere else, or a filter beyond the keys: classified at every run.
+    let before = conn.keyed_statement_runs().unwrap();
+    let set = conn.prepare("UPDATE kt SET n = $2 WHERE _id = $1").unwrap();
+    let and = conn.prepare("SELECT name FROM kt WHERE _id = $1 AND n > 5").unwrap();
+    for id in [1, 2, 5] {
+        assert_eq!(one_u64(&set.execute(&[Value::Int(id), Value::Int(id * 7)]).unwrap()), 1);
+        let want = if id * 7 > 5 { 1 } else { 0 };
+        assert_eq!(rows(&and.execute(&[Value::Int(id)]).unwrap()).len(), want);
+    }
+    assert_eq!(conn.keyed_statement_runs().unwrap(), before);
+    assert_eq!(rows(&off.sql("SELECT _id, n FROM kt").unwrap()), vec!["1|7", "2|14", "5|35"]);
+    // Fast paths off, or the table's columns changed: the kept template is not used.
+    conn.set_fast_paths(false).unwrap();
+    assert_eq!(rows(&get.execute(&[Value::Int(2)]).unwrap()), vec!["b|14"]);
+    conn.set_fast_paths(true).unwrap();
+    assert_eq!(conn.keyed_statement_runs().unwrap(), before);
+    off.sql("ALTER TABLE kt ADD COLUMN extra INT").unwrap();
+    let e = get.execute(&[Value::Int(2)]).unwrap_err();
+    assert!(e.to_string().contains("prepare it again"), "{e}");
+    let e = upd.execute(&[Value::Int(2)]).unwrap_err();
+    assert!(e.to_string().contains("prepare it again"), "{e}");
+}
+
+#[test]
 fn prepared_queries_without_parameters_reuse_their_plan_and_still_read_fresh_data() {
     let db = Database::open_in_memory().unwrap();
     let conn = db.connect();
