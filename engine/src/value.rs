@@ -416,9 +416,11 @@ pub fn row_fields(
                 column: c.to_string(),
             }
         })?;
-        // Nullable here whatever the table says: NOT NULL is checked (with a clear error)
-        // when the batch is conformed to the table. A nullable column's field is shared.
-        out.push(if f.is_nullable() {
+        // A NOT NULL column some row leaves NULL (or out) gets a nullable field here, so
+        // the batch can be built and conforming it to the table reports the NULL with a
+        // clear error; otherwise the table's field is shared (no allocation per row).
+        let has_null = || rows.iter().any(|r| matches!(r.get(c), None | Some(Value::Null)));
+        out.push(if f.is_nullable() || !has_null() {
             f.clone()
         } else {
             Arc::new(Field::new(f.name(), f.data_type().clone(), true))

@@ -404,10 +404,10 @@ impl Transaction {
         if found.is_empty() {
             return Ok(0);
         }
-        let keep = arrow_array::BooleanArray::from(keep);
         let values = if found.len() == ids.len() {
             values.clone()
         } else {
+            let keep = arrow_array::BooleanArray::from(keep);
             arrow_select::filter::filter_record_batch(values, &keep)
                 .map_err(|e| Error::arrow(format!("update '{table}'"), e))?
         };

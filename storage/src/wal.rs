@@ -245,49 +245,65 @@ fn columns_have_layout(batch: &RecordBatch) -> bool {
 }
 
 /// Appends `batch` in the kind-3 column layout (see the module docs); every column must
-/// pass [`columns_have_layout`].
+/// pass [`columns_have_layout`]. Columns are read through their typed arrays (already
+/// offset to the slice they cover), not as `ArrayData`, whose construction allocated more
+/// than a one-row commit costs otherwise.
 fn encode_columns(batch: &RecordBatch, out: &mut Vec<u8>) {
+    use arrow_array::cast::AsArray;
     use arrow_schema::DataType as D;
     let n = batch.num_rows();
     out.extend_from_slice(&(n as u32).to_le_bytes());
     let bits = |out: &mut Vec<u8>, b: &arrow_buffer::BooleanBuffer| {
         out.extend_from_slice(&b.sliced().as_slice()[..n.div_ceil(8)]);
     };
+    let strings = |out: &mut Vec<u8>, offsets: &[i32], data: &[u8]| {
+        let offsets = &offsets[..=n];
+        let base = offsets[0];
+        for &o in offsets {
+            out.extend_from_slice(&((o - base) as u32).to_le_bytes());
+        }
+        let data = &data[base as usize..offsets[n] as usize];
+        out.extend_from_slice(&(data.len() as u32).to_le_bytes());
+        out.extend_from_slice(data);
+    };
     for c in batch.columns() {
-        let d = c.to_data();
-        match d.nulls().filter(|nb| nb.null_count() > 0) {
+        match c.nulls().filter(|nb| nb.null_count() > 0) {
             Some(nb) => {
                 out.push(1);
                 bits(out, nb.inner());
             }
             None => out.push(0),
         }
-        let off = d.offset();
         match c.data_type() {
-            D::Boolean => {
-                let b = arrow_buffer::BooleanBuffer::new(d.buffers()[0].clone(), off, n);
-                bits(out, &b);
+            D::Boolean => bits(out, c.as_boolean().values()),
+            D::Utf8 => {
+                let a = c.as_string::<i32>();
+                strings(out, a.value_offsets(), a.values().as_slice());
             }
-            D::Utf8 | D::Binary => {
-                let offsets: &[i32] = d.buffers()[0].typed_data();
-                let offsets = &offsets[off..=off + n];
-                let base = offsets[0];
-                for &o in offsets {
-                    out.extend_from_slice(&((o - base) as u32).to_le_bytes());
-                }
-                let data = &d.buffers()[1].as_slice()[base as usize..offsets[n] as usize];
-                out.extend_from_slice(&(data.len() as u32).to_le_bytes());
-                out.extend_from_slice(data);
+            D::Binary => {
+                let a = c.as_binary::<i32>();
+                strings(out, a.value_offsets(), a.values().as_slice());
             }
             D::FixedSizeList(_, dim) => {
+                let d = c.to_data();
                 let dim = *dim as usize;
                 let v = &d.child_data()[0];
-                let start = (v.offset() + off * dim) * 4;
+                let start = (v.offset() + d.offset() * dim) * 4;
                 out.extend_from_slice(&v.buffers()[0].as_slice()[start..start + n * dim * 4]);
             }
             dt => {
-                let w = dt.primitive_width().unwrap_or(0);
-                out.extend_from_slice(&d.buffers()[0].as_slice()[off * w..(off + n) * w]);
+                let typed: Option<&[u8]> = arrow_array::downcast_primitive_array!(
+                    c => Some(c.values().inner().as_slice()),
+                    _ => None,
+                );
+                match typed {
+                    Some(bytes) => out.extend_from_slice(bytes),
+                    None => {
+                        let d = c.to_data();
+                        let (w, off) = (dt.primitive_width().unwrap_or(0), d.offset());
+                        out.extend_from_slice(&d.buffers()[0].as_slice()[off * w..(off + n) * w]);
+                    }
+                }
             }
         }
     }
