@@ -199,6 +199,17 @@ impl Prepared {
     }
 }
 
+/// Whether table `name` has the columns a prepared statement's plan scanned (`None`: the
+/// plan scanned no table of that name).
+fn same_columns(
+    planned: &[(String, SchemaRef)],
+    name: &str,
+    now: &basalt_storage::TableSnapshot,
+) -> Option<bool> {
+    let (_, then) = planned.iter().find(|(n, _)| n == name)?;
+    Some(now.schema().full_schema().fields() == then.fields())
+}
+
 /// The one-row result of a write statement: how many rows it changed.
 fn dml_count(n: u64) -> Result<Vec<RecordBatch>> {
     RecordBatch::try_new(count_schema(), vec![Arc::new(UInt64Array::from(vec![n]))])
@@ -505,11 +516,7 @@ impl SqlConnection {
         }
         let view = self.binding.session().lock().read_view()?;
         let Ok(now) = view.table(name) else { return Ok(None) };
-        let same = prepared
-            .scans
-            .iter()
-            .any(|(n, then)| n == name && now.schema().full_schema().fields() == then.fields());
-        if !same {
+        if same_columns(&prepared.scans, name, &now) != Some(true) {
             return Ok(None);
         }
         self.direct_runs.fetch_add(1, Ordering::Relaxed);
@@ -561,11 +568,11 @@ impl SqlConnection {
         let Some(d) = direct::classify(stmt, &env) else { return Ok(None) };
         if let Some(planned) = planned {
             let name = d.table();
-            let Some((_, then)) = planned.iter().find(|(n, _)| n == name) else {
+            let now = view.table(name)?;
+            let Some(same) = same_columns(planned, name, &now) else {
                 return Ok(None);
             };
-            let now = view.table(name)?;
-            if now.schema().full_schema().fields() != then.fields() {
+            if !same {
                 return Err(Error::sql(format!(
                     "table '{name}' changed since this statement was planned; prepare it again"
                 )));

@@ -1116,9 +1116,7 @@ impl KeyedTemplate {
         let KeyedShape::Select { projection, schema, offset, limit, .. } = &self.shape else {
             return Err(crate::Error::sql("a keyed write run as a read"));
         };
-        let ids = id_keys(filter).unwrap_or_default();
-        let rows = lookup_rows(t, projection, filter, &ids, *offset, *limit)?;
-        under_schema(rows, schema)
+        under_schema(rows_where(t, projection, Some(filter), *offset, *limit)?, schema)
     }
 
     /// Applies a write with `filter` (from [`KeyedTemplate::filter`]) as one step of the
@@ -1129,15 +1127,14 @@ impl KeyedTemplate {
         txn: &mut basalt_storage::Transaction,
         store: &basalt_storage::Store,
     ) -> basalt_storage::Result<u64> {
-        let ids = id_keys(filter).unwrap_or_default();
         match &self.shape {
             KeyedShape::Select { .. } => Ok(0),
             KeyedShape::Update { table, values } => {
-                txn.ensure_writer(store)?;
+                let ids = writer_ids(txn, store, table, Some(filter))?;
                 txn.update_all(store, table, &ids, values)
             }
             KeyedShape::Delete { table } => {
-                txn.ensure_writer(store)?;
+                let ids = writer_ids(txn, store, table, Some(filter))?;
                 txn.delete(store, table, &ids)
             }
         }
