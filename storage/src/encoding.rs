@@ -1245,126 +1245,249 @@ pub fn reads_cells(dt: &DataType) -> bool {
 /// need a prefix sum): the caller decodes that column with [`decode_rows`]. Every offset
 /// and length is checked; damaged metadata yields [`Error::Corrupt`], never a panic.
 pub fn decode_cell<'a>(raw: &'a [u8], c: ChunkInfo<'_>, row: usize) -> Result<Option<Cell<'a>>> {
-    let corrupt = |reason: String| Error::corrupt(c.file, c.offset, reason);
-    if !reads_cells(c.data_type) || matches!(c.encoding, Encoding::Ipc) {
-        return Ok(None);
+    match CellReader::new(raw, c)? {
+        Some(r) => r.read(row).map(Some),
+        None => Ok(None),
     }
-    if row >= c.rows {
-        return Err(corrupt(format!("row {row} outside {} rows", c.rows)));
-    }
-    // The sections as slices of the block (the layout `sections` checks).
-    let mut secs: [&[u8]; 4] = [&[]; 4];
-    let expected = expected_sections(&c);
-    if c.sections.len() != expected || expected > secs.len() {
-        return Err(corrupt(format!("expected {expected} sections, found {}", c.sections.len())));
-    }
-    let mut pos = 0usize;
-    for (slot, &len) in secs.iter_mut().zip(c.sections) {
-        let len = usize::try_from(len).map_err(|_| corrupt("section length overflows".into()))?;
-        let end = pos.checked_add(len).filter(|&e| e <= raw.len());
-        let Some(end) = end else {
-            return Err(corrupt(format!("section [{pos}, +{len}) exceeds block of {}", raw.len())));
-        };
-        *slot = &raw[pos..end];
-        pos = align64(end);
-    }
-    let mut secs = &secs[..expected];
-    if c.null_count > 0 {
-        let v = secs[0];
-        secs = &secs[1..];
-        let valid = v.get(row / 8).ok_or_else(|| corrupt("validity bitmap too short".into()))?;
-        if valid & (1 << (row % 8)) == 0 {
-            return Ok(Some(Cell::Null));
+}
+
+/// Reads single rows of one uncompressed block as [`Cell`]s in place (see
+/// [`decode_cell`]): the sections are found and their sizes checked once, so each row
+/// costs a few loads — how a lookup of many rows reads a block it has several rows in.
+#[derive(Debug, Clone, Copy)]
+pub struct CellReader<'a, 'c> {
+    c: ChunkInfo<'c>,
+    /// The validity bitmap, when the chunk holds NULLs.
+    validity: Option<&'a [u8]>,
+    kind: CellKind<'a>,
+}
+
+/// Where a [`CellReader`] finds a row's value (every section checked to hold all rows).
+#[derive(Debug, Clone, Copy)]
+enum CellKind<'a> {
+    Bool(&'a [u8]),
+    /// Plain strings: offsets (`rows + 1` of them) into `data`.
+    Bytes {
+        offsets: &'a [u8],
+        data: &'a [u8],
+    },
+    /// Plain fixed-width values, `width` bytes per row.
+    Fixed {
+        values: &'a [u8],
+        width: usize,
+    },
+    /// Frame of reference: `base` plus `bits` packed bits per row.
+    For {
+        packed: &'a [u8],
+        bits: u8,
+        base: u64,
+    },
+    /// A constant step: `first + row · step`.
+    Step {
+        first: u64,
+        step: u64,
+    },
+    /// A dictionary of `len` strings (offsets into `data`), `width`-byte codes.
+    DictBytes {
+        offsets: &'a [u8],
+        data: &'a [u8],
+        codes: &'a [u8],
+        width: usize,
+        len: usize,
+    },
+    /// A dictionary of `len` fixed-width values (`size` bytes each), `width`-byte codes.
+    DictFixed {
+        dict: &'a [u8],
+        size: usize,
+        codes: &'a [u8],
+        width: usize,
+        len: usize,
+    },
+}
+
+impl<'a, 'c> CellReader<'a, 'c> {
+    /// A reader of the block `raw` of chunk `c`; `Ok(None)` when its values cannot be read
+    /// as cells (see [`decode_cell`]).
+    pub fn new(raw: &'a [u8], c: ChunkInfo<'c>) -> Result<Option<CellReader<'a, 'c>>> {
+        let corrupt = |reason: String| Error::corrupt(c.file, c.offset, reason);
+        if !reads_cells(c.data_type) || matches!(c.encoding, Encoding::Ipc) {
+            return Ok(None);
         }
-    }
-    let at = |b: &'a [u8], lo: usize, len: usize, what: &str| -> Result<&'a [u8]> {
-        b.get(lo..lo.saturating_add(len))
-            .ok_or_else(|| corrupt(format!("{what} section too short for row {row}")))
-    };
-    let int = |pattern: u64, width: u8, signed: bool| -> Cell<'a> {
-        let shift = 64 - 8 * u32::from(width.clamp(1, 8));
-        if signed {
-            Cell::Int(((pattern << shift) as i64) >> shift)
-        } else {
-            Cell::UInt((pattern << shift) >> shift)
+        let n = c.rows;
+        // The sections as slices of the block (the layout `sections` checks).
+        let mut secs: [&[u8]; 4] = [&[]; 4];
+        let expected = expected_sections(&c);
+        if c.sections.len() != expected || expected > secs.len() {
+            let found = c.sections.len();
+            return Err(corrupt(format!("expected {expected} sections, found {found}")));
         }
-    };
-    let fixed = |b: &[u8], phys: Physical| -> Option<Cell<'a>> {
-        Some(match phys {
-            Physical::Int { width, signed } => {
-                let mut a = [0u8; 8];
-                a[..b.len().min(8)].copy_from_slice(&b[..b.len().min(8)]);
-                int(u64::from_le_bytes(a), width, signed)
-            }
-            Physical::F32 => Cell::F32(f32::from_le_bytes(b.try_into().ok()?)),
-            Physical::F64 => Cell::F64(f64::from_le_bytes(b.try_into().ok()?)),
-            Physical::Decimal128 => Cell::Decimal(i128::from_le_bytes(b.try_into().ok()?)),
-            _ => return None,
-        })
-    };
-    let text = |b: &'a [u8]| -> Result<Cell<'a>> {
-        Ok(if *c.data_type == DataType::Utf8 {
-            Cell::Str(std::str::from_utf8(b).map_err(|_| corrupt("string is not UTF-8".into()))?)
-        } else {
-            Cell::Bytes(b)
-        })
-    };
-    let offsets_at = |o: &'a [u8], i: usize, data: &'a [u8]| -> Result<&'a [u8]> {
-        let w = at(o, i * 4, 8, "offsets")?;
-        let lo = i32::from_le_bytes([w[0], w[1], w[2], w[3]]);
-        let hi = i32::from_le_bytes([w[4], w[5], w[6], w[7]]);
-        if lo < 0 || hi < lo || hi as usize > data.len() {
-            return Err(corrupt("string offsets out of range".into()));
-        }
-        Ok(&data[lo as usize..hi as usize])
-    };
-    Ok(Some(match (c.encoding, c.phys) {
-        (Encoding::Plain, Physical::Bool) => {
-            let b = at(secs[0], row / 8, 1, "bool")?[0];
-            Cell::Bool(b & (1 << (row % 8)) != 0)
-        }
-        (Encoding::Plain, Physical::Bytes) => text(offsets_at(secs[0], row, secs[1])?)?,
-        (Encoding::Plain, phys) => {
-            let Some(w) = plain_width(phys) else { return Ok(None) };
-            match fixed(at(secs[0], row * w, w, "values")?, phys) {
-                Some(cell) => cell,
-                None => return Ok(None),
-            }
-        }
-        (Encoding::ForPacked { base, bits }, Physical::Int { width, signed }) => {
-            let p = secs[0];
-            if p.len() < bitpack::packed_len(c.rows, *bits) {
-                return Err(corrupt("packed section too short".into()));
-            }
-            int(base.wrapping_add(bitpack::get(p, *bits, row)), width, signed)
-        }
-        (Encoding::DeltaPacked { first, base, bits: 0 }, Physical::Int { width, signed }) => {
-            int(first.wrapping_add(base.wrapping_mul(row as u64)), width, signed)
-        }
-        (Encoding::Dict { code_width, dict_len }, phys) => {
-            let (dk, cw) = (*dict_len as usize, *code_width as usize);
-            let (dict_a, dict_b, codes) = match phys {
-                Physical::Bytes => (Some(secs[0]), secs[1], secs[2]),
-                Physical::F32 | Physical::F64 => (None, secs[0], secs[1]),
-                _ => return Err(corrupt("dictionary encoding for an unexpected kind".into())),
+        let mut pos = 0usize;
+        for (slot, &len) in secs.iter_mut().zip(c.sections) {
+            let len =
+                usize::try_from(len).map_err(|_| corrupt("section length overflows".into()))?;
+            let end = pos.checked_add(len).filter(|&e| e <= raw.len());
+            let Some(end) = end else {
+                let have = raw.len();
+                return Err(corrupt(format!("section [{pos}, +{len}) exceeds block of {have}")));
             };
-            let code = code_in(at(codes, row * cw, cw, "codes")?, cw, 0);
-            if code >= dk {
-                return Err(corrupt(format!("dictionary code {code} out of {dk} entries")));
+            *slot = &raw[pos..end];
+            pos = align64(end);
+        }
+        let mut secs = &secs[..expected];
+        // Section `s` holding at least `len` bytes (`None`: the size overflows).
+        let sized = |s: &'a [u8], len: Option<usize>, what: &str| -> Result<&'a [u8]> {
+            match len {
+                Some(len) if s.len() >= len => Ok(s),
+                _ => Err(corrupt(format!("{what} section too short for {n} rows"))),
             }
-            match dict_a {
-                Some(offs) => text(offsets_at(offs, code, dict_b)?)?,
-                None => {
-                    let w = if phys == Physical::F32 { 4 } else { 8 };
-                    match fixed(at(dict_b, code * w, w, "dictionary")?, phys) {
-                        Some(cell) => cell,
-                        None => return Ok(None),
+        };
+        let validity = if c.null_count > 0 {
+            let v = sized(secs[0], Some(n.div_ceil(8)), "validity")?;
+            secs = &secs[1..];
+            Some(v)
+        } else {
+            None
+        };
+        let kind = match (c.encoding, c.phys) {
+            (Encoding::Plain, Physical::Bool) => {
+                CellKind::Bool(sized(secs[0], Some(n.div_ceil(8)), "bool")?)
+            }
+            (Encoding::Plain, Physical::Bytes) => CellKind::Bytes {
+                offsets: sized(
+                    secs[0],
+                    n.checked_add(1).and_then(|k| k.checked_mul(4)),
+                    "offsets",
+                )?,
+                data: secs[1],
+            },
+            (Encoding::Plain, phys) => {
+                let Some(width) = plain_width(phys) else { return Ok(None) };
+                CellKind::Fixed { values: sized(secs[0], n.checked_mul(width), "values")?, width }
+            }
+            (Encoding::ForPacked { base, bits }, Physical::Int { .. }) => CellKind::For {
+                packed: sized(secs[0], Some(bitpack::packed_len(n, *bits)), "packed")?,
+                bits: *bits,
+                base: *base,
+            },
+            (Encoding::DeltaPacked { first, base, bits: 0 }, Physical::Int { .. }) => {
+                CellKind::Step { first: *first, step: *base }
+            }
+            (Encoding::Dict { code_width, dict_len }, phys) => {
+                let (width, len) = (*code_width as usize, *dict_len as usize);
+                if !matches!(width, 1 | 2 | 4) {
+                    return Err(corrupt(format!("dictionary code width {width}")));
+                }
+                let entries = len.checked_add(1).and_then(|k| k.checked_mul(4));
+                match phys {
+                    Physical::Bytes => CellKind::DictBytes {
+                        offsets: sized(secs[0], entries, "dictionary offsets")?,
+                        data: secs[1],
+                        codes: sized(secs[2], n.checked_mul(width), "codes")?,
+                        width,
+                        len,
+                    },
+                    Physical::F32 | Physical::F64 => {
+                        let size = if phys == Physical::F32 { 4 } else { 8 };
+                        CellKind::DictFixed {
+                            dict: sized(secs[0], len.checked_mul(size), "dictionary")?,
+                            size,
+                            codes: sized(secs[1], n.checked_mul(width), "codes")?,
+                            width,
+                            len,
+                        }
                     }
+                    _ => return Err(corrupt("dictionary encoding for an unexpected kind".into())),
                 }
             }
+            _ => return Ok(None),
+        };
+        Ok(Some(CellReader { c, validity, kind }))
+    }
+
+    /// Row `row`'s value.
+    pub fn read(&self, row: usize) -> Result<Cell<'a>> {
+        let c = &self.c;
+        let corrupt = |reason: String| Error::corrupt(c.file, c.offset, reason);
+        if row >= c.rows {
+            return Err(corrupt(format!("row {row} outside {} rows", c.rows)));
         }
-        _ => return Ok(None),
-    }))
+        // Every section holds all rows (checked in `new`): indexing below stays in bounds.
+        if let Some(v) = self.validity
+            && v[row / 8] & (1 << (row % 8)) == 0
+        {
+            return Ok(Cell::Null);
+        }
+        let int = |pattern: u64| -> Cell<'a> {
+            let Physical::Int { width, signed } = c.phys else { return Cell::UInt(pattern) };
+            let shift = 64 - 8 * u32::from(width.clamp(1, 8));
+            if signed {
+                Cell::Int(((pattern << shift) as i64) >> shift)
+            } else {
+                Cell::UInt((pattern << shift) >> shift)
+            }
+        };
+        // A fixed-width value (`b` holds exactly the kind's width, checked in `new`).
+        let fixed = |b: &[u8]| -> Result<Cell<'a>> {
+            let bad = || corrupt(format!("a {}-byte value for {:?}", b.len(), c.phys));
+            Ok(match c.phys {
+                Physical::Int { .. } => {
+                    let mut a = [0u8; 8];
+                    a.get_mut(..b.len()).ok_or_else(bad)?.copy_from_slice(b);
+                    int(u64::from_le_bytes(a))
+                }
+                Physical::F32 => Cell::F32(f32::from_le_bytes(b.try_into().map_err(|_| bad())?)),
+                Physical::F64 => Cell::F64(f64::from_le_bytes(b.try_into().map_err(|_| bad())?)),
+                Physical::Decimal128 => {
+                    Cell::Decimal(i128::from_le_bytes(b.try_into().map_err(|_| bad())?))
+                }
+                _ => return Err(bad()),
+            })
+        };
+        let text = |b: &'a [u8]| -> Result<Cell<'a>> {
+            Ok(if *c.data_type == DataType::Utf8 {
+                Cell::Str(
+                    std::str::from_utf8(b).map_err(|_| corrupt("string is not UTF-8".into()))?,
+                )
+            } else {
+                Cell::Bytes(b)
+            })
+        };
+        // Entry `i` of `offsets` (checked to hold it) into `data`.
+        let entry = |offsets: &[u8], i: usize, data: &'a [u8]| -> Result<&'a [u8]> {
+            let w = &offsets[i * 4..i * 4 + 8];
+            let lo = i32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+            let hi = i32::from_le_bytes([w[4], w[5], w[6], w[7]]);
+            if lo < 0 || hi < lo || hi as usize > data.len() {
+                return Err(corrupt("string offsets out of range".into()));
+            }
+            Ok(&data[lo as usize..hi as usize])
+        };
+        let code = |codes: &[u8], width: usize, len: usize| -> Result<usize> {
+            let code = code_in(codes, width, row);
+            if code >= len {
+                return Err(corrupt(format!("dictionary code {code} out of {len} entries")));
+            }
+            Ok(code)
+        };
+        match self.kind {
+            CellKind::Bool(b) => Ok(Cell::Bool(b[row / 8] & (1 << (row % 8)) != 0)),
+            CellKind::Bytes { offsets, data } => text(entry(offsets, row, data)?),
+            CellKind::Fixed { values, width } => fixed(&values[row * width..(row + 1) * width]),
+            CellKind::For { packed, bits, base } => {
+                Ok(int(base.wrapping_add(bitpack::get(packed, bits, row))))
+            }
+            CellKind::Step { first, step } => {
+                Ok(int(first.wrapping_add(step.wrapping_mul(row as u64))))
+            }
+            CellKind::DictBytes { offsets, data, codes, width, len } => {
+                text(entry(offsets, code(codes, width, len)?, data)?)
+            }
+            CellKind::DictFixed { dict, size, codes, width, len } => {
+                let k = code(codes, width, len)?;
+                fixed(&dict[k * size..(k + 1) * size])
+            }
+        }
+    }
 }
 
 /// Code `i` of a dictionary chunk's codes section, `cw` (1, 2 or 4) bytes per code; the

@@ -805,6 +805,34 @@ impl Segment {
         Ok(f(crate::store::RowValue::Array(&a, 0)))
     }
 
+    /// The rows `rows` (ascending) of column `col` of row group `rg` handed to `f` in order:
+    /// the block is found once for all of them, and each value is a [`encoding::Cell`] read
+    /// in place when its kind allows (no array built), otherwise a row of an array decoded
+    /// by [`encoding::decode_rows`]. How a lookup of many ids reads a row group it has a
+    /// few rows in.
+    pub fn visit_values(
+        &self,
+        rg: usize,
+        col: usize,
+        rows: &[usize],
+        mut f: impl FnMut(crate::store::RowValue<'_>) -> Result<()>,
+    ) -> Result<()> {
+        let (Some(&first), Some(&last)) = (rows.first(), rows.last()) else {
+            return Ok(());
+        };
+        let span = (first, last.saturating_sub(first) + 1);
+        let (raw, info) = self.block_info_for(rg, col, Some(span))?;
+        match encoding::CellReader::new(raw.as_slice(), info)? {
+            Some(reader) => {
+                rows.iter().try_for_each(|&r| f(crate::store::RowValue::Cell(reader.read(r)?)))
+            }
+            None => {
+                let a = encoding::decode_rows(&raw, info, rows)?;
+                (0..a.len()).try_for_each(|i| f(crate::store::RowValue::Array(&a, i)))
+            }
+        }
+    }
+
     /// Decodes the rows `rows` (ascending) of column `col` of row group `rg` only, as
     /// values (see [`encoding::decode_rows`]).
     pub fn read_column_rows(&self, rg: usize, col: usize, rows: &[usize]) -> Result<ArrayRef> {

@@ -849,21 +849,10 @@ impl TableSnapshot {
             })?;
             return batch(columns, 1);
         }
-        if locs.len() <= FEW_ROWS
+        if locs.len() <= CELL_ROWS
             && schema.fields().iter().all(|f| encoding::reads_cells(f.data_type()))
         {
-            // A few rows: values read in place, appended to one builder per column.
-            let mut builders: Vec<Box<dyn arrow_array::builder::ArrayBuilder>> = schema
-                .fields()
-                .iter()
-                .map(|f| arrow_array::builder::make_builder(f.data_type(), locs.len()))
-                .collect();
-            for &loc in locs {
-                self.visit_row(loc, projection, |i, v| {
-                    append_value(builders[i].as_mut(), schema.field(i).data_type(), v)
-                })?;
-            }
-            let columns = builders.iter_mut().map(|b| b.finish()).collect();
+            let columns = self.gather_values(locs, projection, &schema)?;
             return batch(columns, locs.len());
         }
         // Group the wanted rows by source: a memtable batch is used as it is; of a row
@@ -935,6 +924,96 @@ impl TableSnapshot {
             columns.push(col);
         }
         batch(columns, picks.len())
+    }
+
+    /// [`TableSnapshot::rows_at`] for up to [`CELL_ROWS`] rows of kinds
+    /// [`encoding::reads_cells`] accepts: the wanted rows sorted by source (memtable batch
+    /// or row group) and row, each source's values appended to one builder per column —
+    /// read in place, each block found once per source, no array per source and no
+    /// interleaving — then put in the order asked by one `take` per column.
+    fn gather_values(
+        &self,
+        locs: &[RowLocation],
+        projection: &[usize],
+        schema: &Schema,
+    ) -> Result<Vec<ArrayRef>> {
+        let bad = |reason: String| Error::InvalidInput { table: self.name.clone(), reason };
+        let key = |loc: RowLocation| match loc {
+            RowLocation::Memtable { batch, row } => (0, batch, row),
+            RowLocation::Segment { segment, rg, row } => (1 + segment, rg, row),
+        };
+        let mut order: Vec<u32> = (0..locs.len() as u32).collect();
+        order.sort_unstable_by_key(|&i| key(locs[i as usize]));
+        let sorted: Vec<(usize, usize, usize)> =
+            order.iter().map(|&i| key(locs[i as usize])).collect();
+        let rows: Vec<usize> = sorted.iter().map(|k| k.2).collect();
+        // Runs of one source: (source, memtable batch or row group, its part of `rows`).
+        let mut runs = Vec::new();
+        let mut start = 0;
+        for i in 1..=sorted.len() {
+            if i == sorted.len() || sorted[i].0 != sorted[start].0 || sorted[i].1 != sorted[start].1
+            {
+                let (src, sub) = (sorted[start].0, sorted[start].1);
+                // Sorted: the run's last row is its largest.
+                let last = rows[i - 1];
+                let held = if src == 0 {
+                    self.memtable_batch(sub)?.num_rows()
+                } else {
+                    let seg = self.segment_at(src - 1)?;
+                    seg.meta().row_groups.get(sub).map_or(0, |g| g.rows as usize)
+                };
+                if last >= held {
+                    return Err(bad(format!("no row {last} in source {src}.{sub}")));
+                }
+                runs.push((src, sub, start..i));
+                start = i;
+            }
+        }
+        let mut columns = Vec::with_capacity(projection.len());
+        for (i, &p) in projection.iter().enumerate() {
+            let dt = schema.field(i).data_type();
+            let mut b = arrow_array::builder::make_builder(dt, locs.len());
+            let cid = self.schema.column_id_at(p);
+            for (src, sub, range) in &runs {
+                let rows = &rows[range.clone()];
+                if *src == 0 {
+                    let col = self.memtable_batch(*sub)?.column(p);
+                    for &r in rows {
+                        append_value(b.as_mut(), dt, RowValue::Array(col, r))?;
+                    }
+                    continue;
+                }
+                let seg = self.segment_at(src - 1)?;
+                match seg.meta().position_of(cid) {
+                    Some(pos) => {
+                        seg.visit_values(*sub, pos, rows, |v| append_value(b.as_mut(), dt, v))?
+                    }
+                    // A column added after this segment was written: NULL here.
+                    None => {
+                        for _ in rows {
+                            append_value(b.as_mut(), dt, RowValue::Cell(Cell::Null))?;
+                        }
+                    }
+                }
+            }
+            columns.push(b.finish());
+        }
+        if order.iter().enumerate().all(|(j, &o)| o as usize == j) {
+            return Ok(columns);
+        }
+        // Loc `k` sits at position `at[k]` of the sorted order.
+        let mut at = vec![0u32; order.len()];
+        for (j, &o) in order.iter().enumerate() {
+            at[o as usize] = j as u32;
+        }
+        let at = arrow_array::UInt32Array::from(at);
+        columns
+            .iter()
+            .map(|c| {
+                arrow_select::take::take(c.as_ref(), &at, None)
+                    .map_err(|e| Error::arrow("gather rows", e))
+            })
+            .collect()
     }
 
     fn segment_at(&self, segment: usize) -> Result<&Segment> {
@@ -2802,9 +2881,10 @@ pub struct CompactionReport {
     pub rows_dropped: u64,
 }
 
-/// Up to how many rows [`TableSnapshot::rows_at`] gathers value by value (beyond, it
-/// decodes each row group's wanted rows column by column).
-const FEW_ROWS: usize = 64;
+/// Up to how many rows [`TableSnapshot::rows_at`] gathers value by value into one builder
+/// per column (beyond, it decodes each row group's wanted rows as arrays, the cheaper way
+/// per row once many rows share a row group, and interleaves them).
+const CELL_ROWS: usize = 1024;
 
 /// Appends `v` to `b`, a builder of type `dt` from [`arrow_array::builder::make_builder`]
 /// (a type [`encoding::reads_cells`] accepts).

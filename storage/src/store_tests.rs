@@ -1098,24 +1098,28 @@ fn range_scans_and_many_row_lookups_equal_the_full_scan() {
     let ids = full.column(0).as_any().downcast_ref::<UInt64Array>().unwrap();
     let at: std::collections::HashMap<u64, usize> =
         (0..full.num_rows()).map(|i| (ids.value(i), i)).collect();
-    let lists: [Vec<u64>; 4] = [
+    // Up to `CELL_ROWS` rows are read value by value, more as arrays per row group: the
+    // lists cover both, sparse and dense.
+    let lists: [Vec<u64>; 6] = [
         (1_000..1_200).collect(),
         (1..140_300).step_by(1_009).collect(),
         (139_900..140_300).rev().chain([10, 70_000, 97, 5_000_000, 11, 11]).collect(),
         (1..140_300).step_by(331).chain(60_000..60_100).collect(),
+        (1..140_300).step_by(89).chain([10, 140_100, 10]).collect(),
+        (20_000..22_000).chain(139_900..140_300).collect(),
     ];
+    let mut paths = [false; 2];
     for list in &lists {
         let got = t.get_many(list, &proj).unwrap();
         let rows: Vec<u32> = list.iter().filter_map(|id| at.get(id)).map(|&r| r as u32).collect();
-        assert!(
-            rows.len() > 64 && rows.len() < list.len(),
-            "the list exercises the many-rows path"
-        );
+        assert!(rows.len() > 1 && rows.len() < list.len(), "a list skips deleted ids");
+        paths[usize::from(rows.len() > CELL_ROWS)] = true;
         let want =
             arrow_select::take::take_record_batch(&full, &arrow_array::UInt32Array::from(rows))
                 .unwrap();
         assert_eq!(got, want);
     }
+    assert_eq!(paths, [true, true], "the lists take both paths");
     // A few ids (spread over row groups and the memtable, repeated, missing).
     for list in [vec![5u64, 70_001, 140_100, 5, 99_999, 5_000_000], vec![140_250, 3], vec![]] {
         let got = t.get_many(&list, &proj).unwrap();
