@@ -817,11 +817,16 @@ impl Segment {
         rows: &[usize],
         mut f: impl FnMut(crate::store::RowValue<'_>) -> Result<()>,
     ) -> Result<()> {
-        let (Some(&first), Some(&last)) = (rows.first(), rows.last()) else {
+        if rows.is_empty() {
             return Ok(());
-        };
-        let span = (first, last.saturating_sub(first) + 1);
-        let (raw, info) = self.block_info_for(rg, col, Some(span))?;
+        }
+        if rows.windows(2).any(|w| w[0] > w[1]) {
+            return Err(Error::InvalidInput {
+                table: self.path.display().to_string(),
+                reason: "rows to visit must be in ascending order".into(),
+            });
+        }
+        let (raw, info) = self.block_info_for(rg, col, Some(span_of(rows)))?;
         match encoding::CellReader::new(raw.as_slice(), info)? {
             Some(reader) => {
                 rows.iter().try_for_each(|&r| f(crate::store::RowValue::Cell(reader.read(r)?)))
@@ -836,11 +841,7 @@ impl Segment {
     /// Decodes the rows `rows` (ascending) of column `col` of row group `rg` only, as
     /// values (see [`encoding::decode_rows`]).
     pub fn read_column_rows(&self, rg: usize, col: usize, rows: &[usize]) -> Result<ArrayRef> {
-        let span = match (rows.first(), rows.last()) {
-            (Some(&first), Some(&last)) if first <= last => (first, last - first + 1),
-            _ => (0, 0),
-        };
-        let (raw, info) = self.block_info_for(rg, col, Some(span))?;
+        let (raw, info) = self.block_info_for(rg, col, Some(span_of(rows)))?;
         encoding::decode_rows(&raw, info, rows)
     }
 
@@ -882,6 +883,15 @@ impl Segment {
     pub fn read_column(&self, rg: usize, col: usize, mode: DecodeMode) -> Result<ArrayRef> {
         let rows = self.chunk(rg, col).map(|_| self.meta.row_groups[rg].rows as usize)?;
         self.read_column_window(rg, col, 0, rows, mode)
+    }
+}
+
+/// The window `(start, len)` from the first to the last of `rows` (ascending; `(0, 0)` for
+/// none or rows out of order, which decoding then reports).
+fn span_of(rows: &[usize]) -> (usize, usize) {
+    match (rows.first(), rows.last()) {
+        (Some(&first), Some(&last)) if first <= last => (first, last - first + 1),
+        _ => (0, 0),
     }
 }
 
@@ -1142,9 +1152,30 @@ mod tests {
                     arrow_array::UInt32Array::from_iter_values(rows.iter().map(|&r| r as u32));
                 let w = arrow_select::take::take(want.column(col).as_ref(), &pick, None).unwrap();
                 assert_eq!(got.as_ref(), w.as_ref());
+                // The same rows visited value by value, from a segment that restores only
+                // the frames they need.
+                let fresh = Segment::open(&fs, Path::new("/s")).unwrap();
+                let mut j = 0;
+                fresh
+                    .visit_values(0, col, &rows, |v| {
+                        let same = match v {
+                            crate::store::RowValue::Cell(c) => {
+                                encoding::cell_at(w.as_ref(), j) == Some(c)
+                            }
+                            crate::store::RowValue::Array(a, i) => {
+                                a.slice(i, 1).as_ref() == w.slice(j, 1).as_ref()
+                            }
+                        };
+                        assert!(same, "row {} of column {col}", rows[j]);
+                        j += 1;
+                        Ok(())
+                    })
+                    .unwrap();
+                assert_eq!(j, rows.len());
                 if len == 0 {
                     continue;
                 }
+                assert!(fresh.visit_values(0, col, &[start + 1, start], |_| Ok(())).is_err());
                 let got = seg.with_value(0, col, start, |v| match v {
                     crate::store::RowValue::Cell(c) => format!("{c:?}"),
                     crate::store::RowValue::Array(a, i) => format!("{:?}", a.slice(i, 1)),
