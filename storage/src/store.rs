@@ -1098,6 +1098,62 @@ impl TableSnapshot {
         }
         Ok(out)
     }
+
+    /// The user columns, in table order, of rows being updated: the columns `values` gives,
+    /// checked and cast as [`TableSnapshot::conform`] checks an insert's, and the others
+    /// from `old` (the rows' stored values of the columns not given, in table order) as
+    /// they are — no intermediate batch, no schema built per update.
+    pub fn conform_update(&self, values: &RecordBatch, old: &RecordBatch) -> Result<Vec<ArrayRef>> {
+        let table = &self.name;
+        let bad = |reason: String| Error::InvalidInput { table: table.clone(), reason };
+        let given = values.schema();
+        let given = given.fields();
+        for (i, f) in given.iter().enumerate() {
+            if f.name() == ID_COLUMN {
+                return Err(bad("_id cannot be updated".into()));
+            }
+            if given[..i].iter().any(|g| g.name() == f.name()) {
+                return Err(bad(format!("column '{}' given twice", f.name())));
+            }
+        }
+        let n = values.num_rows();
+        let mut out = Vec::with_capacity(self.schema.columns().len());
+        let (mut used, mut next_old) = (0, 0);
+        for c in self.schema.columns() {
+            let f = &c.field;
+            let col = match given.iter().position(|g| g.name() == f.name()) {
+                Some(j) => {
+                    used += 1;
+                    conform_column(table, f, values.column(j))?
+                }
+                None => {
+                    next_old += 1;
+                    old.columns()
+                        .get(next_old - 1)
+                        .cloned()
+                        .ok_or_else(|| bad(format!("the old rows lack column '{}'", f.name())))?
+                }
+            };
+            if col.len() != n {
+                return Err(bad(format!("column '{}' has {} rows, not {n}", f.name(), col.len())));
+            }
+            if !f.is_nullable() && col.null_count() > 0 {
+                return Err(Error::NullViolation {
+                    table: table.clone(),
+                    column: f.name().clone(),
+                });
+            }
+            out.push(col);
+        }
+        if used < given.len() {
+            let unknown = given.iter().find(|g| self.schema.index_of(g.name()).is_none());
+            return Err(Error::ColumnNotFound {
+                table: table.clone(),
+                column: unknown.map_or_else(String::new, |g| g.name().clone()),
+            });
+        }
+        Ok(out)
+    }
 }
 
 fn conform_column(table: &str, f: &Field, col: &ArrayRef) -> Result<ArrayRef> {

@@ -847,6 +847,17 @@ fn bad_updates_change_nothing() {
     )
     .unwrap();
     assert!(matches!(s.update("t", &[1], &null), Err(Error::NullViolation { .. })));
+    // A column given twice is refused, not resolved to one of the two.
+    let twice = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![
+            Field::new("name", DataType::Utf8, false),
+            Field::new("name", DataType::Utf8, false),
+        ])),
+        vec![Arc::new(StringArray::from(vec!["x"])), Arc::new(StringArray::from(vec!["y"]))],
+    )
+    .unwrap();
+    let e = s.update("t", &[1], &twice).unwrap_err();
+    assert!(e.to_string().contains("column 'name' given twice"), "{e}");
     assert_eq!(names_of(&s, "t"), before);
 }
 

@@ -31,7 +31,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use arrow_array::{ArrayRef, RecordBatch, UInt64Array};
-use arrow_schema::Schema;
 
 use crate::error::{Error, Result};
 use crate::predicate::Predicate;
@@ -419,31 +418,9 @@ impl Transaction {
             .collect();
         let old = t.rows_at(&locs, &kept)?;
         // The new user rows: given columns from `values`, the rest from the old rows.
-        let mut fields = Vec::new();
-        let mut cols = Vec::new();
-        let mut next_old = 0;
-        for c in t.schema().columns() {
-            match given(c.field.name()) {
-                Some(j) => {
-                    fields.push(values.schema().field(j).clone());
-                    cols.push(values.column(j).clone());
-                }
-                None => {
-                    fields.push(c.field.as_ref().clone());
-                    cols.push(old.column(next_old).clone());
-                    next_old += 1;
-                }
-            }
-        }
-        let user = RecordBatch::try_new_with_options(
-            Arc::new(Schema::new(fields)),
-            cols,
-            &arrow_array::RecordBatchOptions::new().with_row_count(Some(found.len())),
-        )
-        .map_err(|e| Error::arrow(format!("update '{table}'"), e))?;
         let ids_col: ArrayRef = Arc::new(UInt64Array::from(found.clone()));
         let mut full_cols = vec![ids_col];
-        full_cols.extend(t.conform(&user)?);
+        full_cols.extend(t.conform_update(&values, &old)?);
         let batch = RecordBatch::try_new(t.schema().full_schema().clone(), full_cols)
             .map_err(|e| Error::arrow(format!("update '{table}'"), e))?;
         let wt = self.write_table(store, table)?;
