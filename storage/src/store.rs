@@ -30,7 +30,7 @@ use crate::manifest::{self, MANIFEST_TMP, Manifest, SegmentEntry, TableEntry};
 use crate::memtable::Memtable;
 use crate::predicate::{self, ChunkStats, Predicate};
 use crate::segment::{self, Segment, WriteOptions};
-use crate::types::{ID_COLUMN, Physical, TableSchema, check_name, physical};
+use crate::types::{Physical, TableSchema, check_name, physical};
 use crate::wal::{self, Durability, Op, Record, ReplayEnd, WAL_DIR, Wal};
 use crate::writer::{WriterLock, WriterToken};
 
@@ -1056,47 +1056,14 @@ impl TableSnapshot {
     /// order, casting only where lossless (large/view strings, dictionaries) and filling
     /// absent nullable columns with nulls.
     pub fn conform(&self, batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
-        let table = &self.name;
-        let bad = |reason: String| Error::InvalidInput { table: table.clone(), reason };
-        let bschema = batch.schema();
-        let mut by_name: BTreeMap<&str, usize> = BTreeMap::new();
-        for (i, f) in bschema.fields().iter().enumerate() {
-            if f.name() == ID_COLUMN {
-                return Err(bad("_id is assigned by Basalt and cannot be inserted".into()));
-            }
-            if self.schema.index_of(f.name()).is_none() {
-                return Err(Error::ColumnNotFound {
-                    table: table.clone(),
-                    column: f.name().clone(),
-                });
-            }
-            if by_name.insert(f.name(), i).is_some() {
-                return Err(bad(format!("column '{}' given twice", f.name())));
-            }
-        }
         let n = batch.num_rows();
-        let mut out = Vec::with_capacity(self.schema.columns().len());
-        for c in self.schema.columns() {
-            let f = &c.field;
-            let col = match by_name.get(f.name().as_str()) {
-                None if f.is_nullable() => new_null_array(f.data_type(), n),
-                None => {
-                    return Err(Error::NullViolation {
-                        table: table.clone(),
-                        column: f.name().clone(),
-                    });
-                }
-                Some(&i) => conform_column(table, f, batch.column(i))?,
-            };
-            if !f.is_nullable() && col.null_count() > 0 {
-                return Err(Error::NullViolation {
-                    table: table.clone(),
-                    column: f.name().clone(),
-                });
+        self.conform_with(batch, "_id is assigned by Basalt and cannot be inserted", |f| {
+            if f.is_nullable() {
+                Ok(new_null_array(f.data_type(), n))
+            } else {
+                Err(Error::NullViolation { table: self.name.clone(), column: f.name().clone() })
             }
-            out.push(col);
-        }
-        Ok(out)
+        })
     }
 
     /// The user columns, in table order, of rows being updated: the columns `values` gives,
@@ -1104,35 +1071,53 @@ impl TableSnapshot {
     /// from `old` (the rows' stored values of the columns not given, in table order) as
     /// they are — no intermediate batch, no schema built per update.
     pub fn conform_update(&self, values: &RecordBatch, old: &RecordBatch) -> Result<Vec<ArrayRef>> {
+        let mut olds = old.columns().iter();
+        self.conform_with(values, "_id cannot be updated", |f| {
+            olds.next().cloned().ok_or_else(|| Error::InvalidInput {
+                table: self.name.clone(),
+                reason: format!("the old rows lack column '{}'", f.name()),
+            })
+        })
+    }
+
+    /// The user columns of a write, in table order: each column `batch` gives checked and
+    /// cast (lossless casts only, see `conform_column`), each column it does not give from
+    /// `absent`. `_id` is refused with `id_reason`; unknown and repeated columns, columns
+    /// of another length and NULLs in NOT NULL columns are errors.
+    fn conform_with(
+        &self,
+        batch: &RecordBatch,
+        id_reason: &str,
+        mut absent: impl FnMut(&Field) -> Result<ArrayRef>,
+    ) -> Result<Vec<ArrayRef>> {
         let table = &self.name;
         let bad = |reason: String| Error::InvalidInput { table: table.clone(), reason };
-        let given = values.schema();
-        let given = given.fields();
-        for (i, f) in given.iter().enumerate() {
-            if f.name() == ID_COLUMN {
-                return Err(bad("_id cannot be updated".into()));
-            }
-            if given[..i].iter().any(|g| g.name() == f.name()) {
-                return Err(bad(format!("column '{}' given twice", f.name())));
+        let bschema = batch.schema();
+        // The batch column of each user column.
+        let mut given: Vec<Option<usize>> = vec![None; self.schema.columns().len()];
+        for (i, f) in bschema.fields().iter().enumerate() {
+            match self.schema.index_of(f.name()) {
+                Some(0) => return Err(bad(id_reason.into())),
+                None => {
+                    return Err(Error::ColumnNotFound {
+                        table: table.clone(),
+                        column: f.name().clone(),
+                    });
+                }
+                Some(k) => {
+                    if given[k - 1].replace(i).is_some() {
+                        return Err(bad(format!("column '{}' given twice", f.name())));
+                    }
+                }
             }
         }
-        let n = values.num_rows();
-        let mut out = Vec::with_capacity(self.schema.columns().len());
-        let (mut used, mut next_old) = (0, 0);
-        for c in self.schema.columns() {
+        let n = batch.num_rows();
+        let mut out = Vec::with_capacity(given.len());
+        for (c, at) in self.schema.columns().iter().zip(given) {
             let f = &c.field;
-            let col = match given.iter().position(|g| g.name() == f.name()) {
-                Some(j) => {
-                    used += 1;
-                    conform_column(table, f, values.column(j))?
-                }
-                None => {
-                    next_old += 1;
-                    old.columns()
-                        .get(next_old - 1)
-                        .cloned()
-                        .ok_or_else(|| bad(format!("the old rows lack column '{}'", f.name())))?
-                }
+            let col = match at {
+                Some(i) => conform_column(table, f, batch.column(i))?,
+                None => absent(f)?,
             };
             if col.len() != n {
                 return Err(bad(format!("column '{}' has {} rows, not {n}", f.name(), col.len())));
@@ -1144,13 +1129,6 @@ impl TableSnapshot {
                 });
             }
             out.push(col);
-        }
-        if used < given.len() {
-            let unknown = given.iter().find(|g| self.schema.index_of(g.name()).is_none());
-            return Err(Error::ColumnNotFound {
-                table: table.clone(),
-                column: unknown.map_or_else(String::new, |g| g.name().clone()),
-            });
         }
         Ok(out)
     }
