@@ -253,7 +253,7 @@ impl TableSnapshot {
                 }
                 // Memtable batches hold the full schema at its current positions (schema
                 // changes flush the memtable first).
-                let b = &mb.batch;
+                let b = mb.batch()?;
                 let mut keep = mb.keep_mask();
                 if let Some(p) = predicate {
                     let sel = crate::predicate::evaluate(p, &mut b.clone())?;

@@ -23,6 +23,7 @@ pub mod predicate;
 pub mod segment;
 pub mod session;
 pub mod store;
+mod tail;
 pub mod txn;
 pub mod types;
 pub mod wal;

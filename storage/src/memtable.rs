@@ -14,12 +14,16 @@
 //!
 //! It does not persist anything: durability of memtable rows is the write path's business.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use arrow_array::{Array, RecordBatch, UInt64Array};
 
 use crate::deletes::DeleteVector;
 use crate::error::{Error, Result};
+use crate::tail::TailArena;
+
+/// Largest batch written into the open tail instead of being kept as a batch.
+pub const TAIL_PUSH_ROWS: usize = 16;
 
 /// Largest batch the merge produces; larger inserts stay as they are.
 const MERGE_LIMIT: usize = 64 * 1024;
@@ -71,7 +75,7 @@ fn merge(parts: &[Arc<MemBatch>]) -> Result<MemBatch> {
         let identity = order.iter().enumerate().all(|(k, &(_, r))| k as u32 == r);
         (!identity).then(|| order.into_iter().map(|(_, r)| r).collect())
     };
-    let merged = arrow_select::concat::concat_batches(&parts[0].batch.schema(), &live)
+    let merged = arrow_select::concat::concat_batches(&parts[0].batch()?.schema(), &live)
         .map_err(|e| Error::arrow("merge memtable batches", e))?;
     MemBatch::with_order(merged, order)
 }
@@ -79,8 +83,14 @@ fn merge(parts: &[Arc<MemBatch>]) -> Result<MemBatch> {
 /// One batch with its `_id` summary.
 #[derive(Debug, Clone)]
 pub struct MemBatch {
-    /// The rows (full table schema, `_id` first), including deleted ones.
-    pub batch: RecordBatch,
+    /// The rows (full table schema, `_id` first), including deleted ones. Set at creation,
+    /// except for a tail view, whose arrays are built the first time they are read (a run
+    /// of writes that nobody reads never builds them).
+    batch: OnceLock<std::result::Result<RecordBatch, String>>,
+    /// The open tail this batch is a view of (its first `rows` rows), if any.
+    tail: Option<Arc<TailArena>>,
+    /// Number of rows (deleted ones included).
+    rows: usize,
     /// Smallest `_id`.
     pub id_min: u64,
     /// Largest `_id`.
@@ -91,7 +101,7 @@ pub struct MemBatch {
     /// included), so a lookup is a binary search.
     order: Option<Arc<[u32]>>,
     /// Rows deleted (or replaced by an update) since the batch was added.
-    pub deleted: Option<Arc<DeleteVector>>,
+    deleted: Option<Arc<DeleteVector>>,
     /// Quantised copies of vector columns, by (column, kind): built by the first quantised
     /// search that wants one, shared by every snapshot's copy of this batch (its rows never
     /// change; deletes are masks).
@@ -126,7 +136,9 @@ impl MemBatch {
             ),
         };
         Ok(Self {
-            batch,
+            rows: batch.num_rows(),
+            batch: OnceLock::from(Ok(batch)),
+            tail: None,
             id_min,
             id_max,
             sorted: order.is_none(),
@@ -136,9 +148,96 @@ impl MemBatch {
         })
     }
 
+    /// The view of the first `rows` rows of `arena`, whose last `added` rows were just
+    /// appended after `prev` (the view of the rows before them; `None` for a new tail).
+    /// The `_id` order is extended row by row: a tail holds at most
+    /// [`crate::tail::TAIL_ROWS`] rows, so keeping it is a small copy per append.
+    fn tail_view(
+        arena: Arc<TailArena>,
+        rows: usize,
+        added: usize,
+        prev: Option<&MemBatch>,
+    ) -> Self {
+        let ids = arena.ids(rows);
+        let (mut sorted, mut order, mut id_min, mut id_max, deleted) = match prev {
+            Some(p) => (
+                p.sorted,
+                p.order.as_deref().map(<[u32]>::to_vec),
+                p.id_min,
+                p.id_max,
+                p.deleted.clone(),
+            ),
+            None => (true, None, u64::MAX, 0, None),
+        };
+        for r in rows.saturating_sub(added)..ids.len() {
+            let id = ids[r];
+            if sorted && (r == 0 || id > id_max) {
+                // Still ascending.
+            } else {
+                let o = order.get_or_insert_with(|| (0..r as u32).collect());
+                sorted = false;
+                let at = o.partition_point(|&x| ids[x as usize] < id);
+                o.insert(at, r as u32);
+            }
+            id_min = id_min.min(id);
+            id_max = id_max.max(id);
+        }
+        let rows = ids.len();
+        Self {
+            batch: OnceLock::new(),
+            tail: Some(arena),
+            rows,
+            id_min,
+            id_max,
+            sorted,
+            order: if sorted { None } else { order.map(Into::into) },
+            deleted,
+            quantized: Default::default(),
+        }
+    }
+
+    /// The rows (full table schema, `_id` first), including deleted ones.
+    pub fn batch(&self) -> Result<&RecordBatch> {
+        let built = self.batch.get_or_init(|| match &self.tail {
+            Some(arena) => arena.view(self.rows).map_err(|e| e.to_string()),
+            None => Err("memtable batch without rows".to_string()),
+        });
+        built.as_ref().map_err(|e| Error::InvalidInput {
+            table: String::new(),
+            reason: format!("memtable tail view: {e}"),
+        })
+    }
+
+    /// The value of full-schema column `col` at `row`: read in place from an open tail
+    /// whose arrays were not built (a read right after a write builds none), otherwise
+    /// from the batch's array.
+    pub fn value(&self, col: usize, row: usize) -> Result<crate::store::RowValue<'_>> {
+        if let Some(arena) = &self.tail
+            && self.batch.get().is_none()
+            && row < self.rows
+            && let Some(cell) = arena.cell(col, row)
+        {
+            return Ok(crate::store::RowValue::Cell(cell));
+        }
+        Ok(crate::store::RowValue::Array(self.batch()?.column(col), row))
+    }
+
+    /// Number of rows, deleted ones included.
+    pub fn num_rows(&self) -> usize {
+        self.rows
+    }
+
+    /// The `_id`s of the rows in row order.
+    fn ids(&self) -> Result<&[u64]> {
+        match &self.tail {
+            Some(arena) => Ok(arena.ids(self.rows)),
+            None => Ok(ids_of(self.batch()?)?.values()),
+        }
+    }
+
     /// The live rows' (`_id`, position among the live rows) in ascending `_id` order.
     fn live_order(&self) -> Result<Vec<(u64, u32)>> {
-        let ids = ids_of(&self.batch)?.values();
+        let ids = self.ids()?;
         let n = ids.len();
         // Position of each row once deleted rows are dropped.
         let new_pos: Option<Vec<u32>> = self.deleted.as_ref().filter(|d| d.count() > 0).map(|d| {
@@ -186,7 +285,7 @@ impl MemBatch {
     /// The live rows as a mask (`None`: every row is live).
     pub fn keep_mask(&self) -> Option<arrow_buffer::BooleanBuffer> {
         let d = self.deleted.as_ref().filter(|d| d.count() > 0)?;
-        Some(d.keep_mask(0, self.batch.num_rows()))
+        Some(d.keep_mask(0, self.rows))
     }
 
     /// Whether row `row` is deleted.
@@ -196,19 +295,18 @@ impl MemBatch {
 
     /// Number of live rows.
     pub fn live_rows(&self) -> usize {
-        self.batch.num_rows() - self.deleted.as_ref().map_or(0, |d| d.count())
+        self.rows - self.deleted.as_ref().map_or(0, |d| d.count())
     }
 
     /// The live rows (the batch itself when nothing was deleted).
     pub fn live(&self) -> Result<RecordBatch> {
         match &self.deleted {
             Some(d) if d.count() > 0 => {
-                let mask =
-                    arrow_array::BooleanArray::new(d.keep_mask(0, self.batch.num_rows()), None);
-                arrow_select::filter::filter_record_batch(&self.batch, &mask)
+                let mask = arrow_array::BooleanArray::new(d.keep_mask(0, self.rows), None);
+                arrow_select::filter::filter_record_batch(self.batch()?, &mask)
                     .map_err(|e| Error::arrow("filter deleted memtable rows", e))
             }
-            _ => Ok(self.batch.clone()),
+            _ => Ok(self.batch()?.clone()),
         }
     }
 
@@ -217,8 +315,7 @@ impl MemBatch {
         if id < self.id_min || id > self.id_max {
             return None;
         }
-        let ids = ids_of(&self.batch).ok()?;
-        let v = ids.values();
+        let v = self.ids().ok()?;
         let row = match &self.order {
             None => v.binary_search(&id).ok()?,
             Some(o) => {
@@ -256,13 +353,41 @@ pub struct Memtable {
 
 impl Memtable {
     /// Appends a batch (already validated and carrying `_id`s).
+    ///
+    /// A batch of at most [`TAIL_PUSH_ROWS`] rows is written into the open tail (see
+    /// [`crate::tail`]) when the newest batch is a tail view with room, or starts a new
+    /// tail; anything else is kept as the batch it is and merged in tiers.
     pub fn push(&mut self, batch: RecordBatch) -> Result<()> {
-        if batch.num_rows() == 0 {
+        let n = batch.num_rows();
+        if n == 0 {
             return Ok(());
         }
-        self.rows += batch.num_rows();
+        self.rows += n;
         self.bytes += batch.get_array_memory_size();
+        if n <= TAIL_PUSH_ROWS {
+            if let Some(last) = self.batches.last_mut()
+                && let Some(arena) = &last.tail
+                && arena.append(last.rows, &batch)
+            {
+                let arena = arena.clone();
+                let rows = last.rows + n;
+                *last = Arc::new(MemBatch::tail_view(arena, rows, n, Some(last)));
+                return Ok(());
+            }
+            if let Some(arena) = TailArena::start(&batch) {
+                // The previous tail, if any, is closed from here on and merges like any
+                // other batch.
+                self.settle()?;
+                self.batches.push(Arc::new(MemBatch::tail_view(arena, n, n, None)));
+                return Ok(());
+            }
+        }
         self.batches.push(Arc::new(MemBatch::new(batch)?));
+        self.settle()
+    }
+
+    /// Merges the newest batches while the tiering rule asks for it.
+    fn settle(&mut self) -> Result<()> {
         // Tiered merging with fan-in `FAN_IN`: a batch's level is ⌊log_FAN_IN(rows)⌋; the
         // newest batch absorbs older ones of a lower level, and `FAN_IN` newest batches of
         // one level become one. Levels then never increase from oldest to newest, so there
@@ -273,7 +398,7 @@ impl Memtable {
             if n < 2 {
                 break;
             }
-            let level = |b: &Arc<MemBatch>| level_of(b.batch.num_rows());
+            let level = |b: &Arc<MemBatch>| level_of(b.rows);
             let last = level(&self.batches[n - 1]);
             let take = if level(&self.batches[n - 2]) < last {
                 2
@@ -284,7 +409,7 @@ impl Memtable {
                 }
                 FAN_IN
             };
-            let rows: usize = self.batches[n - take..].iter().map(|b| b.batch.num_rows()).sum();
+            let rows: usize = self.batches[n - take..].iter().map(|b| b.rows).sum();
             if rows > MERGE_LIMIT {
                 break;
             }
@@ -300,7 +425,7 @@ impl Memtable {
     pub fn sorted_live(&self) -> Result<Option<RecordBatch>> {
         let Some(first) = self.batches.first() else { return Ok(None) };
         let live = self.batches.iter().map(|b| b.live()).collect::<Result<Vec<_>>>()?;
-        let all = arrow_select::concat::concat_batches(&first.batch.schema(), &live)
+        let all = arrow_select::concat::concat_batches(&first.batch()?.schema(), &live)
             .map_err(|e| Error::arrow("collect memtable rows", e))?;
         if all.num_rows() == 0 {
             return Ok(None);
@@ -329,7 +454,7 @@ impl Memtable {
     pub fn delete(&mut self, batch: usize, row: usize) -> bool {
         let Some(b) = self.batches.get_mut(batch) else { return false };
         let b = Arc::make_mut(b);
-        let n = b.batch.num_rows();
+        let n = b.tail.as_ref().map_or(b.rows, |t| t.rows_cap());
         let d = Arc::make_mut(b.deleted.get_or_insert_with(|| Arc::new(DeleteVector::new(n))));
         let newly = d.set(row);
         if newly {
@@ -384,7 +509,13 @@ mod tests {
         assert!(m.batches().len() <= bound, "{} batches", m.batches().len());
         for id in [1u64, 500, 1000] {
             let (b, r) = m.find(id).unwrap();
-            let col = m.batches()[b].batch.column(1).as_any().downcast_ref::<Int32Array>().unwrap();
+            let col = m.batches()[b]
+                .batch()
+                .unwrap()
+                .column(1)
+                .as_any()
+                .downcast_ref::<Int32Array>()
+                .unwrap();
             assert_eq!(col.value(r), id as i32 * 2);
         }
         assert!(m.find(1001).is_none());
@@ -396,9 +527,203 @@ mod tests {
         assert_eq!(m.rows(), 999);
         let live: usize = m.batches().iter().map(|b| b.live().unwrap().num_rows()).sum();
         assert_eq!(live, 999);
-        let order: Vec<u64> =
-            m.batches().iter().flat_map(|b| ids_of(&b.batch).unwrap().values().to_vec()).collect();
+        let order: Vec<u64> = m
+            .batches()
+            .iter()
+            .flat_map(|b| ids_of(b.batch().unwrap()).unwrap().values().to_vec())
+            .collect();
         assert_eq!(order, (1..=1000).collect::<Vec<_>>());
+    }
+
+    /// A schema with every kind of column a tail holds, nullable and not.
+    fn wide_schema() -> Arc<Schema> {
+        Arc::new(Schema::new(vec![
+            Field::new("_id", DataType::UInt64, false),
+            Field::new("i", DataType::Int64, true),
+            Field::new("s", DataType::Utf8, true),
+            Field::new("b", DataType::Boolean, true),
+            Field::new("f", DataType::Float32, false),
+            Field::new("bin", DataType::Binary, true),
+            Field::new("d", DataType::Decimal128(12, 2), true),
+            Field::new("t", DataType::Timestamp(arrow_schema::TimeUnit::Microsecond, None), true),
+            Field::new("v", crate::types::vector_type(3), true),
+            Field::new("small", DataType::Int8, false),
+        ]))
+    }
+
+    /// Rows of [`wide_schema`]: `_id`s `ids`, values derived from `seed`, nulls where
+    /// `(seed + row) % 3 == 0`, strings of `len` bytes.
+    fn wide_batch(ids: &[u64], seed: u64, len: usize) -> RecordBatch {
+        use arrow_array::{
+            BinaryArray, BooleanArray, Decimal128Array, FixedSizeListArray, Float32Array,
+            Int8Array, Int64Array, StringArray, TimestampMicrosecondArray,
+        };
+        let n = ids.len();
+        let null = |r: usize| (seed + r as u64).is_multiple_of(3);
+        let opt = |r: usize, v: i64| (!null(r)).then_some(v);
+        let text = |r: usize| format!("{}-{}", seed + r as u64, "x".repeat(len));
+        let vec_values: Vec<f32> = (0..n * 3).map(|k| seed as f32 + k as f32 * 0.5).collect();
+        let vec_nulls: Vec<bool> = (0..n).map(|r| !null(r)).collect();
+        RecordBatch::try_new(
+            wide_schema(),
+            vec![
+                Arc::new(UInt64Array::from(ids.to_vec())),
+                Arc::new(Int64Array::from_iter(
+                    (0..n).map(|r| opt(r, seed as i64 * 10 + r as i64)),
+                )),
+                Arc::new(StringArray::from_iter((0..n).map(|r| (!null(r)).then(|| text(r))))),
+                Arc::new(BooleanArray::from_iter((0..n).map(|r| (!null(r)).then_some(r % 2 == 0)))),
+                Arc::new(Float32Array::from_iter_values((0..n).map(|r| r as f32 + seed as f32))),
+                Arc::new(BinaryArray::from_iter(
+                    (0..n).map(|r| (!null(r)).then(|| text(r).into_bytes())),
+                )),
+                Arc::new(
+                    Decimal128Array::from_iter(
+                        (0..n).map(|r| opt(r, seed as i64 * 7).map(i128::from)),
+                    )
+                    .with_precision_and_scale(12, 2)
+                    .unwrap(),
+                ),
+                Arc::new(TimestampMicrosecondArray::from_iter((0..n).map(|r| opt(r, r as i64)))),
+                Arc::new(FixedSizeListArray::new(
+                    Arc::new(Field::new("item", DataType::Float32, true)),
+                    3,
+                    Arc::new(Float32Array::from(vec_values)),
+                    Some(vec_nulls.into()),
+                )),
+                Arc::new(Int8Array::from_iter_values(
+                    (0..n).map(|r| (seed as i8).wrapping_add(r as i8)),
+                )),
+            ],
+        )
+        .unwrap()
+    }
+
+    /// Every row of the memtable (deleted ones dropped), in batch order.
+    fn rows_of(m: &Memtable) -> RecordBatch {
+        let live: Vec<RecordBatch> = m.batches().iter().map(|b| b.live().unwrap()).collect();
+        arrow_select::concat::concat_batches(&wide_schema(), &live).unwrap()
+    }
+
+    proptest::proptest! {
+        /// Small pushes go through tails: after any sequence of pushes (1–16 rows, nulls
+        /// in every nullable column, strings short and long enough to overflow a tail,
+        /// occasionally a big batch), deletes, snapshots and rolled-back copies, each
+        /// snapshot still holds exactly the rows it had when taken and the memtable holds
+        /// every row pushed, value for value.
+        #[test]
+        fn tails_keep_every_snapshot_exact(
+            steps in proptest::collection::vec((0u8..10, 1usize..17, 0usize..3000), 1..120)
+        ) {
+            let mut m = Memtable::default();
+            let mut want: Vec<RecordBatch> = Vec::new();
+            let mut snapshots: Vec<(Memtable, RecordBatch)> = Vec::new();
+            let mut next = 1u64;
+            for (seed, (kind, n, len)) in steps.into_iter().enumerate() {
+                let seed = seed as u64;
+                let n = if kind == 9 { 40 } else { n };
+                let ids: Vec<u64> = (next..next + n as u64).collect();
+                next += n as u64;
+                let batch = wide_batch(&ids, seed, if kind == 8 { len * 40 } else { len % 40 });
+                match kind {
+                    0 => {
+                        // A copy that pushes and is then thrown away (a rolled-back
+                        // transaction): its rows must not surface or be overwritten.
+                        let mut doomed = m.clone();
+                        doomed.push(wide_batch(&ids, seed + 1000, 5)).unwrap();
+                        let seen = rows_of(&doomed);
+                        m.push(batch.clone()).unwrap();
+                        want.push(batch);
+                        // The copy still reads its own rows.
+                        proptest::prop_assert_eq!(rows_of(&doomed), seen);
+                    }
+                    1 => {
+                        m.push(batch.clone()).unwrap();
+                        want.push(batch);
+                        // Delete the newest row.
+                        let id = *ids.last().unwrap();
+                        let (b, r) = m.find(id).unwrap();
+                        proptest::prop_assert!(m.delete(b, r));
+                        let keep = arrow_array::BooleanArray::from(
+                            (0..n).map(|r| r + 1 < n).collect::<Vec<_>>(),
+                        );
+                        let last = want.pop().unwrap();
+                        want.push(arrow_select::filter::filter_record_batch(&last, &keep).unwrap());
+                    }
+                    2 => {
+                        let expected = rows_of(&m);
+                        snapshots.push((m.clone(), expected));
+                        m.push(batch.clone()).unwrap();
+                        want.push(batch);
+                    }
+                    _ => {
+                        m.push(batch.clone()).unwrap();
+                        want.push(batch);
+                    }
+                }
+                proptest::prop_assert_eq!(m.rows(), want.iter().map(|b| b.num_rows()).sum::<usize>());
+                // Each new row's values, read one by one (in place from a tail whose
+                // arrays were not built), equal the pushed batch's.
+                let pushed = want.last().unwrap().clone();
+                let pushed_ids = ids_of(&pushed).unwrap().values().to_vec();
+                for (k, id) in pushed_ids.iter().enumerate() {
+                    let (b, r) = m.find(*id).unwrap();
+                    for col in 0..pushed.num_columns() {
+                        let dt = pushed.schema().field(col).data_type().clone();
+                        let v = m.batches()[b].value(col, r).unwrap();
+                        let got = crate::store::one_value_array(&dt, v).unwrap();
+                        proptest::prop_assert_eq!(got.to_data(), pushed.column(col).slice(k, 1).to_data(), "column {}", col);
+                    }
+                }
+            }
+            let all = arrow_select::concat::concat_batches(&wide_schema(), &want).unwrap();
+            proptest::prop_assert_eq!(rows_of(&m), all.clone());
+            for (snap, expected) in &snapshots {
+                proptest::prop_assert_eq!(&rows_of(snap), expected);
+            }
+            // Every live id is found at its row, and `sorted_live` is the same rows.
+            let ids = all.column(0).as_any().downcast_ref::<UInt64Array>().unwrap();
+            for (k, id) in ids.values().iter().enumerate() {
+                let (b, r) = m.find(*id).unwrap();
+                let got = m.batches()[b].batch().unwrap().slice(r, 1);
+                proptest::prop_assert_eq!(got, all.slice(k, 1));
+            }
+            proptest::prop_assert_eq!(m.sorted_live().unwrap().unwrap(), all);
+        }
+    }
+
+    #[test]
+    fn tails_take_unordered_ids_and_wide_rows_stay_batches() {
+        // Updates re-insert old ids in any order: lookups still find each.
+        let mut m = Memtable::default();
+        let ids = [50u64, 3, 900, 7, 8, 1, 400];
+        for (k, id) in ids.iter().enumerate() {
+            m.push(wide_batch(&[*id], k as u64, 3)).unwrap();
+        }
+        assert_eq!(m.batches().len(), 1, "one tail holds them all");
+        assert!(!m.batches()[0].sorted);
+        for (k, id) in ids.iter().enumerate() {
+            assert_eq!(m.find(*id), Some((0, k)));
+        }
+        assert_eq!(m.find(2), None);
+        let sorted = m.sorted_live().unwrap().unwrap();
+        let got = ids_of(&sorted).unwrap().values().to_vec();
+        assert_eq!(got, vec![1, 3, 7, 8, 50, 400, 900]);
+        // A row wider than a tail's budget is kept as a batch of its own.
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("_id", DataType::UInt64, false),
+            Field::new("v", crate::types::vector_type(40_000), false),
+        ]));
+        let v = arrow_array::FixedSizeListArray::new(
+            Arc::new(Field::new("item", DataType::Float32, true)),
+            40_000,
+            Arc::new(arrow_array::Float32Array::from(vec![1.0; 40_000])),
+            None,
+        );
+        let b =
+            RecordBatch::try_new(schema, vec![Arc::new(UInt64Array::from(vec![1])), Arc::new(v)])
+                .unwrap();
+        assert!(TailArena::start(&b).is_none());
     }
 
     fn batch_of(schema: &Arc<Schema>, rows: &[(u64, i32)]) -> RecordBatch {
@@ -466,7 +791,7 @@ mod tests {
             }
             for id in 0..next + 2 {
                 let got = m.find(id).map(|(b, r)| {
-                    m.batches()[b].batch.column(1).as_any().downcast_ref::<Int32Array>().unwrap().value(r)
+                    m.batches()[b].batch().unwrap().column(1).as_any().downcast_ref::<Int32Array>().unwrap().value(r)
                 });
                 proptest::prop_assert_eq!(got, model.get(&id).copied(), "id {}", id);
             }

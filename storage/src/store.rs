@@ -789,9 +789,9 @@ impl TableSnapshot {
         self.check_projection(projection)?;
         match loc {
             RowLocation::Memtable { batch, row } => {
-                let b = self.memtable_batch(batch)?;
+                let b = self.mem_batch(batch)?;
                 for (i, &p) in projection.iter().enumerate() {
-                    f(i, RowValue::Array(b.column(p), row))?;
+                    f(i, b.value(p, row)?)?;
                 }
             }
             RowLocation::Segment { segment, rg, row } => {
@@ -1046,7 +1046,11 @@ impl TableSnapshot {
     }
 
     fn memtable_batch(&self, batch: usize) -> Result<&RecordBatch> {
-        self.memtable.batches().get(batch).map(|b| &b.batch).ok_or_else(|| Error::InvalidInput {
+        self.mem_batch(batch)?.batch()
+    }
+
+    fn mem_batch(&self, batch: usize) -> Result<&crate::memtable::MemBatch> {
+        self.memtable.batches().get(batch).map(|b| &**b).ok_or_else(|| Error::InvalidInput {
             table: self.name.clone(),
             reason: format!("memtable batch {batch} does not exist in this snapshot"),
         })
@@ -2991,7 +2995,7 @@ fn append_value(
 
 /// A one-row array of type `dt` holding `v` (a cell of another kind than `dt` stores is
 /// an error, not a guess).
-fn one_value_array(dt: &DataType, v: RowValue<'_>) -> Result<ArrayRef> {
+pub(crate) fn one_value_array(dt: &DataType, v: RowValue<'_>) -> Result<ArrayRef> {
     use arrow_array::types::*;
     macro_rules! prim {
         ($t:ty, $x:expr) => {

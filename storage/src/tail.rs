@@ -1,0 +1,503 @@
+//! The memtable's open tail: small writes (single-row inserts and updates) appended in
+//! place into preallocated column memory instead of each becoming a record batch.
+//!
+//! Without it a one-row insert made a one-row batch (a few allocations per column) that the
+//! memtable's tiered merges copied and freed again at each of their first levels. A tail
+//! ([`TailArena`]) is one zeroed allocation per column (plus, for a nullable column, one
+//! validity byte per row) sized for `rows_cap` rows. The memtable's newest batch is a
+//! *view* of the tail's first `rows` rows; appending writes the new rows after the view's
+//! end and yields a view some rows longer, while older snapshots keep the shorter view.
+//! Arrow arrays of a view ([`TailArena::arrays`]) point into the tail's memory (no copy)
+//! and keep it alive.
+//!
+//! # Invariants
+//! - **Written bytes never change.** A row slot is written once, by the writer that
+//!   claimed it: [`TailArena::append`] moves `claimed` from the view's row count to the
+//!   new count with a compare-and-swap *before* writing, so two writers (or a writer and a
+//!   rolled-back transaction's leftovers) never write the same slot, and a view whose row
+//!   count is not `claimed` cannot append at all (the memtable starts a new tail then).
+//! - **Views cover written rows only.** Arrays are built for a view's `rows`, all of which
+//!   were written before the view existed; the bytes after them, which later appends
+//!   write, are never part of any Arrow buffer or slice. Publication of a view to readers
+//!   goes through the store's snapshot lock, which orders the writes before the reads.
+//!
+//! What it must not do: hold columns other than fixed-width values, vectors, booleans and
+//! byte strings (the memtable keeps ordinary batches for tables with other types), or
+//! decide when a tail is used (the memtable does).
+
+use std::alloc::Layout;
+use std::ptr::NonNull;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::Float32Type;
+use arrow_array::{Array, ArrayRef, RecordBatch, downcast_primitive_array, make_array};
+use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer};
+use arrow_data::ArrayData;
+use arrow_schema::{DataType, SchemaRef};
+
+use crate::encoding::Cell;
+
+/// Most rows a tail holds.
+pub const TAIL_ROWS: usize = 256;
+/// Fewest rows worth a tail (wider rows are batched as they come).
+const MIN_TAIL_ROWS: usize = 16;
+/// Budget for the fixed-width part of a tail's rows.
+const TAIL_FIXED_BYTES: usize = 512 * 1024;
+/// Smallest and largest byte-string capacity per column.
+const MIN_STRING_BYTES: usize = 16 * 1024;
+const MAX_STRING_BYTES: usize = 1024 * 1024;
+/// Alignment of every region (Arrow wants at least the value type's).
+const ALIGN: usize = 64;
+
+/// One zeroed heap allocation, written only through its raw pointer.
+struct Region {
+    ptr: NonNull<u8>,
+    layout: Layout,
+}
+
+impl Region {
+    fn zeroed(len: usize) -> Option<Self> {
+        let layout = Layout::from_size_align(len.max(1), ALIGN).ok()?;
+        // SAFETY: the layout's size is at least 1.
+        let raw = unsafe { std::alloc::alloc_zeroed(layout) };
+        match NonNull::new(raw) {
+            Some(ptr) => Some(Self { ptr, layout }),
+            None => std::alloc::handle_alloc_error(layout),
+        }
+    }
+
+    /// Copies `bytes` to byte offset `at`.
+    ///
+    /// # Safety
+    /// `at + bytes.len()` is within the region, and no Arrow buffer or slice covers those
+    /// bytes (the caller claimed the rows they belong to and no view of them exists yet).
+    unsafe fn write(&self, at: usize, bytes: &[u8]) {
+        debug_assert!(at + bytes.len() <= self.layout.size());
+        // SAFETY: in bounds (caller), and `bytes` cannot overlap a region nobody else
+        // references.
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.ptr.as_ptr().add(at), bytes.len())
+        }
+    }
+
+    /// The first `len` bytes.
+    ///
+    /// # Safety
+    /// Those bytes were written (or are the initial zeroes) and are never written again.
+    unsafe fn prefix(&self, len: usize) -> &[u8] {
+        debug_assert!(len <= self.layout.size());
+        // SAFETY: in bounds and immutable from here on (caller); the allocation lives as
+        // long as `self`.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), len) }
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `zeroed` with this layout, freed once.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) }
+    }
+}
+
+// SAFETY: a region is plain heap memory. Concurrent access follows the module invariants:
+// bytes are written once by the single writer that claimed them, before any reader can
+// reach them, and are only read afterwards.
+unsafe impl Send for Region {}
+// SAFETY: as above.
+unsafe impl Sync for Region {}
+
+/// How one column is laid out in a tail.
+enum ColumnLayout {
+    /// `width` bytes per row (integers, floats, decimals, temporal types).
+    Fixed { width: usize },
+    /// `FixedSizeList<Float32, dim>` without null components: `4 * dim` bytes per row.
+    Vector { dim: usize },
+    /// One byte per row (0 or 1), packed into a bitmap when a view is built.
+    Bool,
+    /// `i32` offsets (`rows_cap + 1`) and a value region of `values_cap` bytes.
+    Bytes { offsets: Region, values_cap: usize },
+}
+
+struct Column {
+    data_type: DataType,
+    layout: ColumnLayout,
+    data: Region,
+    /// One byte per row, 1 = valid; only for nullable columns.
+    valid: Option<Region>,
+}
+
+/// Preallocated memory for up to `rows_cap` rows of one table schema (see the module docs).
+pub struct TailArena {
+    schema: SchemaRef,
+    columns: Vec<Column>,
+    rows_cap: usize,
+    /// Rows claimed by appends so far.
+    claimed: AtomicUsize,
+    /// Rows written: every row below it is complete and never changes. An append may
+    /// only start from here, so it never runs while another is writing.
+    written: AtomicUsize,
+}
+
+impl std::fmt::Debug for TailArena {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TailArena")
+            .field("rows_cap", &self.rows_cap)
+            .field("claimed", &self.claimed.load(Ordering::Relaxed))
+            .field("written", &self.written.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+/// Bytes of the values of a byte-string column (`None`: not a byte string).
+fn string_bytes(a: &dyn Array) -> Option<usize> {
+    let offs = match a.data_type() {
+        DataType::Utf8 => a.as_string::<i32>().value_offsets(),
+        DataType::Binary => a.as_binary::<i32>().value_offsets(),
+        _ => return None,
+    };
+    Some((offs[offs.len() - 1] - offs[0]) as usize)
+}
+
+impl TailArena {
+    /// A tail for `batch`'s schema holding `batch` as its first rows, or `None` when the
+    /// schema has a column a tail cannot hold, the rows are too wide for a useful tail, or
+    /// `batch` does not fit.
+    pub fn start(batch: &RecordBatch) -> Option<Arc<Self>> {
+        let schema = batch.schema();
+        let mut fixed = 0usize;
+        for f in schema.fields() {
+            fixed += match f.data_type() {
+                DataType::Boolean => 1,
+                DataType::Utf8 | DataType::Binary => 4,
+                DataType::FixedSizeList(c, d) if c.data_type() == &DataType::Float32 => {
+                    4 * usize::try_from(*d).ok()?
+                }
+                dt if dt.is_primitive() => dt.primitive_width()?,
+                _ => return None,
+            } + usize::from(f.is_nullable());
+        }
+        let rows_cap = (TAIL_FIXED_BYTES / fixed.max(1)).min(TAIL_ROWS);
+        if rows_cap < MIN_TAIL_ROWS.max(batch.num_rows()) {
+            return None;
+        }
+        let mut columns = Vec::with_capacity(schema.fields().len());
+        for (f, a) in schema.fields().iter().zip(batch.columns()) {
+            let dt = f.data_type().clone();
+            let (layout, data) = match &dt {
+                DataType::Boolean => (ColumnLayout::Bool, Region::zeroed(rows_cap)?),
+                DataType::Utf8 | DataType::Binary => {
+                    let used = string_bytes(a.as_ref())?;
+                    let want = used.saturating_mul(2 * rows_cap) / batch.num_rows().max(1);
+                    let values_cap = want.clamp(MIN_STRING_BYTES, MAX_STRING_BYTES);
+                    let offsets = Region::zeroed(4 * (rows_cap + 1))?;
+                    (ColumnLayout::Bytes { offsets, values_cap }, Region::zeroed(values_cap)?)
+                }
+                DataType::FixedSizeList(_, d) => {
+                    let dim = usize::try_from(*d).ok()?;
+                    (ColumnLayout::Vector { dim }, Region::zeroed(4 * dim * rows_cap)?)
+                }
+                dt => {
+                    let width = dt.primitive_width()?;
+                    (ColumnLayout::Fixed { width }, Region::zeroed(width * rows_cap)?)
+                }
+            };
+            let valid = if f.is_nullable() { Some(Region::zeroed(rows_cap)?) } else { None };
+            columns.push(Column { data_type: dt, layout, data, valid });
+        }
+        let arena = Arc::new(Self {
+            schema,
+            columns,
+            rows_cap,
+            claimed: AtomicUsize::new(0),
+            written: AtomicUsize::new(0),
+        });
+        arena.append(0, batch).then_some(arena)
+    }
+
+    /// Rows this tail can hold.
+    pub fn rows_cap(&self) -> usize {
+        self.rows_cap
+    }
+
+    /// Appends `batch` after the first `rows` rows; false (nothing written) when another
+    /// append claimed rows past `rows` (or is still writing), the rows do not fit, or a
+    /// column does not match the tail's layout.
+    pub fn append(&self, rows: usize, batch: &RecordBatch) -> bool {
+        let n = batch.num_rows();
+        if n == 0
+            || self.written.load(Ordering::Acquire) != rows
+            || rows + n > self.rows_cap
+            || batch.num_columns() != self.columns.len()
+            || !self.fits(rows, batch)
+        {
+            return false;
+        }
+        if self
+            .claimed
+            .compare_exchange(rows, rows + n, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return false;
+        }
+        for (c, a) in self.columns.iter().zip(batch.columns()) {
+            // SAFETY: rows `rows..rows + n` were claimed above by this call alone, so no
+            // view covers them; `fits` checked every bound.
+            unsafe { c.write(rows, a.as_ref()) };
+        }
+        self.written.store(rows + n, Ordering::Release);
+        true
+    }
+
+    /// Whether `batch` can be written after `rows` rows: every column of the expected
+    /// type, nulls only where the column is nullable, vectors without null components,
+    /// strings within the value capacity.
+    fn fits(&self, rows: usize, batch: &RecordBatch) -> bool {
+        self.columns.iter().zip(batch.columns()).all(|(c, a)| {
+            if a.data_type() != &c.data_type || (c.valid.is_none() && a.null_count() > 0) {
+                return false;
+            }
+            match &c.layout {
+                ColumnLayout::Vector { .. } => {
+                    a.as_fixed_size_list().values().null_count() == 0
+                        && a.as_fixed_size_list().values().data_type() == &DataType::Float32
+                }
+                ColumnLayout::Bytes { values_cap, .. } => {
+                    // SAFETY: `append` checked `rows == written`: offset `rows` ends the
+                    // last written row (or is the initial zero).
+                    let end = unsafe { c.offset(rows) } as usize;
+                    string_bytes(a.as_ref()).is_some_and(|b| end + b <= *values_cap)
+                }
+                ColumnLayout::Fixed { .. } => downcast_primitive_array!(a => true, _ => false),
+                ColumnLayout::Bool => true,
+            }
+        })
+    }
+
+    /// The first `rows` rows as a record batch whose arrays point into this tail.
+    pub fn view(self: &Arc<Self>, rows: usize) -> Result<RecordBatch, arrow_schema::ArrowError> {
+        let rows = rows.min(self.written.load(Ordering::Acquire));
+        let columns =
+            self.columns.iter().map(|c| c.array(self, rows)).collect::<Result<Vec<_>, _>>()?;
+        RecordBatch::try_new_with_options(
+            self.schema.clone(),
+            columns,
+            &arrow_array::RecordBatchOptions::new().with_row_count(Some(rows)),
+        )
+    }
+
+    /// The `_id`s (column 0, `UInt64`) of the first `rows` rows, without building arrays.
+    pub fn ids(&self, rows: usize) -> &[u64] {
+        let rows = rows.min(self.written.load(Ordering::Acquire));
+        let c = &self.columns[0];
+        if c.data_type != DataType::UInt64 {
+            return &[];
+        }
+        // SAFETY: the first `rows` rows are written and immutable; the region is aligned
+        // to 64 and holds `8 * rows_cap` bytes, so it is a valid `[u64]` prefix.
+        unsafe { std::slice::from_raw_parts(c.data.ptr.as_ptr().cast::<u64>(), rows) }
+    }
+    /// The value of column `col` at `row`, read in place; `None` when the row is not
+    /// written or the column's type is not one [`Cell`] covers (vectors, temporal types
+    /// other than `Date32` and timestamps).
+    pub fn cell(&self, col: usize, row: usize) -> Option<Cell<'_>> {
+        if row >= self.written.load(Ordering::Acquire) {
+            return None;
+        }
+        let c = self.columns.get(col)?;
+        if !crate::encoding::reads_cells(&c.data_type) {
+            return None;
+        }
+        if let Some(v) = &c.valid {
+            // SAFETY: rows below `written` are written and immutable.
+            if unsafe { v.prefix(row + 1) }[row] == 0 {
+                return Some(Cell::Null);
+            }
+        }
+        Some(match &c.layout {
+            ColumnLayout::Fixed { width } => {
+                // SAFETY: as above.
+                let all = unsafe { c.data.prefix((row + 1) * width) };
+                let b = &all[row * width..];
+                let le = |n: usize| {
+                    let mut w = [0u8; 16];
+                    w[..n].copy_from_slice(&b[..n]);
+                    w
+                };
+                let int = |n: usize| {
+                    // Sign-extend an n-byte little-endian integer.
+                    let v = i128::from_le_bytes(le(n));
+                    let shift = 128 - 8 * n as u32;
+                    (v << shift) >> shift
+                };
+                match &c.data_type {
+                    DataType::UInt8 | DataType::UInt16 | DataType::UInt32 | DataType::UInt64 => {
+                        Cell::UInt(u128::from_le_bytes(le(*width)) as u64)
+                    }
+                    DataType::Float32 => Cell::F32(f32::from_le_bytes(le(4)[..4].try_into().ok()?)),
+                    DataType::Float64 => Cell::F64(f64::from_le_bytes(le(8)[..8].try_into().ok()?)),
+                    DataType::Decimal128(_, _) => Cell::Decimal(int(16)),
+                    _ => Cell::Int(int(*width) as i64),
+                }
+            }
+            ColumnLayout::Bool => {
+                // SAFETY: as above.
+                Cell::Bool(unsafe { c.data.prefix(row + 1) }[row] != 0)
+            }
+            ColumnLayout::Bytes { .. } => {
+                // SAFETY: offsets up to `row + 1 <= written` are written.
+                let (lo, hi) = unsafe { (c.offset(row) as usize, c.offset(row + 1) as usize) };
+                // SAFETY: the values of written rows end at offset `written`, past `hi`.
+                let bytes = &unsafe { c.data.prefix(hi) }[lo..];
+                match c.data_type {
+                    DataType::Utf8 => Cell::Str(std::str::from_utf8(bytes).ok()?),
+                    _ => Cell::Bytes(bytes),
+                }
+            }
+            ColumnLayout::Vector { .. } => return None,
+        })
+    }
+}
+
+impl Column {
+    /// Offset `i` of a byte-string column.
+    ///
+    /// # Safety
+    /// Offset `i` is written (it ends row `i - 1`) or is offset 0.
+    unsafe fn offset(&self, i: usize) -> i32 {
+        let ColumnLayout::Bytes { offsets, .. } = &self.layout else { return 0 };
+        // SAFETY: offsets holds `rows_cap + 1` aligned `i32`s and `i <= rows_cap` (callers
+        // pass a row count); written offsets never change.
+        unsafe { offsets.ptr.as_ptr().cast::<i32>().add(i).read() }
+    }
+
+    /// Writes `a`'s rows as rows `at..at + a.len()`.
+    ///
+    /// # Safety
+    /// Those rows are claimed by the caller, within capacity, and `a` passed `fits`.
+    unsafe fn write(&self, at: usize, a: &dyn Array) {
+        let n = a.len();
+        if let Some(valid) = &self.valid {
+            for i in 0..n {
+                // SAFETY: rows claimed (caller), `at + n <= rows_cap`.
+                unsafe { valid.write(at + i, &[u8::from(a.is_valid(i))]) };
+            }
+        }
+        match &self.layout {
+            ColumnLayout::Fixed { width } => {
+                let bytes = downcast_primitive_array!(
+                    a => a.values().inner().as_slice(),
+                    _ => return,
+                );
+                // SAFETY: claimed rows, in bounds (caller).
+                unsafe { self.data.write(at * width, bytes) };
+            }
+            ColumnLayout::Vector { dim } => {
+                let values = a.as_fixed_size_list().values().as_primitive::<Float32Type>();
+                let bytes = values.values().inner().as_slice();
+                let bytes = &bytes[..(4 * dim * n).min(bytes.len())];
+                // SAFETY: claimed rows, in bounds (caller).
+                unsafe { self.data.write(at * 4 * dim, bytes) };
+            }
+            ColumnLayout::Bool => {
+                let b = a.as_boolean();
+                for i in 0..n {
+                    // SAFETY: claimed rows, in bounds (caller).
+                    unsafe { self.data.write(at + i, &[u8::from(b.value(i))]) };
+                }
+            }
+            ColumnLayout::Bytes { offsets, .. } => {
+                let (offs, values) = match a.data_type() {
+                    DataType::Utf8 => {
+                        let s = a.as_string::<i32>();
+                        (s.value_offsets(), s.values().as_slice())
+                    }
+                    _ => {
+                        let s = a.as_binary::<i32>();
+                        (s.value_offsets(), s.values().as_slice())
+                    }
+                };
+                // SAFETY: offset `at` ends the rows before the claimed ones.
+                let base = unsafe { self.offset(at) };
+                let first = offs[0];
+                let used = &values[first as usize..offs[n] as usize];
+                // SAFETY: claimed rows; `fits` checked `base + used.len() <= values_cap`
+                // and `at + n <= rows_cap` (offsets `at + 1..=at + n`).
+                unsafe { self.data.write(base as usize, used) };
+                for (i, o) in offs[1..].iter().enumerate() {
+                    let end = base + (o - first);
+                    // SAFETY: as above.
+                    unsafe { offsets.write(4 * (at + 1 + i), &end.to_le_bytes()) };
+                }
+            }
+        }
+    }
+
+    /// Arrow buffer over the first `len` bytes of `region`, owned by `arena`.
+    fn buffer(arena: &Arc<TailArena>, region: &Region, len: usize) -> Buffer {
+        let owner: Arc<dyn arrow_buffer::alloc::Allocation> = arena.clone();
+        // SAFETY: `region` belongs to `arena`, which the buffer keeps alive; its first
+        // `len` bytes are written rows (callers pass a view's extent) and never change.
+        unsafe { Buffer::from_custom_allocation(region.ptr, len, owner) }
+    }
+
+    /// The first `rows` rows of this column as an array pointing into the tail.
+    fn array(
+        &self,
+        arena: &Arc<TailArena>,
+        rows: usize,
+    ) -> Result<ArrayRef, arrow_schema::ArrowError> {
+        let nulls = self.valid.as_ref().and_then(|v| {
+            // SAFETY: the first `rows` validity bytes are written and immutable.
+            let bytes = unsafe { v.prefix(rows) };
+            bytes
+                .contains(&0)
+                .then(|| NullBuffer::new(BooleanBuffer::collect_bool(rows, |i| bytes[i] != 0)))
+        });
+        let data = match &self.layout {
+            ColumnLayout::Fixed { width } => ArrayData::builder(self.data_type.clone())
+                .len(rows)
+                .add_buffer(Self::buffer(arena, &self.data, width * rows))
+                .nulls(nulls)
+                .build()?,
+            ColumnLayout::Vector { dim } => {
+                let child = ArrayData::builder(DataType::Float32)
+                    .len(dim * rows)
+                    .add_buffer(Self::buffer(arena, &self.data, 4 * dim * rows))
+                    .build()?;
+                ArrayData::builder(self.data_type.clone())
+                    .len(rows)
+                    .child_data(vec![child])
+                    .nulls(nulls)
+                    .build()?
+            }
+            ColumnLayout::Bool => {
+                // SAFETY: the first `rows` bytes are written and immutable.
+                let bytes = unsafe { self.data.prefix(rows) };
+                let bits = BooleanBuffer::collect_bool(rows, |i| bytes[i] != 0);
+                ArrayData::builder(DataType::Boolean)
+                    .len(rows)
+                    .add_buffer(bits.into_inner())
+                    .nulls(nulls)
+                    .build()?
+            }
+            ColumnLayout::Bytes { offsets, .. } => {
+                // SAFETY: offset `rows` ends the last written row.
+                let end = unsafe { self.offset(rows) } as usize;
+                let builder = ArrayData::builder(self.data_type.clone())
+                    .len(rows)
+                    .add_buffer(Self::buffer(arena, offsets, 4 * (rows + 1)))
+                    .add_buffer(Self::buffer(arena, &self.data, end))
+                    .nulls(nulls);
+                // SAFETY: the offsets start at 0 and never decrease (each append continues
+                // from the previous end with the non-decreasing offsets of a valid array),
+                // the last is `end`, the value buffer holds `end` bytes, and every value
+                // was copied whole from an array of the same type, so UTF-8 values stay
+                // valid and split at the same boundaries.
+                unsafe { builder.build_unchecked() }
+            }
+        };
+        Ok(make_array(data))
+    }
+}
