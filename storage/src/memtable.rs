@@ -162,7 +162,11 @@ impl MemBatch {
         let (mut sorted, mut order, mut id_min, mut id_max, deleted) = match prev {
             Some(p) => (
                 p.sorted,
-                p.order.as_deref().map(<[u32]>::to_vec),
+                p.order.as_deref().map(|o| {
+                    let mut v = Vec::with_capacity(o.len() + added);
+                    v.extend_from_slice(o);
+                    v
+                }),
                 p.id_min,
                 p.id_max,
                 p.deleted.clone(),
@@ -174,7 +178,11 @@ impl MemBatch {
             if sorted && (r == 0 || id > id_max) {
                 // Still ascending.
             } else {
-                let o = order.get_or_insert_with(|| (0..r as u32).collect());
+                let o = order.get_or_insert_with(|| {
+                    let mut v = Vec::with_capacity(rows);
+                    v.extend(0..r as u32);
+                    v
+                });
                 sorted = false;
                 let at = o.partition_point(|&x| ids[x as usize] < id);
                 o.insert(at, r as u32);

@@ -827,6 +827,22 @@ impl TableSnapshot {
         self.rows_at(&locs, projection)
     }
 
+    /// The columns `projection` (full-schema positions) of the rows at `locs`, in that
+    /// order, without a record batch around them (what an update needs of the old rows).
+    /// One row is read value by value in place, each value becoming a one-value array.
+    pub fn columns_at(&self, locs: &[RowLocation], projection: &[usize]) -> Result<Vec<ArrayRef>> {
+        let [loc] = locs else {
+            return Ok(self.rows_at(locs, projection)?.columns().to_vec());
+        };
+        let full = self.schema.full_schema();
+        let mut columns = Vec::with_capacity(projection.len());
+        self.visit_row(*loc, projection, |i, v| {
+            columns.push(one_value_array(full.field(projection[i]).data_type(), v)?);
+            Ok(())
+        })?;
+        Ok(columns)
+    }
+
     /// The rows at these locations (from [`TableSnapshot::locate`] on this snapshot), in
     /// that order, projected.
     pub fn rows_at(&self, locs: &[RowLocation], projection: &[usize]) -> Result<RecordBatch> {
@@ -840,14 +856,8 @@ impl TableSnapshot {
             )
             .map_err(|e| Error::arrow("gather rows", e))
         };
-        if let [loc] = locs {
-            // One row: each value read in place, then a one-value array of it.
-            let mut columns = Vec::with_capacity(projection.len());
-            self.visit_row(*loc, projection, |i, v| {
-                columns.push(one_value_array(schema.field(i).data_type(), v)?);
-                Ok(())
-            })?;
-            return batch(columns, 1);
+        if let [_] = locs {
+            return batch(self.columns_at(locs, projection)?, 1);
         }
         if locs.len() <= CELL_ROWS
             && schema.fields().iter().all(|f| encoding::reads_cells(f.data_type()))
@@ -1074,10 +1084,14 @@ impl TableSnapshot {
     /// checked and cast as [`TableSnapshot::conform`] checks an insert's, and the others
     /// from `old` (the rows' stored values of the columns not given, in table order) as
     /// they are — no intermediate batch, no schema built per update.
-    pub fn conform_update(&self, values: &RecordBatch, old: &RecordBatch) -> Result<Vec<ArrayRef>> {
-        let mut olds = old.columns().iter();
+    pub fn conform_update(
+        &self,
+        values: &RecordBatch,
+        old: Vec<ArrayRef>,
+    ) -> Result<Vec<ArrayRef>> {
+        let mut olds = old.into_iter();
         self.conform_with(values, "_id cannot be updated", |f| {
-            olds.next().cloned().ok_or_else(|| Error::InvalidInput {
+            olds.next().ok_or_else(|| Error::InvalidInput {
                 table: self.name.clone(),
                 reason: format!("the old rows lack column '{}'", f.name()),
             })

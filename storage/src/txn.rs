@@ -416,11 +416,11 @@ impl Transaction {
             .filter(|&i| given(t.schema().columns()[i].field.name()).is_none())
             .map(|i| i + 1)
             .collect();
-        let old = t.rows_at(&locs, &kept)?;
+        let old = t.columns_at(&locs, &kept)?;
         // The new user rows: given columns from `values`, the rest from the old rows.
         let ids_col: ArrayRef = Arc::new(UInt64Array::from(found.clone()));
         let mut full_cols = vec![ids_col];
-        full_cols.extend(t.conform_update(&values, &old)?);
+        full_cols.extend(t.conform_update(&values, old)?);
         let batch = RecordBatch::try_new(t.schema().full_schema().clone(), full_cols)
             .map_err(|e| Error::arrow(format!("update '{table}'"), e))?;
         let wt = self.write_table(store, table)?;

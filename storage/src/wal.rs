@@ -550,6 +550,8 @@ impl Wal {
         let len = (ops.len() + 8) as u32;
         let lsn_bytes = lsn.to_le_bytes();
         let sum = crc32c::crc32c_append(crc(&lsn_bytes), &ops);
+        // One allocation for the record (the buffer starts empty after each write).
+        p.bytes.reserve(16 + ops.len());
         p.bytes.extend_from_slice(&len.to_le_bytes());
         p.bytes.extend_from_slice(&sum.to_le_bytes());
         p.bytes.extend_from_slice(&lsn_bytes);
