@@ -374,6 +374,9 @@ impl SqlConnection {
             .with_physical_optimizer_rule(Arc::new(crate::sort::BucketSortRule::new(
                 fast_paths.clone(),
             )))
+            .with_physical_optimizer_rule(Arc::new(crate::serial::SmallLimitSerial::new(
+                fast_paths.clone(),
+            )))
             .build();
         let ctx = SessionContext::new_with_state(state);
         for f in crate::functions::all()

@@ -73,6 +73,7 @@ pub mod pushdown;
 pub mod rewrite;
 pub mod script;
 pub mod semi;
+pub mod serial;
 pub mod sort;
 pub mod types;
 pub mod vector;

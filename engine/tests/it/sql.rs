@@ -1243,6 +1243,44 @@ fn bucket_sort_agrees_with_datafusion() {
 }
 
 #[test]
+fn small_limits_are_not_repartitioned() {
+    let (_db, on, off) = fast_and_planned(0x5e71);
+    let plan =
+        |c: &basalt::Connection, q: &str| rows(&c.sql(&format!("EXPLAIN {q}")).unwrap()).join("\n");
+    // A projection over a small limit runs on the limit's one partition; without the fast
+    // paths DataFusion's round-robin repartition stays; a large limit keeps it too.
+    let q = "SELECT ROUND(f, 0) AS r, ABS(a - 40) AS x, _id FROM r WHERE a BETWEEN -30 AND 40 LIMIT 1000";
+    assert!(plan(&off, q).contains("RoundRobinBatch"), "{}", plan(&off, q));
+    assert!(!plan(&on, q).contains("RoundRobinBatch"), "{}", plan(&on, q));
+    let big = "SELECT ROUND(f, 0) AS r, ABS(a - 40) AS x, _id FROM r LIMIT 50000";
+    assert!(plan(&on, big).contains("RoundRobinBatch"), "{}", plan(&on, big));
+    // The same rows either way (a limit without ORDER BY may pick any rows: compare what
+    // both return against the full result and check the counts).
+    let all: std::collections::HashSet<String> = rows(
+        &off.sql(
+            "SELECT ROUND(f, 0) AS r, ABS(a - 40) AS x, _id FROM r WHERE a BETWEEN -30 AND 40",
+        )
+        .unwrap(),
+    )
+    .into_iter()
+    .collect();
+    for c in [&on, &off] {
+        let got = rows(&c.sql(q).unwrap());
+        assert_eq!(got.len(), 1000.min(all.len()));
+        assert!(got.iter().all(|r| all.contains(r)), "{q}");
+    }
+    // Ordered and aggregated shapes above a small limit answer as DataFusion does.
+    for q in [
+        "SELECT a, _id FROM (SELECT a, _id FROM r LIMIT 500) t ORDER BY a, _id",
+        "SELECT count(*), sum(a) FROM (SELECT a FROM r ORDER BY _id LIMIT 700) t",
+        "SELECT s, count(*) FROM (SELECT s FROM r ORDER BY _id LIMIT 3000) t GROUP BY s ORDER BY s",
+    ] {
+        let (x, y) = (on.sql(q).unwrap(), off.sql(q).unwrap());
+        assert_eq!(rows_in_order(&x), rows_in_order(&y), "{q}");
+    }
+}
+
+#[test]
 fn join_and_topk_filters_dropping_rows_in_the_scan_keep_answers() {
     let db = random_table(0x101);
     let conn = db.connect();
