@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use arrow_array::{
     Array, ArrayRef, FixedSizeListArray, PrimitiveArray, RecordBatch, UInt64Array, new_null_array,
 };
-use arrow_buffer::{BooleanBuffer, Buffer, OffsetBuffer};
+use arrow_buffer::{BooleanBuffer, Buffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use parking_lot::{Mutex, RwLock};
 
@@ -3047,13 +3047,14 @@ pub(crate) fn one_value_array(dt: &DataType, v: RowValue<'_>) -> Result<ArrayRef
         (Cell::F64(x), DataType::Float64) => prim!(Float64Type, x),
         (Cell::Decimal(x), DataType::Decimal128(_, _)) => prim!(Decimal128Type, x),
         (Cell::Str(x), DataType::Utf8) => {
-            let offsets = OffsetBuffer::from_lengths([x.len()]);
-            let data = Buffer::from_vec(x.as_bytes().to_vec());
-            Arc::new(arrow_array::StringArray::new(offsets, data, None))
+            let (offsets, data) = one_value_buffers(x.as_bytes())?;
+            // SAFETY: the one value is `x`, a `&str` (valid UTF-8), and the offsets are 0
+            // and its length; Arrow's check would validate the same bytes again.
+            Arc::new(unsafe { arrow_array::StringArray::new_unchecked(offsets, data, None) })
         }
         (Cell::Bytes(x), DataType::Binary) => {
-            let offsets = OffsetBuffer::from_lengths([x.len()]);
-            Arc::new(arrow_array::BinaryArray::new(offsets, Buffer::from_vec(x.to_vec()), None))
+            let (offsets, data) = one_value_buffers(x)?;
+            Arc::new(arrow_array::BinaryArray::new(offsets, data, None))
         }
         (cell, dt) => {
             return Err(Error::InvalidInput {
@@ -3062,6 +3063,27 @@ pub(crate) fn one_value_array(dt: &DataType, v: RowValue<'_>) -> Result<ArrayRef
             });
         }
     })
+}
+
+/// The offsets (0 and its length) and the bytes of a one-value byte-string array, in one
+/// allocation (when the allocator aligns it for `i32`): the two offsets first, the value
+/// after them.
+fn one_value_buffers(value: &[u8]) -> Result<(OffsetBuffer<i32>, Buffer)> {
+    let len = i32::try_from(value.len()).map_err(|_| Error::InvalidInput {
+        table: String::new(),
+        reason: format!("a stored value of {} bytes is too long for Utf8/Binary", value.len()),
+    })?;
+    let mut bytes = Vec::with_capacity(8 + value.len());
+    bytes.extend_from_slice(&0i32.to_le_bytes());
+    bytes.extend_from_slice(&len.to_le_bytes());
+    bytes.extend_from_slice(value);
+    if !(bytes.as_ptr() as usize).is_multiple_of(align_of::<i32>()) {
+        // An allocator that does not align byte vectors: two buffers.
+        return Ok((OffsetBuffer::from_lengths([value.len()]), Buffer::from_vec(value.to_vec())));
+    }
+    let all = Buffer::from_vec(bytes);
+    let offsets = ScalarBuffer::<i32>::new(all.slice_with_length(0, 8), 0, 2);
+    Ok((OffsetBuffer::new(offsets), all.slice(8)))
 }
 
 /// The rows of `batches` (`_id` first) in ascending `_id` order: as they are when they

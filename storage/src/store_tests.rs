@@ -761,6 +761,13 @@ fn deletes_and_updates_in_segments_and_memtable_survive_flush_and_reopen() {
     assert_eq!(s.update("t", &[10], &set_name("ten")).unwrap(), 1);
     assert_eq!(s.update("t", &[20_004], &set_name("mem")).unwrap(), 1);
     assert_eq!(s.update("t", &[424_242], &set_name("nobody")).unwrap(), 0);
+    // Per-row values with a missing id among them: the others get their own rows' values.
+    let three = RecordBatch::try_new(
+        set_name("x").schema(),
+        vec![Arc::new(StringArray::from(vec!["five", "nobody", "six"]))],
+    )
+    .unwrap();
+    assert_eq!(s.update("t", &[5, 424_243, 6], &three).unwrap(), 2);
     let check = |s: &Store| {
         let snap = s.snapshot();
         let t = snap.table("t").unwrap();
@@ -775,6 +782,8 @@ fn deletes_and_updates_in_segments_and_memtable_survive_flush_and_reopen() {
         assert_eq!(all.len(), 20_003);
         assert!(all.contains(&(10, "ten".into())) && !all.contains(&(10, "user_9".into())));
         assert!(all.contains(&(20_004, "mem".into())));
+        assert!(all.contains(&(5, "five".into())) && all.contains(&(6, "six".into())));
+        assert!(!all.iter().any(|(_, n)| n == "nobody"));
         assert!(!all.iter().any(|(id, _)| *id == 3 || *id == 20_002));
         let mut ids: Vec<u64> = all.iter().map(|(id, _)| *id).collect();
         ids.sort_unstable();

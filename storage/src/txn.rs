@@ -389,26 +389,34 @@ impl Transaction {
             return Err(bad("_id cannot be updated".into()));
         }
         // Each row is located once; the same locations serve the read and the delete.
-        let mut keep = Vec::with_capacity(ids.len());
         let mut found = Vec::with_capacity(ids.len());
         let mut locs = Vec::with_capacity(ids.len());
-        for &id in ids {
-            let loc = t.locate(id)?;
-            keep.push(loc.is_some());
-            if let Some(loc) = loc {
-                found.push(id);
-                locs.push(loc);
+        // Positions of the ids not found (no allocation while there are none).
+        let mut missing = Vec::new();
+        for (i, &id) in ids.iter().enumerate() {
+            match t.locate(id)? {
+                Some(loc) => {
+                    found.push(id);
+                    locs.push(loc);
+                }
+                None => missing.push(i),
             }
         }
         if found.is_empty() {
             return Ok(0);
         }
+        let filtered;
         let values = if found.len() == ids.len() {
-            values.clone()
+            values
         } else {
+            let mut keep = vec![true; ids.len()];
+            for &i in &missing {
+                keep[i] = false;
+            }
             let keep = arrow_array::BooleanArray::from(keep);
-            arrow_select::filter::filter_record_batch(values, &keep)
-                .map_err(|e| Error::arrow(format!("update '{table}'"), e))?
+            filtered = arrow_select::filter::filter_record_batch(values, &keep)
+                .map_err(|e| Error::arrow(format!("update '{table}'"), e))?;
+            &filtered
         };
         // Only the columns `values` does not give are read from the old rows.
         let given = |name: &str| values.schema().column_with_name(name).map(|(j, _)| j);
@@ -420,7 +428,7 @@ impl Transaction {
         // The new user rows: given columns from `values`, the rest from the old rows.
         let ids_col: ArrayRef = Arc::new(UInt64Array::from(found.clone()));
         let mut full_cols = vec![ids_col];
-        full_cols.extend(t.conform_update(&values, old)?);
+        full_cols.extend(t.conform_update(values, old)?);
         let batch = RecordBatch::try_new(t.schema().full_schema().clone(), full_cols)
             .map_err(|e| Error::arrow(format!("update '{table}'"), e))?;
         let wt = self.write_table(store, table)?;
