@@ -637,11 +637,26 @@ fn leaf(a: &ArrayRef, f: &dyn Fn(&ArrayRef) -> Result<Tri>) -> Result<Tri> {
         let by_code = match a.data_type() {
             DataType::Dictionary(k, _) => match k.as_ref() {
                 DataType::UInt8 => {
-                    // A full table: a u8 code indexes it without a bounds check.
-                    let mut full = [0u8; 256];
-                    full[..tab.len().min(256)].copy_from_slice(&tab[..tab.len().min(256)]);
                     let codes = a.as_dictionary::<UInt8Type>().keys().values();
-                    Some(gather_by_code(codes.len(), |i| full[usize::from(codes[i])]))
+                    match few_codes(&tab) {
+                        // One or two entries on one side, every other on the other: compare
+                        // codes (vectorised) instead of a table lookup per row.
+                        Some((side, x, y)) => {
+                            let hit = codes_in(codes, x, y);
+                            let miss = !&hit;
+                            Some(if side {
+                                Tri { t: hit, f: miss }
+                            } else {
+                                Tri { t: miss, f: hit }
+                            })
+                        }
+                        None => {
+                            // A full table: a u8 code indexes it without a bounds check.
+                            let mut full = [0u8; 256];
+                            full[..tab.len().min(256)].copy_from_slice(&tab[..tab.len().min(256)]);
+                            Some(gather_by_code(codes.len(), |i| full[usize::from(codes[i])]))
+                        }
+                    }
                 }
                 DataType::UInt16 => {
                     let codes = a.as_dictionary::<UInt16Type>().keys().values();
@@ -677,6 +692,53 @@ fn leaf(a: &ArrayRef, f: &dyn Fn(&ArrayRef) -> Result<Tri>) -> Result<Tri> {
         return Ok(Tri { t: gather(&t)?, f: gather(&fa)? });
     }
     f(a)
+}
+
+/// When every dictionary entry's answer (`tab`: bit 0 true, bit 1 false) is decided and
+/// one side holds at most two entries: that side (true: the true side) and its codes (one
+/// entry: its code twice; none: a code past the dictionary, which no valid row holds).
+/// `None` otherwise.
+fn few_codes(tab: &[u8]) -> Option<(bool, u8, u8)> {
+    if tab.is_empty() || tab.len() > 256 || tab.iter().any(|&e| e != 1 && e != 2) {
+        return None;
+    }
+    let of = |want: u8| -> Vec<u8> {
+        tab.iter().enumerate().filter(|(_, e)| **e == want).map(|(c, _)| c as u8).collect()
+    };
+    let (t, f) = (of(1), of(2));
+    let (side, few) = if t.len() <= f.len() { (true, t) } else { (false, f) };
+    match few[..] {
+        // Nothing on the smaller side: compare with a code past the dictionary, which no
+        // valid row holds (Arrow checks dictionary keys; Basalt's decoder proves them).
+        [] if tab.len() < 256 => Some((side, tab.len() as u8, tab.len() as u8)),
+        [x] => Some((side, x, x)),
+        [x, y] => Some((side, x, y)),
+        _ => None,
+    }
+}
+
+/// The rows whose code is `x` or `y`, 64 rows to a word, in a loop the compiler
+/// vectorises.
+fn codes_in(codes: &[u8], x: u8, y: u8) -> BooleanBuffer {
+    let n = codes.len();
+    let mut words = Vec::with_capacity(n.div_ceil(64));
+    let chunks = codes.chunks_exact(64);
+    let rest = chunks.remainder();
+    for chunk in chunks {
+        let mut w = 0u64;
+        for (i, &c) in chunk.iter().enumerate() {
+            w |= u64::from((c == x) | (c == y)) << i;
+        }
+        words.push(w);
+    }
+    if !rest.is_empty() {
+        let mut w = 0u64;
+        for (i, &c) in rest.iter().enumerate() {
+            w |= u64::from((c == x) | (c == y)) << i;
+        }
+        words.push(w);
+    }
+    BooleanBuffer::new(arrow_buffer::Buffer::from_vec(words), 0, n)
 }
 
 /// The true and false bitmaps of `n` rows whose answers `at(row)` gives (bit 0 true,
