@@ -717,26 +717,38 @@ fn few_codes(tab: &[u8]) -> Option<(bool, u8, u8)> {
     }
 }
 
-/// The rows whose code is `x` or `y`, 64 rows to a word, in a loop the compiler
-/// vectorises.
+/// The rows whose code is `x` or `y`, 64 rows to a word. Eight codes at a time in a
+/// `u64` (SWAR): a byte equal to the code becomes zero under XOR, an exact zero-byte test
+/// marks it with its high bit, and one multiplication gathers the eight marks into eight
+/// bits. (A per-row loop compiled to byte-wise SSE2 shuffles at 3 cycles a row.)
 fn codes_in(codes: &[u8], x: u8, y: u8) -> BooleanBuffer {
+    const LOW: u64 = 0x0101_0101_0101_0101;
+    const SEVEN: u64 = 0x7F7F_7F7F_7F7F_7F7F;
+    /// 0x80 in each byte of `v` that is zero, 0 in the others (no false positives).
+    fn zero_bytes(v: u64) -> u64 {
+        !(((v & SEVEN).wrapping_add(SEVEN)) | v | SEVEN)
+    }
+    /// Bit `i` set when byte `i` of `marks` (0x80 or 0) is set.
+    fn gather(marks: u64) -> u64 {
+        ((marks >> 7).wrapping_mul(0x0102_0408_1020_4080)) >> 56
+    }
+    let (bx, by) = (LOW * u64::from(x), LOW * u64::from(y));
+    let marks = |v: u64| gather(zero_bytes(v ^ bx) | zero_bytes(v ^ by));
     let n = codes.len();
-    let mut words = Vec::with_capacity(n.div_ceil(64));
-    let chunks = codes.chunks_exact(64);
-    let rest = chunks.remainder();
-    for chunk in chunks {
-        let mut w = 0u64;
-        for (i, &c) in chunk.iter().enumerate() {
-            w |= u64::from((c == x) | (c == y)) << i;
-        }
-        words.push(w);
+    let mut words = vec![0u64; n.div_ceil(64)];
+    let groups = codes.chunks_exact(8);
+    let rest = groups.remainder();
+    for (g, b) in groups.enumerate() {
+        let Ok(b) = <[u8; 8]>::try_from(b) else { continue };
+        words[g / 8] |= marks(u64::from_le_bytes(b)) << (8 * (g % 8));
     }
     if !rest.is_empty() {
-        let mut w = 0u64;
-        for (i, &c) in rest.iter().enumerate() {
-            w |= u64::from((c == x) | (c == y)) << i;
-        }
-        words.push(w);
+        // The padding bytes are zero and may equal a code: only the rest's bits count.
+        let mut b = [0u8; 8];
+        b[..rest.len()].copy_from_slice(rest);
+        let g = n / 8;
+        let keep = (1u64 << rest.len()) - 1;
+        words[g / 8] |= (marks(u64::from_le_bytes(b)) & keep) << (8 * (g % 8));
     }
     BooleanBuffer::new(arrow_buffer::Buffer::from_vec(words), 0, n)
 }
@@ -1229,6 +1241,28 @@ mod tests {
             // Nor does it select every row of one where some row is not a match.
             if must_match(&p, &stats) {
                 prop_assert!(want.iter().all(|w| *w), "{:?}", p);
+            }
+        }
+    }
+
+    #[test]
+    fn code_comparison_matches_a_per_row_loop() {
+        // Every length around the 8- and 64-row boundaries, codes 0 (the padding's value)
+        // and 255 among them.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for n in 0..200 {
+            let codes: Vec<u8> = (0..n)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    [0, 1, 2, 255, (x >> 40) as u8][(x % 5) as usize]
+                })
+                .collect();
+            for (a, b) in [(0, 0), (1, 1), (0, 255), (2, 1), (7, 7)] {
+                let got: Vec<bool> = codes_in(&codes, a, b).iter().collect();
+                let want: Vec<bool> = codes.iter().map(|&c| c == a || c == b).collect();
+                assert_eq!(got, want, "n = {n}, codes {a} {b}");
             }
         }
     }
