@@ -12,6 +12,11 @@
 //! `_id`-sorted row groups. The memtable is a value type: a snapshot clones it cheaply (the
 //! batches are reference counted), so readers never see later inserts.
 //!
+//! Writes of at most [`TAIL_PUSH_ROWS`] rows do not become batches of their own: they are
+//! appended in place into the *open tail* ([`crate::tail`]), and the newest batch is a
+//! view of its first rows whose arrays are built on first read. A full tail (or one a
+//! larger push or a rolled-back append left behind) closes and merges like any batch.
+//!
 //! It does not persist anything: durability of memtable rows is the write path's business.
 
 use std::sync::{Arc, OnceLock};

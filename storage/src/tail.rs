@@ -7,15 +7,17 @@
 //! validity byte per row) sized for `rows_cap` rows. The memtable's newest batch is a
 //! *view* of the tail's first `rows` rows; appending writes the new rows after the view's
 //! end and yields a view some rows longer, while older snapshots keep the shorter view.
-//! Arrow arrays of a view ([`TailArena::arrays`]) point into the tail's memory (no copy)
+//! Arrow arrays of a view ([`TailArena::view`]) point into the tail's memory (no copy)
 //! and keep it alive.
 //!
 //! # Invariants
 //! - **Written bytes never change.** A row slot is written once, by the writer that
-//!   claimed it: [`TailArena::append`] moves `claimed` from the view's row count to the
-//!   new count with a compare-and-swap *before* writing, so two writers (or a writer and a
-//!   rolled-back transaction's leftovers) never write the same slot, and a view whose row
-//!   count is not `claimed` cannot append at all (the memtable starts a new tail then).
+//!   claimed it: [`TailArena::append`] starts only when every earlier claim has finished
+//!   writing (`written` equals the view's row count), then moves `claimed` from that count
+//!   to the new one with a compare-and-swap *before* writing, and publishes `written`
+//!   after. So two writers (or a writer and a rolled-back transaction's leftovers) never
+//!   write the same slot, and a view whose row count is not `written` cannot append at
+//!   all (the memtable starts a new tail then).
 //! - **Views cover written rows only.** Arrays are built for a view's `rows`, all of which
 //!   were written before the view existed; the bytes after them, which later appends
 //!   write, are never part of any Arrow buffer or slice. Publication of a view to readers
