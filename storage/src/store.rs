@@ -959,7 +959,7 @@ impl TableSnapshot {
                 // Sorted: the run's last row is its largest.
                 let last = rows[i - 1];
                 let held = if src == 0 {
-                    self.memtable_batch(sub)?.num_rows()
+                    self.mem_batch(sub)?.num_rows()
                 } else {
                     let seg = self.segment_at(src - 1)?;
                     seg.meta().row_groups.get(sub).map_or(0, |g| g.rows as usize)
@@ -979,9 +979,10 @@ impl TableSnapshot {
             for (src, sub, range) in &runs {
                 let rows = &rows[range.clone()];
                 if *src == 0 {
-                    let col = self.memtable_batch(*sub)?.column(p);
+                    // A tail view's rows are read in place (no arrays built for them).
+                    let mb = self.mem_batch(*sub)?;
                     for &r in rows {
-                        append_value(b.as_mut(), dt, RowValue::Array(col, r))?;
+                        append_value(b.as_mut(), dt, mb.value(p, r)?)?;
                     }
                     continue;
                 }
