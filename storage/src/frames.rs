@@ -1,24 +1,28 @@
 //! Framed block compression: a block's sections cut into frames of at most [`FRAME_RAW`]
-//! bytes, each stored zstd-compressed or as it is, with an index, so that a reader can
-//! restore only the frames holding the rows it needs (a `LIMIT 100` after a reopen
-//! decompresses a few kilobytes per column instead of whole 64K-row blocks).
+//! bytes, each stored zstd-compressed, in the decimal form ([`decimal`]) or as it is, with
+//! an index, so that a reader can restore only the frames holding the rows it needs (a
+//! `LIMIT 100` after a reopen restores a few kilobytes per column instead of whole 64K-row
+//! blocks).
 //!
-//! # Stored layout (compression tag 2, segment format version 2)
+//! # Stored layout (compression tag 2)
 //!
 //! ```text
-//! frame_raw (u32 LE)     raw bytes per frame; frames never cross a section
+//! frame_raw (u32 LE)     largest raw bytes per frame; frames never cross a section
 //! frames    (u32 LE)     number of frames (derived from the section lengths: checked)
-//! index CRC (u32 LE)     CRC-32C of frame_raw, frames and the entries
-//! zero      (u32)
-//! per frame: length (u32 LE; bit 31 set: zstd, clear: stored as it is), CRC-32C (u32 LE)
-//!            of its stored bytes
+//! index CRC (u32 LE)     CRC-32C of frame_raw, frames, head_raw and the entries
+//! head_raw  (u32 LE)     raw bytes of a section's first frame (0: frame_raw; format ≤ 2)
+//! per frame: length (u32 LE; bit 31 set: zstd, bit 30 set: decimal form, neither: stored
+//!            as it is), CRC-32C (u32 LE) of its stored bytes
 //! the frames' bytes, back to back in section order
 //! ```
 //!
-//! Frame `k` of section `s` holds raw bytes `pos(s) + k·frame_raw .. min(pos(s) +
-//! (k+1)·frame_raw, pos(s) + len(s))`, where `pos(s)` is the section's 64-aligned offset in
-//! the raw block. The zero padding between sections is not stored: a restored block starts
-//! zeroed.
+//! The frames of section `s` start at `pos(s)`, the section's 64-aligned offset in the raw
+//! block, and run back to back to its end: the first holds `head_raw` bytes, each next one
+//! twice as many as the one before, up to `frame_raw` (so a read of a section's first rows
+//! restores a few kilobytes, a whole read few frames); the last is cut at the section's end.
+//! The zero padding between sections is not stored: a restored block starts zeroed.
+//! Segment format version 2 wrote `head_raw` 0 (every frame `frame_raw` bytes; the word
+//! was not covered by the index CRC then) and no decimal frames; version 3 writes both.
 //!
 //! What this module must not do: trust an index it has not checked (every error is a
 //! `String` the segment reader turns into [`crate::Error::Corrupt`] with file and offset), or
@@ -26,17 +30,32 @@
 
 use std::ops::Range;
 
+mod decimal;
+
 use crate::codec::align64;
 
-/// Raw bytes per frame written by this version.
+/// Largest raw bytes per frame written by this version.
 pub const FRAME_RAW: usize = 32 * 1024;
+/// Raw bytes of a section's first frame written by this version.
+pub const HEAD_RAW: usize = 4 * 1024;
 const HEADER: usize = 16;
 const ENTRY: usize = 8;
 const ZSTD: u32 = 1 << 31;
+/// Entry flag of a frame stored in the decimal form (see [`decimal`]); format version 3.
+const DECIMAL: u32 = 1 << 30;
+/// Frame length bits of an index entry.
+const LEN_MASK: u32 = DECIMAL - 1;
 
-/// The raw byte range of each frame of a block with these sections, in frame order.
-pub fn frame_ranges(sections: &[u64], frame_raw: usize) -> Option<Vec<Range<usize>>> {
-    if frame_raw == 0 {
+/// The raw byte range of each frame of a block with these sections, in frame order: each
+/// section's frames hold `head_raw` bytes, then twice as many each, up to `frame_raw` (`0`
+/// for `head_raw`: all `frame_raw`).
+pub fn frame_ranges(
+    sections: &[u64],
+    frame_raw: usize,
+    head_raw: usize,
+) -> Option<Vec<Range<usize>>> {
+    let head = if head_raw == 0 { frame_raw } else { head_raw };
+    if frame_raw == 0 || head > frame_raw {
         return None;
     }
     let mut out = Vec::new();
@@ -45,21 +64,24 @@ pub fn frame_ranges(sections: &[u64], frame_raw: usize) -> Option<Vec<Range<usiz
         let len = usize::try_from(len).ok()?;
         let end = pos.checked_add(len)?;
         let mut at = pos;
+        let mut size = head;
         while at < end {
-            let next = at.saturating_add(frame_raw).min(end);
+            let next = at.saturating_add(size).min(end);
             out.push(at..next);
             at = next;
+            size = size.saturating_mul(2).min(frame_raw);
         }
         pos = align64(end);
     }
     Some(out)
 }
 
-/// `raw` (a block with these sections) in frames, each zstd-compressed at `level` when that
-/// saves a quarter of it; `None` when the whole saves less than an eighth (the block is then
-/// better stored as it is).
+/// `raw` (a block with these sections) in frames, each in the decimal form when its values
+/// qualify ([`decimal::encode`]), else zstd-compressed at `level` when that saves a quarter
+/// of it; `None` when the whole saves less than an eighth (the block is then better stored
+/// as it is).
 pub fn compress(raw: &[u8], sections: &[u64], level: i32) -> Option<Vec<u8>> {
-    let ranges = frame_ranges(sections, FRAME_RAW)?;
+    let ranges = frame_ranges(sections, FRAME_RAW, HEAD_RAW)?;
     if ranges.last().is_some_and(|r| r.end > raw.len()) {
         return None;
     }
@@ -69,15 +91,19 @@ pub fn compress(raw: &[u8], sections: &[u64], level: i32) -> Option<Vec<u8>> {
     for r in &ranges {
         let bytes = &raw[r.clone()];
         let start = body.len();
-        let packed = zstd.compress(bytes).ok().filter(|c| c.len() * 4 <= bytes.len() * 3);
-        let flag = match packed {
-            Some(c) => {
-                body.extend_from_slice(&c);
-                ZSTD
-            }
-            None => {
-                body.extend_from_slice(bytes);
-                0
+        let flag = if decimal::encode(bytes, &mut body) {
+            DECIMAL
+        } else {
+            let packed = zstd.compress(bytes).ok().filter(|c| c.len() * 4 <= bytes.len() * 3);
+            match packed {
+                Some(c) => {
+                    body.extend_from_slice(&c);
+                    ZSTD
+                }
+                None => {
+                    body.extend_from_slice(bytes);
+                    0
+                }
             }
         };
         let stored = &body[start..];
@@ -85,17 +111,24 @@ pub fn compress(raw: &[u8], sections: &[u64], level: i32) -> Option<Vec<u8>> {
         entries.extend_from_slice(&crate::codec::crc(stored).to_le_bytes());
     }
     let mut out = Vec::with_capacity(HEADER + entries.len() + body.len());
+    let head = u32::try_from(HEAD_RAW).ok()?.to_le_bytes();
     out.extend_from_slice(&u32::try_from(FRAME_RAW).ok()?.to_le_bytes());
     out.extend_from_slice(&u32::try_from(ranges.len()).ok()?.to_le_bytes());
-    out.extend_from_slice(&index_crc(&out[..8], &entries).to_le_bytes());
-    out.extend_from_slice(&0u32.to_le_bytes());
+    out.extend_from_slice(&index_crc(&out[..8], &head, &entries).to_le_bytes());
+    out.extend_from_slice(&head);
     out.extend_from_slice(&entries);
     out.extend_from_slice(&body);
     (out.len() * 8 <= raw.len() * 7).then_some(out)
 }
 
-fn index_crc(head: &[u8], entries: &[u8]) -> u32 {
-    crc32c::crc32c_append(crate::codec::crc(head), entries)
+/// The index CRC: over `frame_raw` and the frame count (`words`), `head_raw` when it is not
+/// 0 (format version 2 wrote 0 there, outside the CRC), and the entries.
+fn index_crc(words: &[u8], head: &[u8; 4], entries: &[u8]) -> u32 {
+    let mut c = crate::codec::crc(words);
+    if *head != [0; 4] {
+        c = crc32c::crc32c_append(c, head);
+    }
+    crc32c::crc32c_append(c, entries)
 }
 
 /// One frame of a framed block.
@@ -105,8 +138,19 @@ pub struct Frame {
     pub raw: Range<usize>,
     /// Where its stored bytes are in the stored block.
     stored: Range<usize>,
-    zstd: bool,
+    form: Form,
     crc: u32,
+}
+
+/// How a frame's bytes are stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Form {
+    /// As they are.
+    Raw,
+    /// One zstd frame.
+    Zstd,
+    /// Decimal floats ([`decimal`]).
+    Decimal,
 }
 
 /// The checked index of a framed block.
@@ -131,10 +175,12 @@ impl Index {
             .and_then(|e| e.checked_add(HEADER))
             .filter(|&e| e <= stored.len())
             .ok_or("framed block too short for its index")?;
-        if index_crc(&stored[..8], &stored[HEADER..entries_end]) != word(8)? {
+        let head = word(12)?;
+        if index_crc(&stored[..8], &head.to_le_bytes(), &stored[HEADER..entries_end]) != word(8)? {
             return Err("frame index checksum mismatch".into());
         }
-        let ranges = frame_ranges(sections, frame_raw).ok_or("invalid frame size")?;
+        let ranges =
+            frame_ranges(sections, frame_raw, head as usize).ok_or("invalid frame size")?;
         if ranges.len() != count {
             return Err(format!(
                 "frame index lists {count} frames, the sections make {}",
@@ -149,14 +195,19 @@ impl Index {
         for (k, raw) in ranges.into_iter().enumerate() {
             let len = word(HEADER + k * ENTRY)?;
             let crc = word(HEADER + k * ENTRY + 4)?;
-            let zstd = len & ZSTD != 0;
-            let len = (len & !ZSTD) as usize;
+            let form = match (len & ZSTD != 0, len & DECIMAL != 0) {
+                (false, false) => Form::Raw,
+                (true, false) => Form::Zstd,
+                (false, true) => Form::Decimal,
+                (true, true) => return Err(format!("frame {k} has two stored forms")),
+            };
+            let len = (len & LEN_MASK) as usize;
             let end = at.checked_add(len).filter(|&e| e <= stored.len());
             let end = end.ok_or_else(|| format!("frame {k} extends past the stored block"))?;
-            if !zstd && len != raw.len() {
+            if form == Form::Raw && len != raw.len() {
                 return Err(format!("stored frame {k} has {len} bytes for {}", raw.len()));
             }
-            frames.push(Frame { raw, stored: at..end, zstd, crc });
+            frames.push(Frame { raw, stored: at..end, form, crc });
             at = end;
         }
         if at != stored.len() {
@@ -197,9 +248,15 @@ impl Index {
             return Err(format!("frame {k} checksum mismatch"));
         }
         let dst = out.get_mut(f.raw.clone()).ok_or("frame outside the raw block")?;
-        if !f.zstd {
-            dst.copy_from_slice(bytes);
-            return Ok(());
+        match f.form {
+            Form::Raw => {
+                dst.copy_from_slice(bytes);
+                return Ok(());
+            }
+            Form::Decimal => {
+                return decimal::decode(bytes, dst).map_err(|e| format!("frame {k}: {e}"));
+            }
+            Form::Zstd => {}
         }
         let n = DECOMPRESSOR.with(|d| {
             let mut d = d.borrow_mut();
@@ -352,13 +409,16 @@ mod tests {
     fn sections_and_raw(lens: &[usize], seed: u8) -> (Vec<u64>, Vec<u8>) {
         let mut raw = Vec::new();
         for (i, &l) in lens.iter().enumerate() {
-            // Compressible and incompressible sections alike.
-            raw.extend((0..l).map(|j| {
-                if i % 2 == 0 {
-                    (j / 7) as u8
-                } else {
-                    (j as u32).wrapping_mul(2654435761) as u8 ^ seed
-                }
+            // Compressible, incompressible and decimal-float sections alike (the last cut
+            // anywhere, so that its final frame is not whole values).
+            let hundredths = |j: usize| {
+                let k = (j / 8) as u64 * 7919 % 10_001 + u64::from(seed);
+                (k as f64 / 100.0).to_le_bytes()[j % 8]
+            };
+            raw.extend((0..l).map(|j| match i % 3 {
+                0 => (j / 7) as u8,
+                1 => (j as u32).wrapping_mul(2654435761) as u8 ^ seed,
+                _ => hundredths(j),
             }));
             raw.resize(align64(raw.len()), 0);
         }
@@ -397,6 +457,36 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A section's frames grow from `head_raw` to `frame_raw`; `head_raw` 0 (format version
+    /// 2) keeps them all `frame_raw`; a head larger than the frames is refused.
+    #[test]
+    fn frames_grow_from_the_head_of_each_section() {
+        let sizes = |sections: &[u64], head: usize| -> Vec<usize> {
+            frame_ranges(sections, 32_768, head).unwrap().iter().map(|r| r.len()).collect()
+        };
+        assert_eq!(sizes(&[100_000], 4096), [4096, 8192, 16_384, 32_768, 32_768, 5792]);
+        assert_eq!(sizes(&[100_000, 5000], 4096)[6..], [4096, 904]);
+        assert_eq!(sizes(&[100_000], 0), [32_768, 32_768, 32_768, 1696]);
+        assert_eq!(sizes(&[0, 10], 4096), [10]);
+        assert!(frame_ranges(&[10], 4096, 8192).is_none());
+        assert!(frame_ranges(&[10], 0, 0).is_none());
+        // The second section starts 64-aligned.
+        let r = frame_ranges(&[100, 10], 32_768, 4096).unwrap();
+        assert_eq!(r[1], 128..138);
+    }
+
+    /// Decimal-float sections are stored in the decimal form (and restore exactly, above).
+    #[test]
+    fn decimal_sections_take_the_decimal_form() {
+        let (sections, raw) = sections_and_raw(&[1000, 1000, 80_000], 9);
+        let stored = compress(&raw, &sections, 1).unwrap();
+        let idx = Index::read(&stored, &sections, raw.len()).unwrap();
+        let forms: Vec<Form> = idx.frames.iter().map(|f| f.form).collect();
+        assert!(forms[2..].iter().all(|&f| f == Form::Decimal), "{forms:?}");
+        assert!(forms[..2].iter().all(|&f| f != Form::Decimal), "{forms:?}");
+        assert_eq!(restore_all(&stored, &sections, raw.len(), true).unwrap().as_slice(), raw);
     }
 
     #[test]

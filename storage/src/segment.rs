@@ -1,17 +1,19 @@
 //! Segment files: immutable, checksummed, memory-mapped column storage.
 //!
-//! # Byte layout (format version 2)
+//! # Byte layout (format version 3)
 //!
 //! ```text
 //! offset 0    header, 64 bytes
 //!             magic  "BSLTSEG\0"            8 bytes
-//!             format version (u32 LE)       4 bytes   = 2 (1 is still read)
+//!             format version (u32 LE)       4 bytes   = 3 (1 and 2 are still read)
 //!             reserved, zero               52 bytes   (a non-zero byte is corruption)
 //! offset 64   blocks: one per (row group, column) chunk, each starting 64-byte aligned,
 //!             zero-padded to the next multiple of 64. A block is the chunk's encoded
 //!             sections (see `encoding`) as they are (compression 0) or in frames of at
-//!             most 32 KiB with an index (compression 2, see `frames`); version 1 files
-//!             hold whole zstd frames instead (compression 1).
+//!             most 32 KiB with an index (compression 2, see `frames`: version 3 starts
+//!             each section with a 4 KiB frame and stores frames of exact decimal floats
+//!             bit packed; version 2 wrote 32 KiB frames, zstd or as they are); version 1
+//!             files hold whole zstd frames instead (compression 1).
 //! offset F    footer (F is 64-aligned), `footer_len` bytes, see below
 //! end - 32    trailer, 32 bytes
 //!             footer offset F (u64), footer_len (u64), CRC-32C of the footer (u32),
@@ -60,9 +62,10 @@ use crate::io::Vfs;
 use crate::types::{Physical, physical};
 
 /// Segment format version written. Version 2 added framed compression (tag 2, see
-/// [`crate::frames`]); this reader reads versions [`OLDEST_SEGMENT_VERSION`] to this one and
-/// refuses others. A future bump must keep a reader for every older version it claims.
-pub const SEGMENT_FORMAT_VERSION: u32 = 2;
+/// [`crate::frames`]); version 3 small first frames and decimal frames in it. This reader
+/// reads versions [`OLDEST_SEGMENT_VERSION`] to this one and refuses others. A future bump
+/// must keep a reader for every older version it claims.
+pub const SEGMENT_FORMAT_VERSION: u32 = 3;
 /// The oldest segment format version this reader reads (version 1: blocks are whole zstd
 /// frames, tag 1).
 pub const OLDEST_SEGMENT_VERSION: u32 = 1;
@@ -1118,8 +1121,27 @@ mod tests {
         // A version this reader does not know is refused, not guessed at.
         let mut future = bytes.to_vec();
         future[8..12].copy_from_slice(&(SEGMENT_FORMAT_VERSION + 1).to_le_bytes());
-        let e = Segment::from_buffer("v3".into(), Buffer::from_vec(future)).unwrap_err();
-        assert!(matches!(e, Error::UnsupportedFormatVersion { found: 3, .. }), "{e}");
+        let e = Segment::from_buffer("v4".into(), Buffer::from_vec(future)).unwrap_err();
+        assert!(matches!(e, Error::UnsupportedFormatVersion { found: 4, .. }), "{e}");
+    }
+
+    /// A segment written by format version 2 (uniform 32 KiB frames, no decimal frames),
+    /// kept as a file: it still reads, whole and in windows.
+    #[test]
+    fn version_2_segments_still_read() {
+        let bytes = include_bytes!("testdata/segment-v2.bsg");
+        assert_eq!(&bytes[8..12], &2u32.to_le_bytes());
+        let mut m = arrow_buffer::MutableBuffer::new(bytes.len());
+        m.extend_from_slice(bytes);
+        let seg = Segment::from_buffer("v2".into(), m.into()).unwrap();
+        let chunks = &seg.meta().row_groups[0].chunks;
+        assert!(chunks.iter().any(|c| c.compression == Compression::Framed));
+        let (_, want) = batch(3000, 1);
+        for col in 0..5 {
+            let w = seg.read_column_window(0, col, 1234, 77, DecodeMode::Values).unwrap();
+            assert_eq!(w.as_ref(), want.column(col).slice(1234, 77).as_ref());
+        }
+        assert_eq!(read_all(&seg).unwrap(), want);
     }
 
     /// Windows of framed blocks restore only the frames they need and equal what whole reads
