@@ -391,6 +391,9 @@ impl GroupByExec {
                 .collect::<Vec<_>>(),
         ));
         let need_ids = accs.iter().any(|a| matches!(a, Acc::Df(_)));
+        // Only rows per group wanted (`COUNT(*)`, or nothing: `DISTINCT`): one coded group
+        // column is counted straight from its codes ([`Grouper::count_codes`]).
+        let rows_only = accs.iter().all(|a| matches!(a, Acc::Rows(_)));
         let need_values = need_ids || accs.iter().any(|a| matches!(a, Acc::RowsIf(..)));
         // Per batch and key: rows whose condition holds (`Acc::RowsIf`).
         let mut tally: Vec<i64> = Vec::new();
@@ -412,25 +415,33 @@ impl GroupByExec {
                 vec![0]
             } else {
                 let key_cols: Vec<&ArrayRef> = self.keys.iter().map(|&c| b.column(c)).collect();
-                match grouper.local_codes(&key_cols, &mut keys)? {
-                    Some(space) => {
-                        count_keys(&keys, space, &mut rows);
-                        grouper.assign(&rows)
-                    }
-                    None => {
-                        ids.clear();
-                        ids.resize(n, 0);
-                        for (k, col) in key_cols.iter().enumerate() {
-                            grouper.add_column(k, col, &mut ids)?;
+                let counted = match key_cols.as_slice() {
+                    [col] if rows_only => grouper.count_codes(col, accs.is_empty(), &mut rows)?,
+                    _ => None,
+                };
+                if counted.is_some() {
+                    grouper.assign(&rows)
+                } else {
+                    match grouper.local_codes(&key_cols, &mut keys)? {
+                        Some(space) => {
+                            count_keys(&keys, space, &mut rows);
+                            grouper.assign(&rows)
                         }
-                        keys.clear();
-                        for &g in &ids {
-                            keys.push(u32::try_from(g).map_err(|_| {
-                                DataFusionError::Execution("more than 2^32 groups".into())
-                            })?);
+                        None => {
+                            ids.clear();
+                            ids.resize(n, 0);
+                            for (k, col) in key_cols.iter().enumerate() {
+                                grouper.add_column(k, col, &mut ids)?;
+                            }
+                            keys.clear();
+                            for &g in &ids {
+                                keys.push(u32::try_from(g).map_err(|_| {
+                                    DataFusionError::Execution("more than 2^32 groups".into())
+                                })?);
+                            }
+                            count_keys(&keys, grouper.len(), &mut rows);
+                            (0..grouper.len()).collect()
                         }
-                        count_keys(&keys, grouper.len(), &mut rows);
-                        (0..grouper.len()).collect()
                     }
                 }
             };
@@ -1028,6 +1039,93 @@ impl Grouper {
             fold_codes(col, col_ids.len() as u32, keys)?;
         }
         self.parts = parts;
+        Ok(Some(space))
+    }
+
+    /// Rows per code of one dictionary column without NULLs (`rows[code]`, the key space of
+    /// [`Grouper::local_codes`] for that column), counted straight from its 1- or 2-byte
+    /// codes without batch-local keys; with `presence`, only whether each code occurs
+    /// (`rows[code]` 1 or 0): the scan stops once every dictionary entry has been seen. `None`
+    /// (nothing done) for other columns; an out-of-range code is an error.
+    fn count_codes(
+        &mut self,
+        col: &ArrayRef,
+        presence: bool,
+        rows: &mut Vec<u64>,
+    ) -> Result<Option<usize>> {
+        fn count<T: Copy + Into<usize>>(
+            codes: &[T],
+            entries: usize,
+            presence: bool,
+            rows: &mut [u64],
+        ) -> Result<()> {
+            let out_of_range =
+                |c: usize| DataFusionError::Internal(format!("dictionary code {c} out of range"));
+            if presence {
+                let mut seen = 0usize;
+                for run in codes.chunks(256) {
+                    for &c in run {
+                        let r = rows.get_mut(c.into()).ok_or_else(|| out_of_range(c.into()))?;
+                        seen += usize::from(*r == 0);
+                        *r = 1;
+                    }
+                    if seen >= entries {
+                        break;
+                    }
+                }
+            } else if size_of::<T>() == 1 {
+                // Four interleaved tables, so that repeated codes do not wait on each other.
+                let mut t = [[0u32; 256]; 4];
+                let mut quads = codes.chunks_exact(4);
+                for q in &mut quads {
+                    for (table, &c) in t.iter_mut().zip(q) {
+                        table[c.into() & 255] += 1;
+                    }
+                }
+                for &c in quads.remainder() {
+                    t[0][c.into() & 255] += 1;
+                }
+                for (c, tables) in (0..256).map(|c| (c, t.iter().map(move |t| t[c]))) {
+                    let n: u64 = tables.map(u64::from).sum();
+                    match rows.get_mut(c) {
+                        Some(r) => *r = n,
+                        None if n == 0 => {}
+                        None => return Err(out_of_range(c)),
+                    }
+                }
+            } else {
+                for &c in codes {
+                    *rows.get_mut(c.into()).ok_or_else(|| out_of_range(c.into()))? += 1;
+                }
+            }
+            Ok(())
+        }
+        if col.null_count() > 0 {
+            return Ok(None);
+        }
+        let DataType::Dictionary(kt, _) = col.data_type() else { return Ok(None) };
+        if !matches!(kt.as_ref(), DataType::UInt8 | DataType::UInt16) {
+            return Ok(None);
+        }
+        let dict = dictionary_values(col)?;
+        // As `local_codes`: one column id per entry, and the NULL one last (no row has it).
+        let mut col_ids = self.ids_of(0, &dict)?;
+        col_ids.push(self.id_of_value(0, ScalarValue::try_from(dict.data_type())?));
+        let space = col_ids.len();
+        rows.clear();
+        rows.resize(space, 0);
+        match kt.as_ref() {
+            DataType::UInt8 => {
+                count(col.as_dictionary::<UInt8Type>().keys().values(), dict.len(), presence, rows)?
+            }
+            _ => count(
+                col.as_dictionary::<UInt16Type>().keys().values(),
+                dict.len(),
+                presence,
+                rows,
+            )?,
+        }
+        self.parts = vec![col_ids];
         Ok(Some(space))
     }
 
