@@ -10,7 +10,9 @@
 //! columns combine through dense tables. Within a batch rows are keyed by their combined
 //! codes (a dense batch-local key), and only the keys present are turned into group ids.
 //!
-//! Aggregates: `COUNT(*)` counts rows per key; `count(CASE WHEN p THEN c END)` (`c` a
+//! Aggregates: `COUNT(*)` counts rows per key (one coded group column without NULLs: counted
+//! straight from its codes, [`Grouper::count_codes`]; with no aggregate at all, as for
+//! `DISTINCT`, only marked until every dictionary entry has been seen); `count(CASE WHEN p THEN c END)` (`c` a
 //! non-NULL constant) counts the rows per key where `p` is true ([`counts_if`]). `count` /
 //! `sum` / `avg` / `min` / `max` of one Int64 or Float64 column (or of a narrower number
 //! under the cast DataFusion adds) are folded per key by a tight loop that reads the
