@@ -11,34 +11,33 @@
 //! codes (a dense batch-local key), and only the keys present are turned into group ids.
 //!
 //! Aggregates: `COUNT(*)` counts rows per key (one coded group column without NULLs: counted
-//! straight from its codes, [`Grouper::count_codes`]; with no aggregate at all, as for
-//! `DISTINCT`, only marked until every dictionary entry has been seen); `count(CASE WHEN p THEN c END)` (`c` a
-//! non-NULL constant) counts the rows per key where `p` is true ([`counts_if`]). `count` /
-//! `sum` / `avg` / `min` / `max` of one Int64 or Float64 column (or of a narrower number
-//! under the cast DataFusion adds) are folded per key by a tight loop that reads the
-//! column's dictionary codes through a value table, or its plain values ([`Native`]); the
-//! per-key partial results are handed to DataFusion's own accumulator (`merge_batch` for
-//! count / sum / avg states, `update_batch` with one candidate per key for min / max), so
-//! DataFusion's rules decide and its states and values come out. Every other aggregate is
-//! DataFusion's `GroupsAccumulator` fed a group id per row. Results therefore equal
-//! DataFusion's, except that floating-point sums add in another order (within rounding), as
-//! they do between DataFusion's own plans. Without GROUP BY (one group) the rule applies
-//! only when every aggregate is counted or folded here, since DataFusion's scalar
-//! accumulators are already vectorised. A partial aggregate over a union of scans (`UNION`,
-//! `UNION ALL` under an aggregate) becomes the union of one fused partial aggregate per
-//! scan when every scan fuses ([`fuse_union`]).
-//! A left semi / anti hash join without a join filter (`INTERSECT`, `EXCEPT`) reads its
-//! scanned right input deduplicated by such a group-by ([`dedupe_semi_join_input`]).
+//! straight from its codes, [`Grouper::count_codes`]; with no aggregate at all, as for `DISTINCT`,
+//! only marked until every dictionary entry has been seen); `count(CASE WHEN p THEN c END)` (`c` a
+//! non-NULL constant) counts the rows per key where `p` is true ([`counts_if`]). `count` / `sum` /
+//! `avg` / `min` / `max` of one Int64 or Float64 column (or of a narrower number under the cast
+//! DataFusion adds) are folded per key by a tight loop that reads the column's dictionary codes
+//! through a value table, or its plain values ([`Native`]); the per-key partial results are handed
+//! to DataFusion's own accumulator (`merge_batch` for count / sum / avg states, `update_batch` with
+//! one candidate per key for min / max), so DataFusion's rules decide and its states and values
+//! come out. Every other aggregate is DataFusion's `GroupsAccumulator` fed a group id per row.
+//! Results therefore equal DataFusion's, except that floating-point sums add in another order
+//! (within rounding), as they do between DataFusion's own plans. Without GROUP BY (one group) the
+//! rule applies only when every aggregate is counted or folded here, since DataFusion's scalar
+//! accumulators are already vectorised. A partial aggregate over a union of scans (`UNION`, `UNION
+//! ALL` under an aggregate) becomes the union of one fused partial aggregate per scan when every
+//! scan fuses ([`fuse_union`]). A left semi / anti hash join without a join filter (`INTERSECT`,
+//! `EXCEPT`) reads its scanned right input deduplicated by such a group-by
+//! ([`dedupe_semi_join_input`]).
 //!
-//! When it applies: the aggregate's input is a Basalt scan without a limit (its filter
-//! already evaluated in storage, on codes), or a dictionary join ([`crate::join`]) probing
-//! one, without a fetch, whose output it reads with the probe columns as codes (group
-//! columns must then be probe columns); there is no grouping set; every group
-//! expression is a column of the scan that is dictionary-encoded in every row group of the
-//! snapshot (or there is none, see above); every aggregate supports groups accumulators
-//! and has no DISTINCT, ORDER BY or FILTER; the mode is `Partial` or `Single`. Memtable
-//! rows (values, not codes) are grouped through the same per-value map. The rule is off when the connection's fast paths are
-//! off (`Connection::set_fast_paths(false)`), which is how the tests compare the two.
+//! When it applies: the aggregate's input is a Basalt scan without a limit (its filter already
+//! evaluated in storage, on codes), or a dictionary join ([`crate::join`]) probing one, without a
+//! fetch, whose output it reads with the probe columns as codes (group columns must then be probe
+//! columns); there is no grouping set; every group expression is a column of the scan that is
+//! dictionary-encoded in every row group of the snapshot (or there is none, see above); every
+//! aggregate supports groups accumulators and has no DISTINCT, ORDER BY or FILTER; the mode is
+//! `Partial` or `Single`. Memtable rows (values, not codes) are grouped through the same per-value
+//! map. The rule is off when the connection's fast paths are off
+//! (`Connection::set_fast_paths(false)`), which is how the tests compare the two.
 //!
 //! What this module must not do: change what a query returns, or read storage other than
 //! through the snapshot and units the scan was planned with.
@@ -1063,6 +1062,8 @@ impl Grouper {
         ) -> Result<()> {
             let out_of_range =
                 |c: usize| DataFusionError::Internal(format!("dictionary code {c} out of range"));
+            // The slots of the dictionary's entries (the NULL slot after them has no row).
+            let rows = rows.get_mut(..entries).ok_or_else(|| out_of_range(entries))?;
             if presence {
                 let mut seen = 0usize;
                 for run in codes.chunks(256) {
