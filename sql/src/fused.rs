@@ -1011,6 +1011,14 @@ impl Grouper {
             .collect()
     }
 
+    /// The column id of each entry of dictionary `dict` of group column `k`, and of NULL
+    /// last: the key space of one coded column (NULL rows take the last key).
+    fn entry_ids(&mut self, k: usize, dict: &ArrayRef) -> Result<Vec<usize>> {
+        let mut ids = self.ids_of(k, dict)?;
+        ids.push(self.id_of_value(k, ScalarValue::try_from(dict.data_type())?));
+        Ok(ids)
+    }
+
     /// Batch-local keys of a batch whose group columns all came as dictionary codes: each
     /// row's codes combine into one dense key `c0 + w0 * (c1 + w1 * (…))` (NULL as the
     /// last code of its column), written to `keys`. Returns the key space, or `None`
@@ -1030,9 +1038,7 @@ impl Grouper {
                 Some(s) if s <= MAX_LOCAL => s,
                 _ => return Ok(None),
             };
-            let mut col_ids = self.ids_of(k, &dict)?;
-            col_ids.push(self.id_of_value(k, ScalarValue::try_from(dict.data_type())?));
-            parts.push(col_ids);
+            parts.push(self.entry_ids(k, &dict)?);
         }
         keys.clear();
         keys.resize(n, 0);
@@ -1111,9 +1117,7 @@ impl Grouper {
             return Ok(None);
         }
         let dict = dictionary_values(col)?;
-        // As `local_codes`: one column id per entry, and the NULL one last (no row has it).
-        let mut col_ids = self.ids_of(0, &dict)?;
-        col_ids.push(self.id_of_value(0, ScalarValue::try_from(dict.data_type())?));
+        let col_ids = self.entry_ids(0, &dict)?;
         let space = col_ids.len();
         rows.clear();
         rows.resize(space, 0);

@@ -1104,20 +1104,26 @@ mod tests {
 
     /// A segment written by format version 1 (whole zstd blocks), kept as a file: it still
     /// reads, whole and in windows.
-    #[test]
-    fn version_1_segments_still_read() {
-        let bytes = include_bytes!("testdata/segment-v1.bsg");
-        assert_eq!(&bytes[8..12], &1u32.to_le_bytes());
+    /// A kept segment file of format `version` (holding `batch(3000, 1)` in blocks of
+    /// `compression`), checked to read back whole and in windows.
+    fn kept_segment_reads(bytes: &[u8], version: u32, compression: Compression) {
+        assert_eq!(&bytes[8..12], &version.to_le_bytes());
         let mut m = arrow_buffer::MutableBuffer::new(bytes.len());
         m.extend_from_slice(bytes);
-        let seg = Segment::from_buffer("v1".into(), m.into()).unwrap();
-        assert!(seg.meta().row_groups[0].chunks.iter().any(|c| c.compression == Compression::Zstd));
+        let seg = Segment::from_buffer(format!("v{version}").into(), m.into()).unwrap();
+        assert!(seg.meta().row_groups[0].chunks.iter().any(|c| c.compression == compression));
         let (_, want) = batch(3000, 1);
-        assert_eq!(read_all(&seg).unwrap(), want);
         for col in 0..5 {
             let w = seg.read_column_window(0, col, 1234, 77, DecodeMode::Values).unwrap();
             assert_eq!(w.as_ref(), want.column(col).slice(1234, 77).as_ref());
         }
+        assert_eq!(read_all(&seg).unwrap(), want);
+    }
+
+    #[test]
+    fn version_1_segments_still_read() {
+        let bytes = include_bytes!("testdata/segment-v1.bsg");
+        kept_segment_reads(bytes, 1, Compression::Zstd);
         // A version this reader does not know is refused, not guessed at.
         let mut future = bytes.to_vec();
         future[8..12].copy_from_slice(&(SEGMENT_FORMAT_VERSION + 1).to_le_bytes());
@@ -1129,19 +1135,7 @@ mod tests {
     /// kept as a file: it still reads, whole and in windows.
     #[test]
     fn version_2_segments_still_read() {
-        let bytes = include_bytes!("testdata/segment-v2.bsg");
-        assert_eq!(&bytes[8..12], &2u32.to_le_bytes());
-        let mut m = arrow_buffer::MutableBuffer::new(bytes.len());
-        m.extend_from_slice(bytes);
-        let seg = Segment::from_buffer("v2".into(), m.into()).unwrap();
-        let chunks = &seg.meta().row_groups[0].chunks;
-        assert!(chunks.iter().any(|c| c.compression == Compression::Framed));
-        let (_, want) = batch(3000, 1);
-        for col in 0..5 {
-            let w = seg.read_column_window(0, col, 1234, 77, DecodeMode::Values).unwrap();
-            assert_eq!(w.as_ref(), want.column(col).slice(1234, 77).as_ref());
-        }
-        assert_eq!(read_all(&seg).unwrap(), want);
+        kept_segment_reads(include_bytes!("testdata/segment-v2.bsg"), 2, Compression::Framed);
     }
 
     /// Windows of framed blocks restore only the frames they need and equal what whole reads
