@@ -247,9 +247,14 @@ impl sqllogictest::DB for SltDb {
 }
 
 fn slt_files() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/slt");
+    // The directory of the sources being tested, read when the test runs: `cargo test`
+    // sets it for the test process, while the value compiled in names wherever the binary
+    // was built, which a build cache shared between checkouts may have left elsewhere.
+    let root = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
+    let dir = root.join("tests/slt");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
+        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "slt"))
         .collect();
