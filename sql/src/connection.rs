@@ -353,7 +353,7 @@ impl SqlConnection {
 
     /// Runs `f` on the session's current settings (the initial ones before the session
     /// exists: only `SET` changes them, and `SET` builds the session).
-    fn with_options<R>(&self, f: impl FnOnce(&datafusion::config::ConfigOptions) -> R) -> R {
+    fn with_options<R>(&self, f: impl FnOnce(&Arc<datafusion::config::ConfigOptions>) -> R) -> R {
         match self.ctx.get() {
             Some(c) => f(c.state_ref().read().config().options()),
             None => f(self.config.options()),
@@ -912,7 +912,7 @@ impl SqlConnection {
         if !self.fast_paths.load(Ordering::Relaxed) {
             return Ok(None);
         }
-        let options = || self.with_options(|o| Arc::new(o.clone()));
+        let options = || self.with_options(Arc::clone);
         match s {
             Statement::CreateTable(ct) => {
                 let plain_columns = !ct.columns.is_empty()

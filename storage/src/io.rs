@@ -46,10 +46,10 @@ pub trait Vfs: Send + Sync + Debug {
     fn create_dir_all(&self, path: &Path) -> Result<()>;
     /// Creates (or truncates) `path` and writes `parts` in order; fsyncs the file if `sync`.
     fn write_file(&self, path: &Path, parts: &[&[u8]], sync: bool) -> Result<()>;
-    /// Writes `data` at the start of `path` (created if missing) without truncating and
-    /// without syncing: bytes past `data.len()` keep their old contents. No new inode, no
-    /// rename, so it costs about one page-cache write.
-    fn overwrite(&self, path: &Path, data: &[u8]) -> Result<()>;
+    /// Opens `path` (created empty if missing, never truncated) for [`SlotFile::overwrite`]:
+    /// kept open by its caller, so each rewrite is one positioned write with no open or
+    /// close.
+    fn open_slot(&self, path: &Path) -> Result<Box<dyn SlotFile>>;
     /// Atomically renames `from` to `to`, replacing `to`.
     fn rename(&self, from: &Path, to: &Path) -> Result<()>;
     /// Removes a file; a missing file is not an error.
@@ -113,6 +113,14 @@ pub trait AppendFile: Send + Sync + Debug {
     /// A handle that syncs this file without borrowing it, so appends can go on while a
     /// sync runs (group commit).
     fn syncer(&self) -> Result<Arc<dyn SyncFile>>;
+}
+
+/// A small file rewritten in place from its start (a pending-manifest slot).
+pub trait SlotFile: Send + Sync + Debug {
+    /// Writes `data` at the start of the file without truncating and without syncing: bytes
+    /// past `data.len()` keep their old contents. No new inode, no rename, no open, so it
+    /// costs about one page-cache write.
+    fn overwrite(&mut self, data: &[u8]) -> Result<()>;
 }
 
 /// Syncs a file that another handle appends to.
@@ -203,6 +211,18 @@ impl Drop for OsLock {
     }
 }
 
+#[derive(Debug)]
+struct OsSlot {
+    file: File,
+    path: PathBuf,
+}
+
+impl SlotFile for OsSlot {
+    fn overwrite(&mut self, data: &[u8]) -> Result<()> {
+        write_at(&self.file, data, 0).map_err(|e| Error::io("write", &self.path, e))
+    }
+}
+
 /// The operating system's file system.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct OsFs;
@@ -227,14 +247,14 @@ impl Vfs for OsFs {
         Ok(())
     }
 
-    fn overwrite(&self, path: &Path, data: &[u8]) -> Result<()> {
-        let f = std::fs::OpenOptions::new()
+    fn open_slot(&self, path: &Path) -> Result<Box<dyn SlotFile>> {
+        let file = OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(false)
             .open(path)
             .map_err(|e| Error::io("open", path, e))?;
-        write_at(&f, data, 0).map_err(|e| Error::io("write", path, e))
+        Ok(Box::new(OsSlot { file, path: path.to_path_buf() }))
     }
 
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
@@ -403,6 +423,20 @@ impl MemFs {
     }
 }
 
+#[derive(Debug)]
+struct MemSlot {
+    fs: MemFs,
+    path: PathBuf,
+}
+
+impl SlotFile for MemSlot {
+    fn overwrite(&mut self, data: &[u8]) -> Result<()> {
+        // The durable contents (if any) stay what they were: the write is not synced.
+        self.fs.write_at(&self.path, 0, data, 0);
+        Ok(())
+    }
+}
+
 /// Preallocation steps of in-memory log files: small, so tests cross many extensions.
 const MEM_PREALLOC_MIN: u64 = 4096;
 const MEM_PREALLOC_MAX: u64 = 64 * 1024;
@@ -487,10 +521,10 @@ impl Vfs for MemFs {
         Ok(())
     }
 
-    fn overwrite(&self, path: &Path, data: &[u8]) -> Result<()> {
-        // The durable contents (if any) stay what they were: the write is not synced.
-        self.write_at(path, 0, data, 0);
-        Ok(())
+    fn open_slot(&self, path: &Path) -> Result<Box<dyn SlotFile>> {
+        // Like opening without truncation: an existing file keeps its bytes.
+        self.write_at(path, 0, &[], 0);
+        Ok(Box::new(MemSlot { fs: self.clone(), path: path.to_path_buf() }))
     }
 
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
@@ -570,8 +604,9 @@ impl Vfs for MemFs {
 pub enum FaultKind {
     /// The operation returns an error and has no effect.
     Error,
-    /// A `write_file` writes only the first half of its bytes, then errors (a torn write);
-    /// other operations behave as [`FaultKind::Error`].
+    /// A write (`write_file`, a log append, a slot overwrite) writes only the first half of
+    /// its bytes, then errors (a torn write); other operations behave as
+    /// [`FaultKind::Error`].
     Torn,
 }
 
@@ -605,6 +640,24 @@ fn tick(remaining: &AtomicU64, path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// One write through a fault-injecting handle: counted as an operation; when it is the one
+/// to fail, a torn fault still writes the first half of `data`.
+fn faulty_write(
+    remaining: &AtomicU64,
+    kind: FaultKind,
+    path: &Path,
+    data: &[u8],
+    mut write: impl FnMut(&[u8]) -> Result<()>,
+) -> Result<()> {
+    if let Err(e) = tick(remaining, path) {
+        if kind == FaultKind::Torn {
+            let _ = write(&data[..data.len() / 2]);
+        }
+        return Err(e);
+    }
+    write(data)
+}
+
 #[derive(Debug)]
 struct FaultAppend {
     inner: Box<dyn AppendFile>,
@@ -615,13 +668,8 @@ struct FaultAppend {
 
 impl AppendFile for FaultAppend {
     fn append(&mut self, data: &[u8]) -> Result<()> {
-        if let Err(e) = tick(&self.remaining, &self.path) {
-            if self.kind == FaultKind::Torn {
-                let _ = self.inner.append(&data[..data.len() / 2]);
-            }
-            return Err(e);
-        }
-        self.inner.append(data)
+        let inner = &mut self.inner;
+        faulty_write(&self.remaining, self.kind, &self.path, data, |d| inner.append(d))
     }
     fn sync(&mut self) -> Result<()> {
         tick(&self.remaining, &self.path)?;
@@ -636,6 +684,21 @@ impl AppendFile for FaultAppend {
             remaining: self.remaining.clone(),
             path: self.path.clone(),
         }))
+    }
+}
+
+#[derive(Debug)]
+struct FaultSlot {
+    inner: Box<dyn SlotFile>,
+    remaining: Arc<AtomicU64>,
+    kind: FaultKind,
+    path: PathBuf,
+}
+
+impl SlotFile for FaultSlot {
+    fn overwrite(&mut self, data: &[u8]) -> Result<()> {
+        let inner = &mut self.inner;
+        faulty_write(&self.remaining, self.kind, &self.path, data, |d| inner.overwrite(d))
     }
 }
 
@@ -668,14 +731,15 @@ impl Vfs for FaultFs {
         }
         self.inner.write_file(path, parts, sync)
     }
-    fn overwrite(&self, path: &Path, data: &[u8]) -> Result<()> {
-        if let Err(e) = self.tick(path) {
-            if self.kind == FaultKind::Torn {
-                let _ = self.inner.overwrite(path, &data[..data.len() / 2]);
-            }
-            return Err(e);
-        }
-        self.inner.overwrite(path, data)
+    fn open_slot(&self, path: &Path) -> Result<Box<dyn SlotFile>> {
+        // Opening creates at most an empty file, which readers of slots ignore: only the
+        // writes count as operations that can fail.
+        Ok(Box::new(FaultSlot {
+            inner: self.inner.open_slot(path)?,
+            remaining: self.remaining.clone(),
+            kind: self.kind,
+            path: path.to_path_buf(),
+        }))
     }
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
         self.tick(from)?;

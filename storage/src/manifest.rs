@@ -30,8 +30,8 @@
 //!
 //! A catalog-only change (a table created, renamed, altered or dropped while it has no
 //! files; a view created or dropped) in a database whose default durability is not
-//! power-safe is installed by [`install_pending`]: the same bytes written over the start of
-//! one of two slot files, `MANIFEST.pending-0` and `MANIFEST.pending-1` (version v goes to
+//! power-safe is installed by [`PendingSlots::install`]: the same bytes written over the start
+//! of one of two slot files, `MANIFEST.pending-0` and `MANIFEST.pending-1` (version v goes to
 //! slot v % 2), with no fsync, no truncation and no rename — a page-cache write, where a
 //! new file and a rename over the old one cost ext4 an inode and an early write-back. Bytes
 //! past the frame's length are an older, longer manifest's tail and are ignored. Two slots
@@ -46,13 +46,15 @@
 //! file the synced manifest names while a pending one is in force, and it makes the pending
 //! manifest synced (a normal [`install`]) before the first log record that depends on it
 //! (rows of a table created or altered by a pending change). The next synced install
-//! supersedes the slots; their files stay, to be overwritten.
+//! supersedes the slots; their files stay, to be overwritten. The store keeps both slot
+//! files open while it is open ([`PendingSlots`]), so a catalog change costs one positioned
+//! write and no open or close.
 
 use std::path::{Path, PathBuf};
 
 use crate::codec::{Dec, Enc, crc};
 use crate::error::{Error, Result};
-use crate::io::Vfs;
+use crate::io::{SlotFile, Vfs};
 use crate::types::{ColumnDef, TableSchema};
 
 /// Current manifest format version.
@@ -382,10 +384,29 @@ pub fn install(vfs: &dyn Vfs, root: &Path, m: &Manifest) -> Result<()> {
     vfs.sync_dir(root)
 }
 
-/// Replaces the pending manifest of the database at `root` with `m`, without syncing
-/// anything (see the module docs): survives a killed process, not a power loss.
-pub fn install_pending(vfs: &dyn Vfs, root: &Path, m: &Manifest) -> Result<()> {
-    vfs.overwrite(&root.join(MANIFEST_PENDING[(m.version % 2) as usize]), &m.encode())
+/// The two pending-manifest slot files of one database, opened on first use and kept
+/// open (see the module docs).
+#[derive(Debug, Default)]
+pub struct PendingSlots {
+    files: [Option<Box<dyn SlotFile>>; 2],
+}
+
+impl PendingSlots {
+    /// Replaces the pending manifest of the database at `root` with `m`, without syncing
+    /// anything (see the module docs): survives a killed process, not a power loss. A slot
+    /// whose write failed is closed, to be opened again by the next install into it.
+    pub fn install(&mut self, vfs: &dyn Vfs, root: &Path, m: &Manifest) -> Result<()> {
+        let i = (m.version % 2) as usize;
+        let file = match &mut self.files[i] {
+            Some(f) => f,
+            none => none.insert(vfs.open_slot(&root.join(MANIFEST_PENDING[i]))?),
+        };
+        let written = file.overwrite(&m.encode());
+        if written.is_err() {
+            self.files[i] = None;
+        }
+        written
+    }
 }
 
 #[cfg(test)]
@@ -503,19 +524,20 @@ mod tests {
         install(&fs, root, &m).unwrap();
         let synced = m.clone();
         let slot = |v: u64| root.join(MANIFEST_PENDING[(v % 2) as usize]);
+        let mut slots = PendingSlots::default();
         // A long pending manifest, then a shorter one in the other slot, then a shorter
         // one over the first slot (its tail stays behind the new frame).
         m.version += 1;
         m.views.push(("w".into(), "SELECT 1 -- a long view text to leave a tail".into()));
-        install_pending(&fs, root, &m).unwrap();
+        slots.install(&fs, root, &m).unwrap();
         assert_eq!(Manifest::load(&fs, root).unwrap(), Some((m.clone(), true)));
         m.version += 1;
         m.views.pop();
-        install_pending(&fs, root, &m).unwrap();
+        slots.install(&fs, root, &m).unwrap();
         assert_eq!(Manifest::load(&fs, root).unwrap(), Some((m.clone(), true)));
         m.version += 1;
         let v = m.version;
-        install_pending(&fs, root, &m).unwrap();
+        slots.install(&fs, root, &m).unwrap();
         assert!(fs.read(&slot(v)).unwrap().len() > m.encode().len());
         assert_eq!(Manifest::load(&fs, root).unwrap(), Some((m.clone(), true)));
         // The newest slot torn (half of a next version written over it): the other slot
@@ -524,14 +546,14 @@ mod tests {
         torn.version += 2;
         torn.next_table_id += 1;
         let bytes = torn.encode();
-        fs.overwrite(&slot(v), &bytes[..bytes.len() / 2]).unwrap();
+        fs.open_slot(&slot(v)).unwrap().overwrite(&bytes[..bytes.len() / 2]).unwrap();
         let older = Manifest::load(&fs, root).unwrap().unwrap();
         assert_eq!((older.0.version, older.1), (v - 1, true));
         // Both lost (a power loss): the synced one.
         fs.lose_unsynced_writes();
         assert_eq!(Manifest::load(&fs, root).unwrap(), Some((synced.clone(), false)));
         // Slots older than the synced manifest (superseded): ignored.
-        install_pending(&fs, root, &m).unwrap();
+        slots.install(&fs, root, &m).unwrap();
         m.version += 1;
         install(&fs, root, &m).unwrap();
         assert_eq!(Manifest::load(&fs, root).unwrap(), Some((m, false)));
@@ -539,5 +561,28 @@ mod tests {
         fs.put(&slot(0), b"BSLTMAN");
         fs.put(&slot(1), &[0xff; 40]);
         assert!(!Manifest::load(&fs, root).unwrap().unwrap().1);
+    }
+
+    /// The same through the operating system's files, whose handles stay open between
+    /// installs: each install lands where a fresh open reads it, a shorter manifest over a
+    /// longer one included.
+    #[test]
+    fn kept_slot_files_write_what_a_fresh_open_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let (fs, root) = (crate::io::OsFs, dir.path());
+        let mut m = sample();
+        install(&fs, root, &m).unwrap();
+        let mut slots = PendingSlots::default();
+        for i in 0..6 {
+            m.version += 1;
+            if i % 3 == 0 {
+                m.views.push((format!("v{i}"), "SELECT 1 -- a long text".repeat(i + 1)));
+            } else {
+                m.views.pop();
+            }
+            slots.install(&fs, root, &m).unwrap();
+            assert_eq!(Manifest::load(&fs, root).unwrap(), Some((m.clone(), true)), "{i}");
+        }
+        assert!(slots.files.iter().all(Option::is_some));
     }
 }

@@ -1646,6 +1646,8 @@ struct PendingCatalog {
     /// Tables created or altered by pending changes: a log record with rows of one of them
     /// must not be written before a synced manifest describes the table.
     tables: std::collections::HashSet<u64>,
+    /// The two slot files pending manifests are written to, kept open.
+    slots: manifest::PendingSlots,
 }
 
 /// Holds the commit hook; opaque in `Debug` output.
@@ -2014,8 +2016,8 @@ impl Store {
         let m = next.to_manifest(next.manifest_version);
         match pending {
             Some(depends) => {
-                self.poison(manifest::install_pending(self.vfs.as_ref(), &self.root, &m))?;
                 let mut p = self.pending.lock();
+                self.poison(p.slots.install(self.vfs.as_ref(), &self.root, &m))?;
                 p.active = true;
                 p.tables.extend(depends.iter().copied());
             }
