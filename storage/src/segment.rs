@@ -692,6 +692,23 @@ impl Segment {
             }
         }
         let mut restore = |out: &mut crate::frames::RawBlock, frames: Vec<usize>| -> Result<()> {
+            // The pages of each run of adjacent frames to restore, faulted in at once.
+            let mut run: Option<std::ops::Range<usize>> = None;
+            for r in frames.iter().filter(|&&k| !filled[k]).map(|&k| &index.frames[k].raw) {
+                match &mut run {
+                    Some(cur) if cur.end == r.start || align64(cur.end) == r.start => {
+                        cur.end = r.end;
+                    }
+                    _ => {
+                        if let Some(done) = run.replace(r.clone()) {
+                            out.prefault(done);
+                        }
+                    }
+                }
+            }
+            if let Some(done) = run {
+                out.prefault(done);
+            }
             for k in frames {
                 if !filled[k] {
                     index.restore(stored, k, out.as_mut_slice(), true).map_err(corrupt)?;
