@@ -516,6 +516,14 @@ impl Connection {
     pub fn keyed_statement_runs(&self) -> Result<u64> {
         Ok(self.sql_conn()?.keyed_runs())
     }
+
+    /// How many runs of this connection's prepared writes without parameters (`INSERT …
+    /// VALUES` of literals, `UPDATE` / `DELETE` with literal values) went straight to
+    /// storage without classifying the statement again; a statistic for checking which
+    /// statements do.
+    pub fn kept_write_runs(&self) -> Result<u64> {
+        Ok(self.sql_conn()?.kept_write_runs())
+    }
 }
 
 /// A handle on one table. Reads see the table as of each call (or the connection's open

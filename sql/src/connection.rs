@@ -71,6 +71,23 @@ pub struct Prepared {
     /// Kept after the first direct run when the parameters are only the `_id` keys of the
     /// WHERE clause (see [`KeyedTemplate`]); shared by clones.
     keyed: Arc<OnceLock<KeyedTemplate>>,
+    /// Kept after the first direct run of a write without parameters (see [`KeptWrite`]);
+    /// shared by clones.
+    kept_write: Arc<OnceLock<KeptWrite>>,
+}
+
+/// A prepared write without parameters (`INSERT … VALUES` of literals, `UPDATE` /
+/// `DELETE` with literal values) as the direct path classified it: its literals are
+/// already converted to the columns' types, so a run goes straight to storage. Such a
+/// [`Direct`] holds no snapshot — the write resolves its table when it runs — so it stays
+/// right while the table has the columns it was classified against (checked at each run,
+/// with the identifier folding it was classified under and the fast-path switch, as for a
+/// [`KeyedTemplate`]).
+#[derive(Debug)]
+struct KeptWrite {
+    /// Whether unquoted identifiers folded to lower case when it was classified.
+    fold: bool,
+    direct: Direct,
 }
 
 /// A logically optimized plan and the key of the settings it was made under, with the
@@ -272,6 +289,8 @@ pub struct SqlConnection {
     reused_plans: std::sync::atomic::AtomicU64,
     /// Direct runs through a prepared statement's kept [`KeyedTemplate`].
     keyed_runs: std::sync::atomic::AtomicU64,
+    /// Direct runs through a prepared write's kept [`KeptWrite`].
+    kept_write_runs: std::sync::atomic::AtomicU64,
     /// Statements DataFusion planned.
     planned: std::sync::atomic::AtomicU64,
     /// The generation of the session's settings: raised by every `SET` / `RESET` (the only
@@ -332,6 +351,7 @@ impl SqlConnection {
             fast_paths,
             direct_runs: std::sync::atomic::AtomicU64::new(0),
             keyed_runs: std::sync::atomic::AtomicU64::new(0),
+            kept_write_runs: std::sync::atomic::AtomicU64::new(0),
             reused_plans: std::sync::atomic::AtomicU64::new(0),
             planned: std::sync::atomic::AtomicU64::new(0),
             settings: std::sync::atomic::AtomicU64::new(0),
@@ -447,6 +467,13 @@ impl SqlConnection {
         self.keyed_runs.load(Ordering::Relaxed)
     }
 
+    /// How many runs of this connection's prepared writes without parameters went to
+    /// storage without classifying the statement again (see [`KeptWrite`]; counted in
+    /// [`SqlConnection::fast_path_statements`] too).
+    pub fn kept_write_runs(&self) -> u64 {
+        self.kept_write_runs.load(Ordering::Relaxed)
+    }
+
     /// Runs `stmt` on the direct path if it is one of its shapes ([`crate::direct`]);
     /// `None`: it is not, and DataFusion must run it. `planned`: the tables a prepared
     /// statement's plan scans, with their columns then (a table whose columns changed since
@@ -486,9 +513,21 @@ impl SqlConnection {
         if let Some(b) = self.try_keyed(prepared, params)? {
             return Ok(Some(b));
         }
+        if params.is_empty()
+            && let Some(b) = self.try_kept_write(prepared)?
+        {
+            return Ok(Some(b));
+        }
         let Some(d) = self.classify(stmt, params, Some(&prepared.scans))? else {
             return Ok(None);
         };
+        if params.is_empty()
+            && d.writes()
+            && let Some(fold) = self.fold()
+        {
+            let kept = prepared.kept_write.get_or_init(|| KeptWrite { fold, direct: d });
+            return self.run_direct(&kept.direct).map(Some);
+        }
         if !params.is_empty()
             && prepared.keyed.get().is_none()
             && let Some(fold) = self.fold()
@@ -509,27 +548,51 @@ impl SqlConnection {
         params: &[ScalarValue],
     ) -> Result<Option<Vec<RecordBatch>>> {
         let Some(t) = prepared.keyed.get() else { return Ok(None) };
-        if !self.fast_paths.load(Ordering::Relaxed) || self.fold() != Some(t.fold()) {
-            return Ok(None);
-        }
         let Some(filter) = t.filter(params) else { return Ok(None) };
-        let name = t.table();
-        if self.schema.is_external(name) {
+        let Some(now) = self.still_applies(prepared, t.fold(), t.table())? else {
             return Ok(None);
-        }
-        let view = self.binding.session().lock().read_view()?;
-        let Ok(now) = view.table(name) else { return Ok(None) };
-        if same_columns(&prepared.scans, name, &now) != Some(true) {
-            return Ok(None);
-        }
+        };
         self.direct_runs.fetch_add(1, Ordering::Relaxed);
         self.keyed_runs.fetch_add(1, Ordering::Relaxed);
         if !t.writes() {
             return t.read(&now, &filter).map(Some);
         }
-        drop(view);
         let n = self.binding.session().lock().write(|txn, store| t.write(&filter, txn, store))?;
         dml_count(n).map(Some)
+    }
+
+    /// Runs a prepared write without parameters through its [`KeptWrite`]: `None` when it
+    /// has none, or when anything classifying looked at differs from when it was kept (fast
+    /// paths off, identifier folding, the table's columns, an external table of the same
+    /// name), and then the statement is classified again.
+    fn try_kept_write(&self, prepared: &Prepared) -> Result<Option<Vec<RecordBatch>>> {
+        let Some(k) = prepared.kept_write.get() else { return Ok(None) };
+        if self.still_applies(prepared, k.fold, k.direct.table())?.is_none() {
+            return Ok(None);
+        }
+        self.kept_write_runs.fetch_add(1, Ordering::Relaxed);
+        self.run_direct(&k.direct).map(Some)
+    }
+
+    /// The table `name` as this session reads it now, when what a prepared statement kept
+    /// from classifying (under identifier folding `fold`, against the columns
+    /// `prepared.scans` records) still holds: fast paths on, the same folding, no external
+    /// table of that name, the same columns. `None` otherwise.
+    fn still_applies(
+        &self,
+        prepared: &Prepared,
+        fold: bool,
+        name: &str,
+    ) -> Result<Option<Arc<basalt_storage::TableSnapshot>>> {
+        if !self.fast_paths.load(Ordering::Relaxed)
+            || self.fold() != Some(fold)
+            || self.schema.is_external(name)
+        {
+            return Ok(None);
+        }
+        let view = self.binding.session().lock().read_view()?;
+        let Ok(now) = view.table(name) else { return Ok(None) };
+        Ok((same_columns(&prepared.scans, name, &now) == Some(true)).then_some(now))
     }
 
     /// Whether unquoted identifiers fold to lower case, when unqualified names resolve to
@@ -678,6 +741,7 @@ impl SqlConnection {
                     scans: Arc::new(scans),
                     optimized,
                     keyed: Arc::new(OnceLock::new()),
+                    kept_write: Arc::new(OnceLock::new()),
                 })
             }
         }
@@ -705,16 +769,24 @@ impl SqlConnection {
             scans: Arc::new(vec![(name, schema)]),
             optimized: None,
             keyed: Arc::new(OnceLock::new()),
+            kept_write: Arc::new(OnceLock::new()),
         }))
     }
 
-    /// Runs `sql` on the direct path without entering the async runtime when it is one
-    /// statement the direct path takes: `None` otherwise (or while another statement of
-    /// this connection runs), and then [`SqlConnection::execute`] runs it.
+    /// Runs `sql` without entering the async runtime when it is one statement the direct
+    /// path takes, or one transaction-control statement (`BEGIN`, `COMMIT`, `ROLLBACK`):
+    /// `None` otherwise (or while another statement of this connection runs), and then
+    /// [`SqlConnection::execute`] runs it.
     pub fn execute_direct(&self, sql: &str) -> Result<Option<Vec<RecordBatch>>> {
         let Ok(_g) = self.gate.try_lock() else { return Ok(None) };
         match self.parse(sql)?.as_slice() {
-            [Stmt::Df(DfStatement::Statement(stmt))] => self.try_direct(stmt, &[], None),
+            [Stmt::Df(DfStatement::Statement(stmt))] => {
+                // Transaction control needs neither DataFusion nor the runtime.
+                if let Some(r) = self.transaction_control(stmt) {
+                    return r.map(|()| Some(Vec::new()));
+                }
+                self.try_direct(stmt, &[], None)
+            }
             _ => Ok(None),
         }
     }
@@ -862,16 +934,10 @@ impl SqlConnection {
                 return self.run_plan(plan, stream).await;
             }
             match s.as_ref() {
-                Statement::StartTransaction { .. } => {
-                    self.binding.session().lock().begin(false)?;
-                    return Ok(Outcome::Batches(Vec::new()));
-                }
-                Statement::Commit { .. } => {
-                    self.binding.session().lock().commit()?;
-                    return Ok(Outcome::Batches(Vec::new()));
-                }
-                Statement::Rollback { savepoint: None, .. } => {
-                    self.binding.session().lock().rollback()?;
+                Statement::StartTransaction { .. }
+                | Statement::Commit { .. }
+                | Statement::Rollback { savepoint: None, .. } => {
+                    self.transaction_control(s).unwrap_or(Ok(()))?;
                     return Ok(Outcome::Batches(Vec::new()));
                 }
                 Statement::Rollback { savepoint: Some(_), .. } | Statement::Savepoint { .. } => {
@@ -895,6 +961,18 @@ impl SqlConnection {
         }
         let plan = self.plan(stmt).await?;
         self.run_plan(plan, stream).await
+    }
+
+    /// Runs `BEGIN` / `START TRANSACTION`, `COMMIT` or `ROLLBACK` (without a savepoint) on
+    /// the session; `None` when `s` is none of them.
+    fn transaction_control(&self, s: &Statement) -> Option<Result<()>> {
+        let r = match s {
+            Statement::StartTransaction { .. } => self.binding.session().lock().begin(false),
+            Statement::Commit { .. } => self.binding.session().lock().commit(),
+            Statement::Rollback { savepoint: None, .. } => self.binding.session().lock().rollback(),
+            _ => return None,
+        };
+        Some(r.map_err(Into::into))
     }
 
     /// Plans a plain `CREATE TABLE` (a column list of types with `NULL` / `NOT NULL`, no

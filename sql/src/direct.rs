@@ -223,33 +223,66 @@ fn fits(t: &DataType, i: i64) -> bool {
 /// `lit` as a one-row array of column type `t` (for INSERT and SET), when DataFusion's
 /// cast would give the same value.
 fn value_for(t: &DataType, lit: &Lit) -> Option<ArrayRef> {
+    values_for(t, &[lit])
+}
+
+/// One column of values of type `t` from literals, converted as [`value_for`] converts each
+/// (`None`: one of them does not convert exactly). A multi-row `VALUES` builds each column
+/// in one go instead of an array per value and a concatenation.
+fn values_for(t: &DataType, lits: &[&Lit]) -> Option<ArrayRef> {
     const EXACT_F64: i64 = 1 << 53;
     const EXACT_F32: i64 = 1 << 24;
-    Some(match (t, lit) {
-        (_, Lit::Null) => new_null_array(t, 1),
-        (DataType::Int8, Lit::Int(i)) => Arc::new(Int8Array::from(vec![i8::try_from(*i).ok()?])),
-        (DataType::Int16, Lit::Int(i)) => Arc::new(Int16Array::from(vec![i16::try_from(*i).ok()?])),
-        (DataType::Int32, Lit::Int(i)) => Arc::new(Int32Array::from(vec![i32::try_from(*i).ok()?])),
-        (DataType::Int64, Lit::Int(i)) => Arc::new(Int64Array::from(vec![*i])),
-        (DataType::UInt8, Lit::Int(i)) => Arc::new(UInt8Array::from(vec![u8::try_from(*i).ok()?])),
-        (DataType::UInt16, Lit::Int(i)) => {
-            Arc::new(UInt16Array::from(vec![u16::try_from(*i).ok()?]))
+    if lits.iter().all(|l| **l == Lit::Null) {
+        return Some(new_null_array(t, lits.len()));
+    }
+    // Each literal through `conv` (NULL stays NULL), or `None` if one does not convert.
+    fn each<'a, T>(
+        lits: &[&'a Lit],
+        conv: impl Fn(&'a Lit) -> Option<T>,
+    ) -> Option<Vec<Option<T>>> {
+        lits.iter()
+            .map(|&l| match l {
+                Lit::Null => Some(None),
+                l => conv(l).map(Some),
+            })
+            .collect()
+    }
+    let int = |l: &Lit| match l {
+        Lit::Int(i) => Some(*i),
+        _ => None,
+    };
+    Some(match t {
+        DataType::Int8 => Arc::new(Int8Array::from(each(lits, |l| i8::try_from(int(l)?).ok())?)),
+        DataType::Int16 => Arc::new(Int16Array::from(each(lits, |l| i16::try_from(int(l)?).ok())?)),
+        DataType::Int32 => Arc::new(Int32Array::from(each(lits, |l| i32::try_from(int(l)?).ok())?)),
+        DataType::Int64 => Arc::new(Int64Array::from(each(lits, int)?)),
+        DataType::UInt8 => Arc::new(UInt8Array::from(each(lits, |l| u8::try_from(int(l)?).ok())?)),
+        DataType::UInt16 => {
+            Arc::new(UInt16Array::from(each(lits, |l| u16::try_from(int(l)?).ok())?))
         }
-        (DataType::UInt32, Lit::Int(i)) => {
-            Arc::new(UInt32Array::from(vec![u32::try_from(*i).ok()?]))
+        DataType::UInt32 => {
+            Arc::new(UInt32Array::from(each(lits, |l| u32::try_from(int(l)?).ok())?))
         }
-        (DataType::UInt64, Lit::Int(i)) => {
-            Arc::new(UInt64Array::from(vec![u64::try_from(*i).ok()?]))
+        DataType::UInt64 => {
+            Arc::new(UInt64Array::from(each(lits, |l| u64::try_from(int(l)?).ok())?))
         }
-        (DataType::Float64, Lit::Int(i)) if i.abs() <= EXACT_F64 => {
-            Arc::new(Float64Array::from(vec![*i as f64]))
-        }
-        (DataType::Float64, Lit::Float(f)) => Arc::new(Float64Array::from(vec![*f])),
-        (DataType::Float32, Lit::Int(i)) if i.abs() <= EXACT_F32 => {
-            Arc::new(Float32Array::from(vec![*i as f32]))
-        }
-        (DataType::Utf8, Lit::Str(s)) => Arc::new(StringArray::from(vec![s.as_str()])),
-        (DataType::Boolean, Lit::Bool(b)) => Arc::new(BooleanArray::from(vec![*b])),
+        DataType::Float64 => Arc::new(Float64Array::from(each(lits, |l| match l {
+            Lit::Int(i) if i.abs() <= EXACT_F64 => Some(*i as f64),
+            Lit::Float(f) => Some(*f),
+            _ => None,
+        })?)),
+        DataType::Float32 => Arc::new(Float32Array::from(each(lits, |l| match l {
+            Lit::Int(i) if i.abs() <= EXACT_F32 => Some(*i as f32),
+            _ => None,
+        })?)),
+        DataType::Utf8 => Arc::new(StringArray::from(each(lits, |l| match l {
+            Lit::Str(s) => Some(s.as_str()),
+            _ => None,
+        })?)),
+        DataType::Boolean => Arc::new(BooleanArray::from(each(lits, |l| match l {
+            Lit::Bool(b) => Some(*b),
+            _ => None,
+        })?)),
         _ => return None,
     })
 }
@@ -773,30 +806,28 @@ fn insert(i: &Insert, env: &Env<'_>) -> Option<Direct> {
         }
         t
     };
-    let mut per_column: Vec<Vec<ArrayRef>> =
-        vec![Vec::with_capacity(values.rows.len()); user.len()];
+    let mut per_column: Vec<Vec<Lit>> = vec![Vec::with_capacity(values.rows.len()); user.len()];
     for row in &values.rows {
         if row.len() != targets.len() {
             return None;
         }
         for (k, &col) in user.iter().enumerate() {
-            let f = full.field(col);
             let lit = match targets.iter().position(|&t| t == col) {
                 Some(p) => literal(&row[p], env)?,
                 None => Lit::Null,
             };
-            if lit == Lit::Null && !f.is_nullable() {
+            if lit == Lit::Null && !full.field(col).is_nullable() {
                 return None;
             }
-            per_column[k].push(value_for(f.data_type(), &lit)?);
+            per_column[k].push(lit);
         }
     }
     let arrays = per_column
         .iter()
-        .map(|parts| {
-            let refs: Vec<&dyn datafusion::arrow::array::Array> =
-                parts.iter().map(|a| a.as_ref()).collect();
-            datafusion::arrow::compute::concat(&refs).ok()
+        .zip(&user)
+        .map(|(lits, &col)| {
+            let lits: Vec<&Lit> = lits.iter().collect();
+            values_for(full.field(col).data_type(), &lits)
         })
         .collect::<Option<Vec<_>>>()?;
     let schema =
@@ -1142,6 +1173,11 @@ impl KeyedTemplate {
 }
 
 impl Direct {
+    /// Whether the statement writes (`INSERT`, `UPDATE`, `DELETE`).
+    pub(crate) fn writes(&self) -> bool {
+        !matches!(self, Direct::Select(_) | Direct::Aggregate(_))
+    }
+
     /// The table the statement reads or writes.
     pub(crate) fn table(&self) -> &str {
         match self {

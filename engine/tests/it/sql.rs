@@ -209,6 +209,79 @@ fn prepared_statements_keyed_by_id_skip_classifying_and_agree_with_datafusion() 
 }
 
 #[test]
+fn prepared_writes_without_parameters_are_classified_once_and_agree_with_datafusion() {
+    let db = Database::open_in_memory().unwrap();
+    let conn = db.connect();
+    let off = db.connect();
+    off.set_fast_paths(false).unwrap();
+    for t in ["fast", "slow"] {
+        conn.sql(&format!(
+            "CREATE TABLE {t} (name TEXT, n BIGINT, f DOUBLE, ok BOOLEAN, s SMALLINT NOT NULL)"
+        ))
+        .unwrap();
+    }
+    // Multi-row VALUES with NULLs, integers into floats, negatives, a column list that
+    // leaves columns out; UPDATE and DELETE with literal values; and statements the direct
+    // path refuses (out-of-range and NULL-into-NOT-NULL values), which must fail alike.
+    let statements = [
+        "INSERT INTO {t} VALUES ('a', 1, 2, true, 1), (NULL, NULL, 1.5, NULL, -2), \
+         ('c', -3, NULL, false, 3)",
+        "INSERT INTO {t} (s, name) VALUES (7, 'x'), (8, NULL), (9, 'z')",
+        "UPDATE {t} SET f = 9.5, ok = false WHERE n > 0",
+        "DELETE FROM {t} WHERE name = 'z'",
+        "INSERT INTO {t} (s) VALUES (70000)",
+        "INSERT INTO {t} (name) VALUES ('no s')",
+    ];
+    let runs_before = conn.kept_write_runs().unwrap();
+    for sql in statements {
+        let fast = conn.prepare(&sql.replace("{t}", "fast")).unwrap();
+        let slow = off.prepare(&sql.replace("{t}", "slow")).unwrap();
+        for _ in 0..3 {
+            let (a, b) = (fast.execute(&[]), slow.execute(&[]));
+            match (&a, &b) {
+                (Ok(a), Ok(b)) => assert_eq!(one_u64(a), one_u64(b), "{sql}"),
+                (Err(_), Err(_)) => {}
+                _ => panic!("{sql}: {a:?} vs {b:?}"),
+            }
+        }
+    }
+    let all =
+        |t: &str| rows_in_order(&off.sql(&format!("SELECT * FROM {t} ORDER BY _id")).unwrap());
+    assert_eq!(all("fast"), all("slow"));
+    assert_eq!(all("fast").len(), 3 * 3 + 3 * 2);
+    // The four writes the direct path takes were classified once and then kept.
+    assert_eq!(conn.kept_write_runs().unwrap(), runs_before + 4 * 2);
+    // In a transaction: rolled back with it, kept with it.
+    let ins = conn.prepare("INSERT INTO fast (s) VALUES (1), (2)").unwrap();
+    let count = conn.prepare("SELECT COUNT(*) FROM fast").unwrap();
+    let n0 = one_u64(&count.execute(&[]).unwrap());
+    assert_eq!(one_u64(&ins.execute(&[]).unwrap()), 2);
+    conn.sql("BEGIN").unwrap();
+    ins.execute(&[]).unwrap();
+    ins.execute(&[]).unwrap();
+    assert_eq!(one_u64(&count.execute(&[]).unwrap()), n0 + 6);
+    conn.sql("ROLLBACK").unwrap();
+    assert_eq!(one_u64(&count.execute(&[]).unwrap()), n0 + 2);
+    conn.sql("START TRANSACTION").unwrap();
+    ins.execute(&[]).unwrap();
+    conn.sql("COMMIT").unwrap();
+    assert_eq!(one_u64(&off.sql("SELECT COUNT(*) FROM fast").unwrap()), n0 + 4);
+    // Fast paths off: DataFusion runs it (not counted); the table's columns changed: it
+    // must be prepared again, as any prepared statement.
+    let kept = conn.kept_write_runs().unwrap();
+    conn.set_fast_paths(false).unwrap();
+    assert_eq!(one_u64(&ins.execute(&[]).unwrap()), 2);
+    conn.set_fast_paths(true).unwrap();
+    assert_eq!(conn.kept_write_runs().unwrap(), kept);
+    off.sql("ALTER TABLE fast ADD COLUMN extra INT").unwrap();
+    let e = ins.execute(&[]).unwrap_err();
+    assert!(e.to_string().contains("prepare it again"), "{e}");
+    assert_eq!(conn.kept_write_runs().unwrap(), kept);
+    // Transaction control out of order still fails clearly on the direct route.
+    assert!(conn.sql("COMMIT").is_err());
+}
+
+#[test]
 fn prepared_queries_without_parameters_reuse_their_plan_and_still_read_fresh_data() {
     let db = Database::open_in_memory().unwrap();
     let conn = db.connect();
