@@ -521,12 +521,13 @@ impl SqlConnection {
         let Some(d) = self.classify(stmt, params, Some(&prepared.scans))? else {
             return Ok(None);
         };
-        if params.is_empty()
-            && d.writes()
-            && let Some(fold) = self.fold()
-        {
-            let kept = prepared.kept_write.get_or_init(|| KeptWrite { fold, direct: d });
-            return self.run_direct(&kept.direct).map(Some);
+        if params.is_empty() && d.writes() {
+            // This run runs what it classified; the first one keeps it for later runs.
+            let r = self.run_direct(&d);
+            if let Some(fold) = self.fold() {
+                let _ = prepared.kept_write.set(KeptWrite { fold, direct: d });
+            }
+            return r.map(Some);
         }
         if !params.is_empty()
             && prepared.keyed.get().is_none()
