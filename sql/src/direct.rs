@@ -223,25 +223,22 @@ fn fits(t: &DataType, i: i64) -> bool {
 /// `lit` as a one-row array of column type `t` (for INSERT and SET), when DataFusion's
 /// cast would give the same value.
 fn value_for(t: &DataType, lit: &Lit) -> Option<ArrayRef> {
-    values_for(t, &[lit])
+    values_for(t, std::slice::from_ref(lit))
 }
 
 /// One column of values of type `t` from literals, converted as [`value_for`] converts each
 /// (`None`: one of them does not convert exactly). A multi-row `VALUES` builds each column
 /// in one go instead of an array per value and a concatenation.
-fn values_for(t: &DataType, lits: &[&Lit]) -> Option<ArrayRef> {
+fn values_for(t: &DataType, lits: &[Lit]) -> Option<ArrayRef> {
     const EXACT_F64: i64 = 1 << 53;
     const EXACT_F32: i64 = 1 << 24;
-    if lits.iter().all(|l| **l == Lit::Null) {
+    if lits.iter().all(|l| *l == Lit::Null) {
         return Some(new_null_array(t, lits.len()));
     }
     // Each literal through `conv` (NULL stays NULL), or `None` if one does not convert.
-    fn each<'a, T>(
-        lits: &[&'a Lit],
-        conv: impl Fn(&'a Lit) -> Option<T>,
-    ) -> Option<Vec<Option<T>>> {
+    fn each<'a, T>(lits: &'a [Lit], conv: impl Fn(&'a Lit) -> Option<T>) -> Option<Vec<Option<T>>> {
         lits.iter()
-            .map(|&l| match l {
+            .map(|l| match l {
                 Lit::Null => Some(None),
                 l => conv(l).map(Some),
             })
@@ -825,10 +822,7 @@ fn insert(i: &Insert, env: &Env<'_>) -> Option<Direct> {
     let arrays = per_column
         .iter()
         .zip(&user)
-        .map(|(lits, &col)| {
-            let lits: Vec<&Lit> = lits.iter().collect();
-            values_for(full.field(col).data_type(), &lits)
-        })
+        .map(|(lits, &col)| values_for(full.field(col).data_type(), lits))
         .collect::<Option<Vec<_>>>()?;
     let schema =
         Arc::new(Schema::new(user.iter().map(|&i| full.field(i).clone()).collect::<Vec<_>>()));
