@@ -526,10 +526,15 @@ mod tests {
         }
     }
 
+    /// Held by the tests that need mapping slots: `mappings_are_capped` takes every one of
+    /// them for a while, and a test expecting a mapping meanwhile would get the heap.
+    static MAP_SLOTS: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
+
     /// Sparse blocks are mappings up to the cap, then heap allocations; frozen or not, a
     /// mapping gives its place back when it goes.
     #[test]
     fn mappings_are_capped() {
+        let _slots = MAP_SLOTS.lock();
         let len = MAP_AT;
         let blocks: Vec<RawBlock> =
             (0..MAX_MAPS + 10).map(|_| RawBlock::zeroed(len, true)).collect();
@@ -553,6 +558,7 @@ mod tests {
     /// buffer, and the rest stays zero; ranges out of bounds or empty are ignored.
     #[test]
     fn prefaulted_mappings_keep_what_is_written() {
+        let _slots = MAP_SLOTS.lock();
         let len = MAP_AT * 4;
         let mut b = RawBlock::zeroed(len, true);
         assert!(matches!(b, RawBlock::Map(..)));
