@@ -1,5 +1,6 @@
 //! Framed block compression: a block's sections cut into frames of at most [`FRAME_RAW`]
-//! bytes, each stored zstd-compressed, in the decimal form ([`decimal`]) or as it is, with
+//! bytes, each stored zstd-compressed (never a section's first frame), in the decimal form
+//! ([`decimal`]) or as it is, with
 //! an index, so that a reader can restore only the frames holding the rows it needs (a
 //! `LIMIT 100` after a reopen restores a few kilobytes per column instead of whole 64K-row
 //! blocks).
@@ -77,13 +78,20 @@ pub fn frame_ranges(
 }
 
 /// `raw` (a block with these sections) in frames, each in the decimal form when its values
-/// qualify ([`decimal::encode`]), else zstd-compressed at `level` when that saves a quarter
-/// of it; `None` when the whole saves less than an eighth (the block is then better stored
-/// as it is).
+/// qualify ([`decimal::encode`]), else — except a section's first frame, kept as it is —
+/// zstd-compressed at `level` when that saves a quarter of it; `None` when the whole saves
+/// less than an eighth (the block is then better stored as it is).
 pub fn compress(raw: &[u8], sections: &[u64], level: i32) -> Option<Vec<u8>> {
     let ranges = frame_ranges(sections, FRAME_RAW, HEAD_RAW)?;
     if ranges.last().is_some_and(|r| r.end > raw.len()) {
         return None;
+    }
+    // Where each section starts in the raw block: its first frame starts there.
+    let mut heads = Vec::with_capacity(sections.len());
+    let mut pos = 0usize;
+    for &len in sections {
+        heads.push(pos);
+        pos = align64(pos.checked_add(usize::try_from(len).ok()?)?);
     }
     let mut zstd = zstd::bulk::Compressor::new(level).ok()?;
     let mut entries = Vec::with_capacity(ranges.len() * ENTRY);
@@ -91,10 +99,17 @@ pub fn compress(raw: &[u8], sections: &[u64], level: i32) -> Option<Vec<u8>> {
     for r in &ranges {
         let bytes = &raw[r.clone()];
         let start = body.len();
+        // A section's first frame is what a read of its first rows restores: it is kept as
+        // it is (a copy to restore) rather than zstd-compressed (a decompression context and
+        // its tables per frame, most of a cold `LIMIT` read's restoring).
+        let head = heads.binary_search(&r.start).is_ok();
         let flag = if decimal::encode(bytes, &mut body) {
             DECIMAL
         } else {
-            let packed = zstd.compress(bytes).ok().filter(|c| c.len() * 4 <= bytes.len() * 3);
+            let packed = (!head)
+                .then(|| zstd.compress(bytes).ok())
+                .flatten()
+                .filter(|c| c.len() * 4 <= bytes.len() * 3);
             match packed {
                 Some(c) => {
                     body.extend_from_slice(&c);
@@ -506,6 +521,32 @@ mod tests {
         let forms: Vec<Form> = idx.frames.iter().map(|f| f.form).collect();
         assert!(forms[2..].iter().all(|&f| f == Form::Decimal), "{forms:?}");
         assert!(forms[..2].iter().all(|&f| f != Form::Decimal), "{forms:?}");
+        assert_eq!(restore_all(&stored, &sections, raw.len(), true).unwrap().as_slice(), raw);
+    }
+
+    /// A section's first frame is never zstd-compressed (decimal form or as it is); the
+    /// frames after it are.
+    #[test]
+    fn head_frames_are_not_zstd_compressed() {
+        let (sections, raw) = sections_and_raw(&[40_000, 100, 70_000, 30_000], 0);
+        let stored = compress(&raw, &sections, 1).unwrap();
+        let idx = Index::read(&stored, &sections, raw.len()).unwrap();
+        let mut heads = Vec::new();
+        let mut pos = 0;
+        for &l in &sections {
+            heads.push(pos);
+            pos = align64(pos + l as usize);
+        }
+        let mut zstd = 0;
+        for f in &idx.frames {
+            if heads.contains(&f.raw.start) {
+                assert_ne!(f.form, Form::Zstd, "{f:?}");
+            } else {
+                zstd += usize::from(f.form == Form::Zstd);
+            }
+        }
+        assert!(heads.iter().all(|h| idx.frames.iter().any(|f| f.raw.start == *h)));
+        assert!(zstd > 4, "{:?}", idx.frames);
         assert_eq!(restore_all(&stored, &sections, raw.len(), true).unwrap().as_slice(), raw);
     }
 
