@@ -1083,24 +1083,52 @@ impl StringSpan {
 /// Which bytes of a chunk's raw block decoding rows `start..start + len` reads (see
 /// [`WindowBytes`]).
 pub fn window_bytes(c: &ChunkInfo<'_>, start: usize, len: usize) -> WindowBytes {
-    // At most four sections (validity, dictionary offsets and bytes, codes).
+    window_bytes_for(c, start, len, true)
+}
+
+/// Like [`window_bytes`] for a 64-bit float dictionary chunk ([`f64_dictionary`]), without
+/// the dictionary: what [`decode_window_with_entries`] reads from the raw block.
+pub fn window_bytes_without_dictionary(c: &ChunkInfo<'_>, start: usize, len: usize) -> WindowBytes {
+    window_bytes_for(c, start, len, false)
+}
+
+/// The byte ranges of a chunk's sections in its raw block (at most four: validity,
+/// dictionary offsets and bytes, codes) and how many there are; `None` when the section
+/// lengths do not add up or do not fit the encoding.
+fn section_ranges(c: &ChunkInfo<'_>) -> Option<([std::ops::Range<usize>; 4], usize)> {
     let mut secs: [std::ops::Range<usize>; 4] = Default::default();
     if c.sections.len() != expected_sections(c) || c.sections.len() > secs.len() {
-        return WindowBytes::Whole;
+        return None;
     }
     let mut pos = 0usize;
     for (slot, &l) in secs.iter_mut().zip(c.sections) {
-        let Some(end) = usize::try_from(l).ok().and_then(|l| pos.checked_add(l)) else {
-            return WindowBytes::Whole;
-        };
+        let end = usize::try_from(l).ok().and_then(|l| pos.checked_add(l))?;
         *slot = pos..end;
         pos = align64(end);
     }
+    Some((secs, c.sections.len()))
+}
+
+/// Where the dictionary of a 64-bit float dictionary chunk is in its raw block (entry `i`
+/// at `8 i` from the range's start) and how many entries it has; `None` for other chunks
+/// and for sections that do not match the entry count.
+pub fn f64_dictionary(c: &ChunkInfo<'_>) -> Option<(std::ops::Range<usize>, usize)> {
+    let (Encoding::Dict { dict_len, .. }, Physical::F64) = (c.encoding, c.phys) else {
+        return None;
+    };
+    let (secs, _) = section_ranges(c)?;
+    let dict = secs[usize::from(c.null_count > 0)].clone();
+    let k = *dict_len as usize;
+    (dict.len() == k.checked_mul(8)?).then_some((dict, k))
+}
+
+fn window_bytes_for(c: &ChunkInfo<'_>, start: usize, len: usize, dictionary: bool) -> WindowBytes {
+    let Some((secs, count)) = section_ranges(c) else { return WindowBytes::Whole };
     let Some(end) = start.checked_add(len) else { return WindowBytes::Whole };
     if end > c.rows || end.checked_mul(64).is_none() {
         return WindowBytes::Whole;
     }
-    let mut secs = secs.into_iter().take(c.sections.len());
+    let mut secs = secs.into_iter().take(count);
     let mut ranges = Vec::new();
     if c.null_count > 0 && c.phys != Physical::Generic {
         // The validity bitmap is checked whole against the null count.
@@ -1137,11 +1165,17 @@ pub fn window_bytes(c: &ChunkInfo<'_>, start: usize, len: usize) -> WindowBytes 
             ranges.push(clip(&first, 0, (end * b).div_ceil(8) + 16));
         }
         (Encoding::Dict { code_width, .. }, phys) => {
-            // The dictionary is read whole (it is checked whole); codes of the window only.
+            // The dictionary is read whole (it is checked whole) unless the caller reads its
+            // entries elsewhere; codes of the window only.
             let cw = usize::from(*code_width);
-            ranges.push(first);
+            if dictionary {
+                ranges.push(first);
+            }
             if phys == Physical::Bytes {
-                ranges.extend(secs.next());
+                let second = secs.next();
+                if dictionary {
+                    ranges.extend(second);
+                }
             }
             let Some(codes) = secs.next() else { return WindowBytes::Whole };
             ranges.push(clip(&codes, start * cw, end * cw));
@@ -1738,6 +1772,59 @@ pub fn decode_rows(raw: &Buffer, c: ChunkInfo<'_>, rows: &[usize]) -> Result<Arr
         }
         _ => span(raw),
     }
+}
+
+/// Rows `start..start + len` of a 64-bit float dictionary chunk ([`f64_dictionary`]) as
+/// values, reading from `raw` only what [`window_bytes_without_dictionary`] names (validity
+/// and the window's codes) and taking the dictionary entries from `entries`, which is
+/// handed the entry index of each non-NULL row in row order and must give back one value
+/// per index, in that order. A code out of the dictionary is [`Error::Corrupt`].
+pub fn decode_window_with_entries(
+    raw: &Buffer,
+    c: ChunkInfo<'_>,
+    start: usize,
+    len: usize,
+    entries: impl FnOnce(&[usize], &mut Vec<f64>) -> Result<()>,
+) -> Result<ArrayRef> {
+    let corrupt = |reason: String| Error::corrupt(c.file, c.offset, reason);
+    let (Encoding::Dict { code_width, dict_len }, Physical::F64) = (c.encoding, c.phys) else {
+        return Err(corrupt("not a 64-bit float dictionary chunk".into()));
+    };
+    let n = c.rows;
+    if start.checked_add(len).is_none_or(|e| e > n) {
+        return Err(corrupt(format!("window {start}+{len} outside {n} rows")));
+    }
+    let (dk, cw) = (*dict_len as usize, usize::from(*code_width));
+    let (mut secs, nulls) = sections(raw, &c)?;
+    let codes = secs.nth(1).ok_or_else(|| corrupt("missing section".into()))?;
+    section_has(&c, &codes, n * cw, "codes")?;
+    let window_nulls = nulls.as_ref().map(|nb| nb.slice(start, len));
+    let valid = |i: usize| window_nulls.as_ref().is_none_or(|nb| nb.is_valid(i));
+    let mut wanted = Vec::with_capacity(len);
+    for i in (0..len).filter(|&i| valid(i)) {
+        let code = code_in(codes.as_slice(), cw, start + i);
+        if code >= dk {
+            return Err(corrupt(format!("dictionary code {code} out of {dk} entries")));
+        }
+        wanted.push(code);
+    }
+    let mut got = Vec::with_capacity(wanted.len());
+    entries(&wanted, &mut got)?;
+    if got.len() != wanted.len() {
+        return Err(corrupt(format!("{} dictionary entries for {} rows", got.len(), wanted.len())));
+    }
+    let mut values = vec![0f64; len];
+    let mut got = got.into_iter();
+    for (i, v) in values.iter_mut().enumerate().filter(|(i, _)| valid(*i)) {
+        *v = got.next().ok_or_else(|| corrupt(format!("no dictionary entry for row {i}")))?;
+    }
+    arrow_data::ArrayData::builder(c.data_type.clone())
+        .len(len)
+        .buffers(vec![Buffer::from_vec(values)])
+        .nulls(window_nulls)
+        .build()
+        .map(make_array)
+        .map_err(|e| corrupt(format!("invalid column data: {e}")))
 }
 
 /// Checks that section `b` (named `what` in the error) holds at least `len` bytes.

@@ -30,6 +30,7 @@
 //! know about encodings (which bytes a window needs is [`crate::encoding::window_bytes`]).
 
 use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 mod decimal;
 
@@ -147,7 +148,7 @@ fn index_crc(words: &[u8], head: &[u8; 4], entries: &[u8]) -> u32 {
 }
 
 /// One frame of a framed block.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Frame {
     /// Where its bytes go in the raw block.
     pub raw: Range<usize>,
@@ -155,6 +156,8 @@ pub struct Frame {
     stored: Range<usize>,
     form: Form,
     crc: u32,
+    /// Set once its stored bytes matched `crc` (they are immutable: a mapped segment).
+    checked: AtomicBool,
 }
 
 /// How a frame's bytes are stored.
@@ -169,7 +172,7 @@ enum Form {
 }
 
 /// The checked index of a framed block.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Index {
     /// The frames, in raw order.
     pub frames: Vec<Frame>,
@@ -222,7 +225,7 @@ impl Index {
             if form == Form::Raw && len != raw.len() {
                 return Err(format!("stored frame {k} has {len} bytes for {}", raw.len()));
             }
-            frames.push(Frame { raw, stored: at..end, form, crc });
+            frames.push(Frame { raw, stored: at..end, form, crc, checked: AtomicBool::new(false) });
             at = end;
         }
         if at != stored.len() {
@@ -248,6 +251,51 @@ impl Index {
         out
     }
 
+    /// Whether every frame holding a byte of `range` (not empty) is in the decimal form,
+    /// whose values [`Index::read_f64`] reads without restoring the frame.
+    pub fn decimal(&self, range: Range<usize>) -> bool {
+        let ks = self.covering(std::slice::from_ref(&range));
+        !ks.is_empty() && ks.iter().all(|&k| self.frames[k].form == Form::Decimal)
+    }
+
+    /// The 64-bit floats whose raw bytes start at each offset of `at` (each the start of a
+    /// value of a frame in the decimal form), handed to `out` in order, read from the packed
+    /// frames of `stored` without restoring them: a few values of a large frame cost a few
+    /// unpacks instead of the whole frame. A frame's checksum is checked the first time a
+    /// value is read from it.
+    pub fn read_f64(
+        &self,
+        stored: &[u8],
+        at: impl IntoIterator<Item = usize>,
+        mut out: impl FnMut(f64),
+    ) -> Result<(), String> {
+        let mut cur: Option<(&Frame, decimal::Values<'_>)> = None;
+        for a in at {
+            let (f, values) = match cur {
+                Some((f, v)) if f.raw.contains(&a) => (f, v),
+                _ => {
+                    let k = self.frames.partition_point(|f| f.raw.end <= a);
+                    let f = self.frames.get(k).filter(|f| f.raw.contains(&a));
+                    let f = f.ok_or_else(|| format!("no frame holds raw byte {a}"))?;
+                    if f.form != Form::Decimal {
+                        return Err(format!("frame {k} is not in the decimal form"));
+                    }
+                    let bytes =
+                        stored.get(f.stored.clone()).ok_or("frame outside the stored block")?;
+                    f.check(k, bytes)?;
+                    let v = decimal::Values::new(bytes, f.raw.len())
+                        .map_err(|e| format!("frame {k}: {e}"))?;
+                    cur = Some((f, v));
+                    (f, v)
+                }
+            };
+            let off = a - f.raw.start;
+            let v = (off % 8 == 0).then(|| values.get(off / 8)).flatten();
+            out(v.ok_or_else(|| format!("raw byte {a} does not start a value of its frame"))?);
+        }
+        Ok(())
+    }
+
     /// Restores frame `k` of `stored` into `out` (the raw block), checking its CRC first
     /// when `check`.
     pub fn restore(
@@ -258,9 +306,9 @@ impl Index {
         check: bool,
     ) -> Result<(), String> {
         let f = self.frames.get(k).ok_or("no such frame")?;
-        let bytes = &stored[f.stored.clone()];
-        if check && crate::codec::crc(bytes) != f.crc {
-            return Err(format!("frame {k} checksum mismatch"));
+        let bytes = stored.get(f.stored.clone()).ok_or("frame outside the stored block")?;
+        if check {
+            f.check(k, bytes)?;
         }
         let dst = out.get_mut(f.raw.clone()).ok_or("frame outside the raw block")?;
         match f.form {
@@ -288,6 +336,20 @@ impl Index {
             Ok(n) => Err(format!("frame {k} decompressed to {n} bytes, expected {}", f.raw.len())),
             Err(e) => Err(format!("frame {k} does not decompress: {e}")),
         }
+    }
+}
+
+impl Frame {
+    /// Checks `bytes` (its stored bytes; frame `k`) against its CRC, once.
+    fn check(&self, k: usize, bytes: &[u8]) -> Result<(), String> {
+        if self.checked.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        if crate::codec::crc(bytes) != self.crc {
+            return Err(format!("frame {k} checksum mismatch"));
+        }
+        self.checked.store(true, Ordering::Release);
+        Ok(())
     }
 }
 
@@ -548,6 +610,33 @@ mod tests {
         assert!(heads.iter().all(|h| idx.frames.iter().any(|f| f.raw.start == *h)));
         assert!(zstd > 4, "{:?}", idx.frames);
         assert_eq!(restore_all(&stored, &sections, raw.len(), true).unwrap().as_slice(), raw);
+    }
+
+    /// Values read from packed decimal frames are the raw block's; offsets that do not
+    /// start a value, frames in another form and damaged frames are errors.
+    #[test]
+    fn decimal_values_are_read_without_restoring() {
+        let (sections, raw) = sections_and_raw(&[1000, 1000, 80_000], 9);
+        let stored = compress(&raw, &sections, 1).unwrap();
+        let idx = Index::read(&stored, &sections, raw.len()).unwrap();
+        let dict = 2048..2048 + 80_000;
+        assert!(idx.decimal(dict.clone()) && !idx.decimal(0..1000) && !idx.decimal(5..5));
+        let value = |a: usize| f64::from_le_bytes(raw[a..a + 8].try_into().unwrap());
+        let at: Vec<usize> = (0..10_000).map(|j| dict.start + (j * 7919 % 10_000) * 8).collect();
+        let mut got = Vec::new();
+        idx.read_f64(&stored, at.iter().copied(), |v| got.push(v)).unwrap();
+        assert_eq!(got.len(), at.len());
+        assert!(at.iter().zip(&got).all(|(&a, &v)| v.to_bits() == value(a).to_bits()));
+        for bad in [dict.start + 4, 10, dict.end, raw.len() + 100] {
+            assert!(idx.read_f64(&stored, [dict.start, bad], |_| {}).is_err(), "{bad}");
+        }
+        // A flipped byte in the frame a value is read from: its checksum says so.
+        let k = idx.covering(std::slice::from_ref(&(dict.end - 8..dict.end)))[0];
+        let mut bad = stored.clone();
+        bad[idx.frames[k].stored.start + 20] ^= 1;
+        let fresh = Index::read(&bad, &sections, raw.len()).unwrap();
+        let e = fresh.read_f64(&bad, [dict.end - 8], |_| {}).unwrap_err();
+        assert!(e.contains("checksum"), "{e}");
     }
 
     #[test]

@@ -442,6 +442,12 @@ struct BlockCache {
     bytes: usize,
 }
 
+/// A window of a 64-bit float dictionary chunk reads its dictionary entries straight from
+/// the packed decimal frames when the dictionary has at least this many entries per row of
+/// the window (see [`Segment::window_from_packed_dictionary`]); smaller dictionaries are
+/// restored.
+const PACKED_ENTRIES_PER_ROW: usize = 16;
+
 /// A decompressed block, whole or (framed blocks) with some frames restored.
 #[derive(Debug)]
 struct Cached {
@@ -633,7 +639,13 @@ impl Segment {
     /// framed block only the frames holding them are restored (each checked against its own
     /// checksum) and kept with the frames restored before; other blocks whole, as
     /// [`Segment::block`].
-    fn block_with(&self, rg: usize, col: usize, need: &encoding::WindowBytes) -> Result<Buffer> {
+    fn block_with(
+        &self,
+        rg: usize,
+        col: usize,
+        need: &encoding::WindowBytes,
+        read_index: Option<Arc<crate::frames::Index>>,
+    ) -> Result<Buffer> {
         let m = self.chunk(rg, col)?;
         let encoding::WindowBytes::Ranges { ranges, strings } = need else {
             return self.block(rg, col);
@@ -651,7 +663,7 @@ impl Segment {
             }
             None => (None, None),
         };
-        let index = match index {
+        let index = match index.or(read_index) {
             Some(i) => i,
             None => Arc::new(
                 crate::frames::Index::read(stored, &m.sections, m.raw_len as usize)
@@ -730,6 +742,20 @@ impl Segment {
         Ok(buf)
     }
 
+    /// What decoding chunk `m` (column `col` of row group `rg`) needs to know.
+    fn chunk_info<'a>(&'a self, rg: usize, col: usize, m: &'a ChunkMeta) -> ChunkInfo<'a> {
+        ChunkInfo {
+            encoding: &m.encoding,
+            null_count: m.null_count,
+            sections: &m.sections,
+            rows: self.meta.row_groups[rg].rows as usize,
+            data_type: self.meta.schema.field(col).data_type(),
+            phys: self.meta.physical[col],
+            file: &self.path,
+            offset: m.offset,
+        }
+    }
+
     fn chunk(&self, rg: usize, col: usize) -> Result<&ChunkMeta> {
         self.meta
             .row_groups
@@ -747,8 +773,71 @@ impl Segment {
         len: usize,
         mode: DecodeMode,
     ) -> Result<ArrayRef> {
+        if mode == DecodeMode::Values
+            && let Some(a) = self.window_from_packed_dictionary(rg, col, start, len)?
+        {
+            return Ok(a);
+        }
         let (raw, info) = self.block_info_for(rg, col, Some((start, len)))?;
         encoding::decode_window(&raw, info, mode, start, len)
+    }
+
+    /// Rows `start..start + len` of a framed 64-bit float dictionary chunk whose dictionary
+    /// is stored in decimal frames and has at least [`PACKED_ENTRIES_PER_ROW`] entries per
+    /// row of the window, as values: only the validity and the window's codes are restored,
+    /// and the entries the rows name are read from the packed frames
+    /// ([`crate::frames::Index::read_f64`]) — a `LIMIT 100` after a reopen neither restores
+    /// nor faults in a dictionary a hundred times larger than the window. `None` when that
+    /// does not apply, or the dictionary is already restored in the kept block (the caller
+    /// decodes as usual).
+    fn window_from_packed_dictionary(
+        &self,
+        rg: usize,
+        col: usize,
+        start: usize,
+        len: usize,
+    ) -> Result<Option<ArrayRef>> {
+        let m = self.chunk(rg, col)?;
+        if m.compression != Compression::Framed {
+            return Ok(None);
+        }
+        let info = self.chunk_info(rg, col, m);
+        let Some((dict, entries)) = encoding::f64_dictionary(&info) else { return Ok(None) };
+        if len == 0 || len.saturating_mul(PACKED_ENTRIES_PER_ROW) > entries {
+            return Ok(None);
+        }
+        let idx = rg * self.meta.column_ids.len() + col;
+        let stored = &self.buf.as_slice()[m.offset as usize..][..m.stored_len as usize];
+        let corrupt = |e: String| Error::corrupt(&self.path, m.offset, e);
+        let kept = match self.cache.lock().get(idx) {
+            None => None,
+            Some(Cached { filled: None, .. }) => return Ok(None),
+            Some(Cached { filled: Some(f), index, .. }) => {
+                let Some(index) = index else { return Ok(None) };
+                if index.covering(std::slice::from_ref(&dict)).iter().all(|&k| f[k]) {
+                    return Ok(None);
+                }
+                Some(index.clone())
+            }
+        };
+        let index = match kept {
+            Some(i) => i,
+            None => Arc::new(
+                crate::frames::Index::read(stored, &m.sections, m.raw_len as usize)
+                    .map_err(corrupt)?,
+            ),
+        };
+        if !index.decimal(dict.clone()) {
+            return Ok(None);
+        }
+        let need = encoding::window_bytes_without_dictionary(&info, start, len);
+        let raw = self.block_with(rg, col, &need, Some(index.clone()))?;
+        let a = encoding::decode_window_with_entries(&raw, info, start, len, |codes, out| {
+            index
+                .read_f64(stored, codes.iter().map(|&c| dict.start + c * 8), |v| out.push(v))
+                .map_err(corrupt)
+        })?;
+        Ok(Some(a))
     }
 
     /// The (verified) block of column `col` of row group `rg` and what decoding it needs.
@@ -765,16 +854,7 @@ impl Segment {
         rows: Option<(usize, usize)>,
     ) -> Result<(Buffer, ChunkInfo<'_>)> {
         let m = self.chunk(rg, col)?;
-        let info = ChunkInfo {
-            encoding: &m.encoding,
-            null_count: m.null_count,
-            sections: &m.sections,
-            rows: self.meta.row_groups[rg].rows as usize,
-            data_type: self.meta.schema.field(col).data_type(),
-            phys: self.meta.physical[col],
-            file: &self.path,
-            offset: m.offset,
-        };
+        let info = self.chunk_info(rg, col, m);
         // Part of a framed block: what the rows need (a whole read checks the whole block's
         // checksum once, padding included).
         let raw = match rows {
@@ -783,7 +863,9 @@ impl Segment {
                 let whole = self.cache.lock().complete(rg * self.meta.column_ids.len() + col);
                 match whole {
                     Some(b) => b,
-                    None => self.block_with(rg, col, &encoding::window_bytes(&info, start, len))?,
+                    None => {
+                        self.block_with(rg, col, &encoding::window_bytes(&info, start, len), None)?
+                    }
                 }
             }
             _ => self.block(rg, col)?,
@@ -1237,6 +1319,86 @@ mod tests {
         assert_eq!(w.as_ref(), want.column(note).slice(777, 50).as_ref());
         let full = seg.read_column(0, note, DecodeMode::Values).unwrap();
         assert_eq!(full.as_ref(), want.column(note).slice(0, ROW_GROUP_ROWS).as_ref());
+    }
+
+    /// Small windows of a float column with a large dictionary in decimal frames read the
+    /// entries they name from the packed frames: the values (NULLs included) are the whole
+    /// read's, the dictionary's frames stay unrestored, and no flipped byte of the block
+    /// gives a wrong value. Larger windows restore the dictionary.
+    #[test]
+    fn small_windows_read_dictionary_entries_from_packed_frames() {
+        let fs = MemFs::new();
+        let rows = ROW_GROUP_ROWS;
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("_id", DataType::UInt64, false),
+            Field::new("score", DataType::Float64, true),
+        ]));
+        let score = Float64Array::from_iter(
+            (0..rows).map(|i| (i % 13 != 5).then(|| (i * 7919 % 10_001) as f64 / 100.0)),
+        );
+        let b = RecordBatch::try_new(
+            schema.clone(),
+            vec![Arc::new(UInt64Array::from_iter_values(1..=rows as u64)), Arc::new(score)],
+        )
+        .unwrap();
+        let path = Path::new("/d");
+        write_segment(
+            &fs,
+            path,
+            1,
+            9,
+            &[0, 1],
+            &schema,
+            std::slice::from_ref(&b),
+            WriteOptions::default(),
+        )
+        .unwrap();
+        let seg = Segment::open(&fs, path).unwrap();
+        let m = seg.meta().row_groups[0].chunks[1].clone();
+        assert_eq!(m.compression, Compression::Framed);
+        let info = seg.chunk_info(0, 1, &m);
+        let (dict, entries) = encoding::f64_dictionary(&info).expect("a float dictionary");
+        assert!(entries > 10_000, "{entries}");
+        let dict_frames = |seg: &Segment| -> Option<usize> {
+            let cache = seg.cache.lock();
+            let c = cache.get(1)?;
+            let index = c.index.as_ref()?;
+            let ks = index.covering(std::slice::from_ref(&dict));
+            Some(ks.iter().filter(|&&k| c.filled.as_ref().is_none_or(|f| f[k])).count())
+        };
+        let want = b.column(1);
+        for (start, len) in [(0, 100), (1000, 37), (rows - 50, 50), (5, 1), (13 * 40, 14)] {
+            let seg = Segment::open(&fs, path).unwrap();
+            let got = seg.read_column_window(0, 1, start, len, DecodeMode::Values).unwrap();
+            assert_eq!(got.as_ref(), want.slice(start, len).as_ref(), "{start}+{len}");
+            assert_eq!(dict_frames(&seg), Some(0), "{start}+{len}");
+            // Again, from the kept codes.
+            let got = seg.read_column_window(0, 1, start, len, DecodeMode::Values).unwrap();
+            assert_eq!(got.as_ref(), want.slice(start, len).as_ref());
+            let codes = seg.read_column_window(0, 1, start, len, DecodeMode::Codes).unwrap();
+            let codes = arrow_cast::cast(&codes, &DataType::Float64).unwrap();
+            assert_eq!(codes.as_ref(), want.slice(start, len).as_ref());
+        }
+        let seg = Segment::open(&fs, path).unwrap();
+        let got = seg.read_column_window(0, 1, 100, 5000, DecodeMode::Values).unwrap();
+        assert_eq!(got.as_ref(), want.slice(100, 5000).as_ref());
+        assert!(dict_frames(&seg).is_some_and(|n| n > 0));
+        // Damage anywhere in the stored block: an error or the right values, never others.
+        let bytes = fs.read(path).unwrap();
+        let mut errors = 0;
+        for at in (m.offset as usize..(m.offset + m.stored_len) as usize).step_by(61) {
+            let mut b = bytes.clone();
+            b[at] ^= 0x08;
+            let seg = Segment::from_buffer("/d".into(), Buffer::from_vec(b)).unwrap();
+            match seg.read_column_window(0, 1, 0, 100, DecodeMode::Values) {
+                Ok(got) => assert_eq!(got.as_ref(), want.slice(0, 100).as_ref(), "flip at {at}"),
+                Err(e) => {
+                    assert!(e.is_corruption(), "{e}");
+                    errors += 1;
+                }
+            }
+        }
+        assert!(errors > 0);
     }
 
     /// A window reads (and checks) only its frames: damage elsewhere in the block shows at

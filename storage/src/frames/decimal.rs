@@ -94,36 +94,69 @@ pub fn encode(raw: &[u8], out: &mut Vec<u8>) -> bool {
     true
 }
 
+/// The values of a frame stored in the decimal form, read one at a time from its packed
+/// integers without restoring the frame.
+#[derive(Debug, Clone, Copy)]
+pub struct Values<'a> {
+    packed: &'a [u8],
+    bits: u8,
+    base: f64,
+    p: f64,
+    n: usize,
+}
+
+impl<'a> Values<'a> {
+    /// The values of `stored`, a frame in the decimal form whose raw form is `raw_len` bytes;
+    /// a header or length that does not fit is an error.
+    pub fn new(stored: &'a [u8], raw_len: usize) -> Result<Values<'a>, String> {
+        let head = stored.get(..HEADER).ok_or("decimal frame too short")?;
+        let (scale, bits) = (head[0], head[1]);
+        if scale > MAX_SCALE || bits > MAX_BITS || head[2..4] != [0, 0] {
+            return Err(format!("decimal frame header ({scale}, {bits}) is invalid"));
+        }
+        if !raw_len.is_multiple_of(8) {
+            return Err("decimal frame for a raw length not a multiple of 8".into());
+        }
+        let n = raw_len / 8;
+        let packed = &stored[HEADER..];
+        if packed.len() != bitpack::packed_len(n, bits) {
+            return Err(format!(
+                "decimal frame holds {} packed bytes for {n} values",
+                packed.len()
+            ));
+        }
+        let base = i64::from_le_bytes(head[4..12].try_into().map_err(|_| "decimal frame base")?);
+        if base.unsigned_abs() > 1 << 53 {
+            return Err(format!("decimal frame base {base} is out of range"));
+        }
+        Ok(Values { packed, bits, base: base as f64, p: pow10(scale), n })
+    }
+
+    /// The value from packed difference `d`: `base` and `d` are exact as `f64`, and so is
+    /// their sum `k` (|k| <= 2^53 was checked when the frame was written); the division is
+    /// the one the writer checked.
+    #[inline]
+    fn value(&self, d: u64) -> f64 {
+        let two_52 = f64::from_bits(TWO_52);
+        (self.base + (f64::from_bits(d | TWO_52) - two_52)) / self.p
+    }
+
+    /// Value `i` (its raw bytes are `8 i .. 8 i + 8` of the frame); `None` past the end.
+    pub fn get(&self, i: usize) -> Option<f64> {
+        (i < self.n).then(|| self.value(bitpack::get(self.packed, self.bits, i)))
+    }
+}
+
 /// Restores a frame stored in the decimal form into `dst` (its raw bytes).
 pub fn decode(stored: &[u8], dst: &mut [u8]) -> Result<(), String> {
-    let head = stored.get(..HEADER).ok_or("decimal frame too short")?;
-    let (scale, bits) = (head[0], head[1]);
-    if scale > MAX_SCALE || bits > MAX_BITS || head[2..4] != [0, 0] {
-        return Err(format!("decimal frame header ({scale}, {bits}) is invalid"));
-    }
-    if !dst.len().is_multiple_of(8) {
-        return Err("decimal frame for a raw length not a multiple of 8".into());
-    }
-    let n = dst.len() / 8;
-    let packed = &stored[HEADER..];
-    if packed.len() != bitpack::packed_len(n, bits) {
-        return Err(format!("decimal frame holds {} packed bytes for {n} values", packed.len()));
-    }
-    let base = i64::from_le_bytes(head[4..12].try_into().map_err(|_| "decimal frame base")?);
-    if base.unsigned_abs() > 1 << 53 {
-        return Err(format!("decimal frame base {base} is out of range"));
-    }
-    // `base` and each difference are exact as `f64`, and so is their sum `k` (|k| <= 2^53
-    // was checked when the frame was written); the division is the one the writer checked.
+    let v = Values::new(stored, dst.len())?;
     // Unpacked a run at a time, then converted in a loop the compiler vectorises.
-    let (base, p, two_52) = (base as f64, pow10(scale), f64::from_bits(TWO_52));
     let mut run = [0u64; 256];
     for (r, out) in dst.chunks_mut(run.len() * 8).enumerate() {
         let m = out.len() / 8;
-        bitpack::unpack_from(packed, bits, r * run.len(), m, |i, d| run[i] = d);
+        bitpack::unpack_from(v.packed, v.bits, r * run.len(), m, |i, d| run[i] = d);
         for (o, &d) in out.chunks_exact_mut(8).zip(&run[..m]) {
-            let v = (base + (f64::from_bits(d | TWO_52) - two_52)) / p;
-            o.copy_from_slice(&v.to_le_bytes());
+            o.copy_from_slice(&v.value(d).to_le_bytes());
         }
     }
     Ok(())
