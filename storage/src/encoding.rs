@@ -221,7 +221,10 @@ pub enum CompressionPolicy {
     Never,
     /// Compress a block's frames with zstd at `level` (see [`crate::frames`]): a frame is kept
     /// compressed when that saves a quarter of it, the block framed when that saves an
-    /// eighth of it.
+    /// eighth of it. A block of at least [`crate::frames::AS_IS_AT`] bytes that does not
+    /// compress and has one section of values at most 8 bytes wide is framed with every
+    /// frame as it is (its frames' checksums let a read of a few rows check only theirs;
+    /// a whole read uses the bytes in place).
     Auto {
         /// zstd level (1 = fastest).
         level: i32,
@@ -393,6 +396,15 @@ pub fn encode(
         {
             match crate::frames::compress(&raw, &block.lens, level) {
                 Some(c) => (true, c),
+                None if block.lens.len() == 1
+                    && raw.len() >= crate::frames::AS_IS_AT
+                    && in_place_width(phys).is_some() =>
+                {
+                    match crate::frames::as_is(&raw, &block.lens) {
+                        Some(c) => (true, c),
+                        None => (false, Vec::new()),
+                    }
+                }
                 None => (false, Vec::new()),
             }
         }
@@ -1834,6 +1846,19 @@ fn section_has(c: &ChunkInfo<'_>, b: &Buffer, len: usize, what: &str) -> Result<
         return Err(Error::corrupt(c.file, c.offset, reason));
     }
     Ok(())
+}
+
+/// The alignment the values of a one-section chunk of kind `phys` need when its bytes are
+/// used in place (at most 8: a framed block's bytes in place are 8-byte aligned); `None`
+/// for kinds that need more (128-bit decimals) or are not read in place (generic IPC,
+/// vectors).
+pub fn in_place_width(phys: Physical) -> Option<usize> {
+    match phys {
+        Physical::Decimal128 | Physical::Generic | Physical::Vector { .. } => None,
+        Physical::Int { width, .. } => Some(usize::from(width)),
+        Physical::F32 => Some(4),
+        _ => Some(8),
+    }
 }
 
 /// Bytes per value of a plain fixed-width chunk of kind `phys`.

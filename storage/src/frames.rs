@@ -78,6 +78,42 @@ pub fn frame_ranges(
     Some(out)
 }
 
+/// Blocks at least this large that do not compress are still framed, every frame as it is
+/// ([`as_is`]), when their bytes can be used in place.
+pub const AS_IS_AT: usize = 16 * 1024;
+
+/// `raw` (a block with these sections) in frames all stored as they are: no smaller, but a
+/// read of a few rows checks only its frames' checksums instead of the whole block's, and a
+/// one-section block's stored frames are its raw bytes, back to back ([`Index::in_place`]).
+pub fn as_is(raw: &[u8], sections: &[u64]) -> Option<Vec<u8>> {
+    let ranges = frame_ranges(sections, FRAME_RAW, HEAD_RAW)?;
+    if ranges.last().is_some_and(|r| r.end > raw.len()) {
+        return None;
+    }
+    let mut entries = Vec::with_capacity(ranges.len() * ENTRY);
+    let mut body = Vec::with_capacity(raw.len());
+    for r in &ranges {
+        let bytes = &raw[r.clone()];
+        entries.extend_from_slice(&u32::try_from(bytes.len()).ok()?.to_le_bytes());
+        entries.extend_from_slice(&crate::codec::crc(bytes).to_le_bytes());
+        body.extend_from_slice(bytes);
+    }
+    framed_block(ranges.len(), &entries, &body)
+}
+
+/// A framed block: header, index (`frames` entries) and body.
+fn framed_block(frames: usize, entries: &[u8], body: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(HEADER + entries.len() + body.len());
+    let head = u32::try_from(HEAD_RAW).ok()?.to_le_bytes();
+    out.extend_from_slice(&u32::try_from(FRAME_RAW).ok()?.to_le_bytes());
+    out.extend_from_slice(&u32::try_from(frames).ok()?.to_le_bytes());
+    out.extend_from_slice(&index_crc(&out[..8], &head, entries).to_le_bytes());
+    out.extend_from_slice(&head);
+    out.extend_from_slice(entries);
+    out.extend_from_slice(body);
+    Some(out)
+}
+
 /// `raw` (a block with these sections) in frames, each in the decimal form when its values
 /// qualify ([`decimal::encode`]), else — except a section's first frame, kept as it is —
 /// zstd-compressed at `level` when that saves a quarter of it; `None` when the whole saves
@@ -126,14 +162,7 @@ pub fn compress(raw: &[u8], sections: &[u64], level: i32) -> Option<Vec<u8>> {
         entries.extend_from_slice(&(u32::try_from(stored.len()).ok()? | flag).to_le_bytes());
         entries.extend_from_slice(&crate::codec::crc(stored).to_le_bytes());
     }
-    let mut out = Vec::with_capacity(HEADER + entries.len() + body.len());
-    let head = u32::try_from(HEAD_RAW).ok()?.to_le_bytes();
-    out.extend_from_slice(&u32::try_from(FRAME_RAW).ok()?.to_le_bytes());
-    out.extend_from_slice(&u32::try_from(ranges.len()).ok()?.to_le_bytes());
-    out.extend_from_slice(&index_crc(&out[..8], &head, &entries).to_le_bytes());
-    out.extend_from_slice(&head);
-    out.extend_from_slice(&entries);
-    out.extend_from_slice(&body);
+    let out = framed_block(ranges.len(), &entries, &body)?;
     (out.len() * 8 <= raw.len() * 7).then_some(out)
 }
 
@@ -296,6 +325,24 @@ impl Index {
         Ok(())
     }
 
+    /// Where the raw block's bytes are, back to back, in the stored block when every frame is
+    /// stored as it is and the frames run on from raw byte 0 without a gap (one section, or
+    /// sections that need no padding): bytes `0..len` of the raw block are that range of the
+    /// stored block, and can be read in place. `None` otherwise.
+    pub fn in_place(&self) -> Option<Range<usize>> {
+        let (first, last) = (self.frames.first()?, self.frames.last()?);
+        let mut at = 0;
+        for f in &self.frames {
+            // Raw frames have as many stored bytes as raw ones (checked by `read`), and the
+            // stored frames are back to back.
+            if f.form != Form::Raw || f.raw.start != at {
+                return None;
+            }
+            at = f.raw.end;
+        }
+        Some(first.stored.start..last.stored.end)
+    }
+
     /// Restores frame `k` of `stored` into `out` (the raw block), checking its CRC first
     /// when `check`.
     pub fn restore(
@@ -361,12 +408,24 @@ pub fn restore_all(
     raw_len: usize,
     check: bool,
 ) -> Result<arrow_buffer::Buffer, String> {
-    let idx = Index::read(stored, sections, raw_len)?;
-    let mut out = arrow_buffer::MutableBuffer::from_len_zeroed(raw_len);
-    for k in 0..idx.frames.len() {
-        idx.restore(stored, k, out.as_slice_mut(), check)?;
+    Index::read(stored, sections, raw_len)?.restore_all(stored, raw_len, check)
+}
+
+impl Index {
+    /// The whole raw block (`raw_len` bytes) of `stored`, this block's stored bytes; frame
+    /// checksums are checked when `check`.
+    pub fn restore_all(
+        &self,
+        stored: &[u8],
+        raw_len: usize,
+        check: bool,
+    ) -> Result<arrow_buffer::Buffer, String> {
+        let mut out = arrow_buffer::MutableBuffer::from_len_zeroed(raw_len);
+        for k in 0..self.frames.len() {
+            self.restore(stored, k, out.as_slice_mut(), check)?;
+        }
+        Ok(out.into())
     }
-    Ok(out.into())
 }
 
 /// A zeroed raw block that frames are restored into, then frozen into an Arrow buffer.
@@ -637,6 +696,32 @@ mod tests {
         let fresh = Index::read(&bad, &sections, raw.len()).unwrap();
         let e = fresh.read_f64(&bad, [dict.end - 8], |_| {}).unwrap_err();
         assert!(e.contains("checksum"), "{e}");
+    }
+
+    /// A block framed as it is restores exactly; a one-section one is its raw bytes in
+    /// place, and neither a compressed block nor sections with padding between are.
+    #[test]
+    fn blocks_framed_as_they_are() {
+        for lens in [vec![100_000], vec![30_000, 5_000], vec![4096, 4096]] {
+            let (sections, raw) = sections_and_raw(&lens, 1);
+            let stored = as_is(&raw, &sections).unwrap();
+            let idx = Index::read(&stored, &sections, raw.len()).unwrap();
+            assert!(idx.frames.iter().all(|f| f.form == Form::Raw));
+            assert_eq!(restore_all(&stored, &sections, raw.len(), true).unwrap().as_slice(), raw);
+            let gapless = lens.iter().rev().skip(1).all(|l| l % 64 == 0);
+            match idx.in_place() {
+                Some(body) => {
+                    assert!(gapless, "{lens:?}");
+                    let len: usize = lens.iter().sum();
+                    assert_eq!(&stored[body], &raw[..len]);
+                }
+                None => assert!(!gapless, "{lens:?}"),
+            }
+            assert!(!damage_found(&stored, &sections, raw.len()));
+        }
+        let (sections, raw) = sections_and_raw(&[100_000], 1);
+        let idx = Index::read(&compress(&raw, &sections, 1).unwrap(), &sections, raw.len());
+        assert!(idx.unwrap().in_place().is_none());
     }
 
     #[test]

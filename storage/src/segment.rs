@@ -436,8 +436,9 @@ type QuantCache = std::collections::HashMap<
 /// A FIFO cache of decompressed blocks, bounded by their bytes.
 #[derive(Debug, Default)]
 struct BlockCache {
-    /// By block number (`rg * columns + col`): a lookup per point read, no hashing.
-    blocks: Vec<Option<Cached>>,
+    /// By block number (`rg * columns + col`): a lookup per point read, no hashing; with the
+    /// bytes each counts against the bound.
+    blocks: Vec<Option<(Cached, usize)>>,
     order: std::collections::VecDeque<usize>,
     bytes: usize,
 }
@@ -466,25 +467,35 @@ impl BlockCache {
 
     /// Block `idx` as kept, whole or in part.
     fn get(&self, idx: usize) -> Option<&Cached> {
-        self.blocks.get(idx).and_then(Option::as_ref)
+        self.blocks.get(idx).and_then(Option::as_ref).map(|(c, _)| c)
     }
 
     /// Keeps `c` as block `idx` (replacing what was kept), evicting the oldest blocks beyond
     /// the byte bound.
     fn put(&mut self, idx: usize, c: Cached) {
-        let len = c.buf.len();
+        self.keep(idx, c, false);
+    }
+
+    /// Keeps `c`, a block whose bytes are the segment's own mapping, as block `idx`: it
+    /// counts no bytes against the bound (it holds no memory of its own).
+    fn put_in_place(&mut self, idx: usize, c: Cached) {
+        self.keep(idx, c, true);
+    }
+
+    fn keep(&mut self, idx: usize, c: Cached, in_place: bool) {
+        let len = if in_place { 0 } else { c.buf.len() };
         if self.blocks.len() <= idx {
             self.blocks.resize_with(idx + 1, || None);
         }
-        match self.blocks[idx].replace(c) {
-            Some(old) => self.bytes -= old.buf.len(),
+        match self.blocks[idx].replace((c, len)) {
+            Some((_, old)) => self.bytes -= old,
             None => self.order.push_back(idx),
         }
         self.bytes += len;
         while self.bytes > CACHED_BYTES && self.order.len() > 1 {
             let Some(old) = self.order.pop_front() else { break };
-            if let Some(b) = self.blocks.get_mut(old).and_then(Option::take) {
-                self.bytes -= b.buf.len();
+            if let Some((_, counted)) = self.blocks.get_mut(old).and_then(Option::take) {
+                self.bytes -= counted;
             }
         }
     }
@@ -625,9 +636,31 @@ impl Segment {
                 if m.compression == Compression::Zstd {
                     encoding::decompress(stored, m.raw_len as usize, &self.path, m.offset)?
                 } else {
-                    // The whole block's checksum was checked: frames need no check of their own.
-                    crate::frames::restore_all(stored, &m.sections, m.raw_len as usize, false)
-                        .map_err(|e| Error::corrupt(&self.path, m.offset, e))?
+                    let corrupt = |e: String| Error::corrupt(&self.path, m.offset, e);
+                    let index = crate::frames::Index::read(stored, &m.sections, m.raw_len as usize)
+                        .map_err(corrupt)?;
+                    let width = encoding::in_place_width(self.meta.physical[col]);
+                    let at = |body: &std::ops::Range<usize>| m.offset as usize + body.start;
+                    match index.in_place() {
+                        // Frames stored as they are, back to back: the raw bytes in place
+                        // (aligned for the values; the block's checksum was checked above).
+                        Some(body)
+                            if width.is_some_and(|w| {
+                                (self.buf.as_ptr() as usize + at(&body)).is_multiple_of(w)
+                            }) =>
+                        {
+                            // Kept without counting against the cache's bound: it is the
+                            // mapping, no memory of its own.
+                            let b = self.buf.slice_with_length(at(&body), body.len());
+                            let kept = Cached { buf: b.clone(), filled: None, index: None };
+                            self.cache.lock().put_in_place(idx, kept);
+                            return Ok(b);
+                        }
+                        // Frames need no check of their own: the whole block's was checked.
+                        _ => {
+                            index.restore_all(stored, m.raw_len as usize, false).map_err(corrupt)?
+                        }
+                    }
                 }
             }
         };
@@ -1399,6 +1432,64 @@ mod tests {
             }
         }
         assert!(errors > 0);
+    }
+
+    /// An incompressible one-section block is framed as it is: a whole read uses its bytes
+    /// in place (no copy), a window restores and checks only its frames (damage elsewhere
+    /// shows at the first whole read), and the values are the input's either way.
+    #[test]
+    fn incompressible_blocks_are_framed_as_they_are() {
+        let fs = MemFs::new();
+        let rows = ROW_GROUP_ROWS;
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("_id", DataType::UInt64, false),
+            Field::new("noise", DataType::UInt64, false),
+        ]));
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let noise = UInt64Array::from_iter_values((0..rows).map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        }));
+        let b = RecordBatch::try_new(
+            schema.clone(),
+            vec![Arc::new(UInt64Array::from_iter_values(1..=rows as u64)), Arc::new(noise)],
+        )
+        .unwrap();
+        let path = Path::new("/n");
+        let opts = WriteOptions::default();
+        write_segment(&fs, path, 1, 9, &[0, 1], &schema, std::slice::from_ref(&b), opts).unwrap();
+        let bytes = fs.read(path).unwrap();
+        let seg = Segment::open(&fs, path).unwrap();
+        let m = seg.meta().row_groups[0].chunks[1].clone();
+        assert_eq!(m.compression, Compression::Framed);
+        let in_file = |buf: &Buffer, seg: &Segment| {
+            let base = seg.buf.as_ptr() as usize;
+            (base..base + seg.buf.len()).contains(&(buf.as_ptr() as usize))
+        };
+        let whole = seg.block(0, 1).unwrap();
+        assert!(in_file(&whole, &seg), "the whole block was copied");
+        // Kept, without counting against the cache's bound.
+        assert!(seg.cache.lock().complete(1).is_some_and(|b| in_file(&b, &seg)));
+        assert_eq!(seg.cache.lock().bytes, 0);
+        assert_eq!(read_all(&seg).unwrap(), b);
+        for (start, len) in [(0, 100), (40_000, 7), (rows - 3, 3)] {
+            let seg = Segment::open(&fs, path).unwrap();
+            let w = seg.read_column_window(0, 1, start, len, DecodeMode::Values).unwrap();
+            assert_eq!(w.as_ref(), b.column(1).slice(start, len).as_ref());
+            let kept = seg.cache.lock().get(1).map(|c| c.filled.clone());
+            let filled = kept.flatten().expect("some frames restored");
+            assert!(filled.iter().filter(|&&f| f).count() <= 2, "{filled:?}");
+        }
+        // Damage in the last frame: a window at the start reads; a whole read refuses.
+        let mut bad = bytes.clone();
+        bad[(m.offset + m.stored_len) as usize - 1] ^= 0x20;
+        let seg = Segment::from_buffer("/n".into(), Buffer::from_vec(bad)).unwrap();
+        let w = seg.read_column_window(0, 1, 0, 100, DecodeMode::Values).unwrap();
+        assert_eq!(w.as_ref(), b.column(1).slice(0, 100).as_ref());
+        assert!(seg.read_column(0, 1, DecodeMode::Values).unwrap_err().is_corruption());
+        assert!(seg.read_column_window(0, 1, rows - 5, 5, DecodeMode::Values).is_err());
     }
 
     /// A window reads (and checks) only its frames: damage elsewhere in the block shows at
