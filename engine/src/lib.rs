@@ -524,6 +524,14 @@ impl Connection {
     pub fn kept_write_runs(&self) -> Result<u64> {
         Ok(self.sql_conn()?.kept_write_runs())
     }
+
+    /// How many runs of this connection's prepared `INSERT … VALUES` statements with
+    /// parameters went straight to storage converting only the parameters' values (the
+    /// statement classified once, at its first direct run); a statistic for checking which
+    /// statements do.
+    pub fn insert_template_runs(&self) -> Result<u64> {
+        Ok(self.sql_conn()?.insert_template_runs())
+    }
 }
 
 /// A handle on one table. Reads see the table as of each call (or the connection's open

@@ -40,7 +40,7 @@ use parking_lot::Mutex;
 use basalt_storage::{AlterColumn, Session};
 
 use crate::catalog::BasaltSchema;
-use crate::direct::{self, Direct, KeyedTemplate};
+use crate::direct::{self, Direct, InsertTemplate, KeyedTemplate};
 use crate::dml::{DmlExec, DmlKind, count_schema};
 use crate::error::{Error, Result};
 use crate::files::{FILES_SCHEMA, Files};
@@ -74,6 +74,9 @@ pub struct Prepared {
     /// Kept after the first direct run of a write without parameters (see [`KeptWrite`]);
     /// shared by clones.
     kept_write: Arc<OnceLock<KeptWrite>>,
+    /// Kept after the first direct run of an `INSERT … VALUES` with parameters (see
+    /// [`InsertTemplate`]); shared by clones.
+    insert: Arc<OnceLock<InsertTemplate>>,
 }
 
 /// A prepared write without parameters (`INSERT … VALUES` of literals, `UPDATE` /
@@ -291,6 +294,8 @@ pub struct SqlConnection {
     keyed_runs: std::sync::atomic::AtomicU64,
     /// Direct runs through a prepared write's kept [`KeptWrite`].
     kept_write_runs: std::sync::atomic::AtomicU64,
+    /// Direct runs through a prepared insert's kept [`InsertTemplate`].
+    insert_template_runs: std::sync::atomic::AtomicU64,
     /// Statements DataFusion planned.
     planned: std::sync::atomic::AtomicU64,
     /// The generation of the session's settings: raised by every `SET` / `RESET` (the only
@@ -352,6 +357,7 @@ impl SqlConnection {
             direct_runs: std::sync::atomic::AtomicU64::new(0),
             keyed_runs: std::sync::atomic::AtomicU64::new(0),
             kept_write_runs: std::sync::atomic::AtomicU64::new(0),
+            insert_template_runs: std::sync::atomic::AtomicU64::new(0),
             reused_plans: std::sync::atomic::AtomicU64::new(0),
             planned: std::sync::atomic::AtomicU64::new(0),
             settings: std::sync::atomic::AtomicU64::new(0),
@@ -474,6 +480,13 @@ impl SqlConnection {
         self.kept_write_runs.load(Ordering::Relaxed)
     }
 
+    /// How many runs of this connection's prepared `INSERT`s with parameters went to
+    /// storage through their kept [`InsertTemplate`] (only the parameters converted; counted
+    /// in [`SqlConnection::fast_path_statements`] too).
+    pub fn insert_template_runs(&self) -> u64 {
+        self.insert_template_runs.load(Ordering::Relaxed)
+    }
+
     /// Runs `stmt` on the direct path if it is one of its shapes ([`crate::direct`]);
     /// `None`: it is not, and DataFusion must run it. `planned`: the tables a prepared
     /// statement's plan scans, with their columns then (a table whose columns changed since
@@ -484,7 +497,7 @@ impl SqlConnection {
         params: &[ScalarValue],
         planned: Option<&[(String, SchemaRef)]>,
     ) -> Result<Option<Vec<RecordBatch>>> {
-        let Some(d) = self.classify(stmt, params, planned)? else { return Ok(None) };
+        let Some(d) = self.classify(stmt, params, planned, None)? else { return Ok(None) };
         self.run_direct(&d).map(Some)
     }
 
@@ -518,9 +531,19 @@ impl SqlConnection {
         {
             return Ok(Some(b));
         }
-        let Some(d) = self.classify(stmt, params, Some(&prepared.scans))? else {
+        if !params.is_empty()
+            && let Some(b) = self.try_insert_template(prepared, params)?
+        {
+            return Ok(Some(b));
+        }
+        let mut template = None;
+        let want = (!params.is_empty() && prepared.insert.get().is_none()).then_some(&mut template);
+        let Some(d) = self.classify(stmt, params, Some(&prepared.scans), want)? else {
             return Ok(None);
         };
+        if let Some(t) = template {
+            let _ = prepared.insert.set(t);
+        }
         if params.is_empty() && d.writes() {
             // This run runs what it classified; the first one keeps it for later runs.
             let r = self.run_direct(&d);
@@ -560,6 +583,24 @@ impl SqlConnection {
         }
         let n = self.binding.session().lock().write(|txn, store| t.write(&filter, txn, store))?;
         dml_count(n).map(Some)
+    }
+
+    /// Runs a prepared `INSERT` with parameters through its kept [`InsertTemplate`]: `None`
+    /// when it has none, when a parameter's value does not convert (or is NULL for a NOT
+    /// NULL column), or when anything classifying looked at differs from when it was kept
+    /// (see [`SqlConnection::still_applies`]); the statement is then classified.
+    fn try_insert_template(
+        &self,
+        prepared: &Prepared,
+        params: &[ScalarValue],
+    ) -> Result<Option<Vec<RecordBatch>>> {
+        let Some(t) = prepared.insert.get() else { return Ok(None) };
+        if self.still_applies(prepared, t.fold(), t.table())?.is_none() {
+            return Ok(None);
+        }
+        let Some(d) = t.direct(params) else { return Ok(None) };
+        self.insert_template_runs.fetch_add(1, Ordering::Relaxed);
+        self.run_direct(&d).map(Some)
     }
 
     /// Runs a prepared write without parameters through its [`KeptWrite`]: `None` when it
@@ -607,11 +648,14 @@ impl SqlConnection {
 
     /// The direct path's form of `stmt` with `params` (`None`: the direct path does not
     /// take it); `planned` as in [`SqlConnection::try_direct`].
+    /// When `template` is given and the statement is an `INSERT … VALUES` with parameters
+    /// the direct path takes, its [`InsertTemplate`] is put there.
     fn classify(
         &self,
         stmt: &Statement,
         params: &[ScalarValue],
         planned: Option<&[(String, SchemaRef)]>,
+        template: Option<&mut Option<InsertTemplate>>,
     ) -> Result<Option<Direct>> {
         if !self.fast_paths.load(Ordering::Relaxed) {
             return Ok(None);
@@ -633,6 +677,9 @@ impl SqlConnection {
         let Some(fold) = self.fold() else { return Ok(None) };
         let env = direct::Env { fold, params, table: &table };
         let Some(d) = direct::classify(stmt, &env) else { return Ok(None) };
+        if let Some(slot) = template {
+            *slot = InsertTemplate::new(stmt, &env);
+        }
         if let Some(planned) = planned {
             let name = d.table();
             let now = view.table(name)?;
@@ -743,6 +790,7 @@ impl SqlConnection {
                     optimized,
                     keyed: Arc::new(OnceLock::new()),
                     kept_write: Arc::new(OnceLock::new()),
+                    insert: Arc::new(OnceLock::new()),
                 })
             }
         }
@@ -760,7 +808,7 @@ impl SqlConnection {
     /// The unplanned [`Prepared`] of a lone statement the direct path takes.
     fn prepare_for_direct(&self, stmts: &[Stmt]) -> Result<Option<Prepared>> {
         let [Stmt::Df(DfStatement::Statement(stmt))] = stmts else { return Ok(None) };
-        let Some(d) = self.classify(stmt, &[], None)? else { return Ok(None) };
+        let Some(d) = self.classify(stmt, &[], None, None)? else { return Ok(None) };
         let name = d.table().to_string();
         let schema =
             self.binding.session().lock().read_view()?.table(&name)?.schema().full_schema().clone();
@@ -771,6 +819,7 @@ impl SqlConnection {
             optimized: None,
             keyed: Arc::new(OnceLock::new()),
             kept_write: Arc::new(OnceLock::new()),
+            insert: Arc::new(OnceLock::new()),
         }))
     }
 

@@ -169,6 +169,8 @@ fn param(p: &str, env: &Env<'_>) -> Option<Lit> {
 /// A parameter's value as a literal (`None`: a value the direct path does not take).
 fn param_lit(v: &ScalarValue) -> Option<Lit> {
     Some(match v {
+        // NULL of any type is NULL (as a `NULL` written in the statement).
+        v if v.is_null() => Lit::Null,
         ScalarValue::Int8(Some(v)) => Lit::Int((*v).into()),
         ScalarValue::Int16(Some(v)) => Lit::Int((*v).into()),
         ScalarValue::Int32(Some(v)) => Lit::Int((*v).into()),
@@ -712,6 +714,91 @@ fn delete(d: &Delete, env: &Env<'_>) -> Option<Direct> {
 }
 
 fn insert(i: &Insert, env: &Env<'_>) -> Option<Direct> {
+    insert_cells(i, env)?.direct(env.params)
+}
+
+/// A cell of an `INSERT … VALUES` as classified: a constant, parameter `$n + 1` (resolved
+/// at each run), or a constant computed from this run's parameters (`-$1`: a statement
+/// with one gets no [`InsertTemplate`]).
+#[derive(Debug, Clone, PartialEq)]
+enum Cell {
+    Lit(Lit),
+    Param(usize),
+    Bound(Lit),
+}
+
+/// A prepared `INSERT … VALUES` as the direct path classified it, with its parameters left
+/// as parameters: the table, the user columns (fields), and each column's cells, row by
+/// row (columns the statement does not name hold NULL). Kept after the first direct run of
+/// a prepared `INSERT` with parameters, so that later runs convert only the parameters'
+/// values instead of classifying the statement again; it holds no table state (the caller
+/// checks the table still has the columns the statement was prepared against).
+#[derive(Debug)]
+pub(crate) struct InsertTemplate {
+    table: String,
+    schema: SchemaRef,
+    columns: Vec<Vec<Cell>>,
+    rows: usize,
+    /// The identifier folding the statement was classified under.
+    fold: bool,
+}
+
+impl InsertTemplate {
+    /// The template of `stmt` when it is an `INSERT … VALUES` the direct path takes with
+    /// `params` and has at least one parameter; classified under `fold` (the connection's
+    /// identifier folding) against `table`.
+    pub(crate) fn new(stmt: &Statement, env: &Env<'_>) -> Option<InsertTemplate> {
+        let Statement::Insert(i) = stmt else { return None };
+        let t = insert_cells(i, env)?;
+        let cells = || t.columns.iter().flatten();
+        let has_params = cells().any(|c| matches!(c, Cell::Param(_)));
+        let bound = cells().any(|c| matches!(c, Cell::Bound(_)));
+        // Only when this run's values convert (what the run classified did).
+        (has_params && !bound && t.direct(env.params).is_some()).then_some(t)
+    }
+
+    /// The table it inserts into.
+    pub(crate) fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// The identifier folding it was classified under.
+    pub(crate) fn fold(&self) -> bool {
+        self.fold
+    }
+
+    /// The insert with `params` bound, converted to the columns' types as classifying
+    /// converts them; `None` when a value does not convert exactly or a NULL meets a NOT
+    /// NULL column (the statement is then classified, and refused, as usual).
+    pub(crate) fn direct(&self, params: &[ScalarValue]) -> Option<Direct> {
+        let mut lits = Vec::with_capacity(self.rows);
+        let mut arrays = Vec::with_capacity(self.columns.len());
+        for (cells, field) in self.columns.iter().zip(self.schema.fields()) {
+            lits.clear();
+            for c in cells {
+                let lit = match c {
+                    Cell::Lit(l) | Cell::Bound(l) => l.clone(),
+                    Cell::Param(k) => param_lit(params.get(*k)?)?,
+                };
+                if lit == Lit::Null && !field.is_nullable() {
+                    return None;
+                }
+                lits.push(lit);
+            }
+            arrays.push(values_for(field.data_type(), &lits)?);
+        }
+        let rows = RecordBatch::try_new_with_options(
+            self.schema.clone(),
+            arrays,
+            &RecordBatchOptions::new().with_row_count(Some(self.rows)),
+        )
+        .ok()?;
+        Some(Direct::Insert { table: self.table.clone(), rows })
+    }
+}
+
+/// The cells of an `INSERT … VALUES` the direct path takes (parameters left unbound).
+fn insert_cells(i: &Insert, env: &Env<'_>) -> Option<InsertTemplate> {
     let Insert {
         insert_token: _,
         optimizer_hints,
@@ -803,36 +890,50 @@ fn insert(i: &Insert, env: &Env<'_>) -> Option<Direct> {
         }
         t
     };
-    let mut per_column: Vec<Vec<Lit>> = vec![Vec::with_capacity(values.rows.len()); user.len()];
+    let mut columns: Vec<Vec<Cell>> = vec![Vec::with_capacity(values.rows.len()); user.len()];
     for row in &values.rows {
         if row.len() != targets.len() {
             return None;
         }
         for (k, &col) in user.iter().enumerate() {
-            let lit = match targets.iter().position(|&t| t == col) {
-                Some(p) => literal(&row[p], env)?,
-                None => Lit::Null,
+            let cell = match targets.iter().position(|&t| t == col) {
+                Some(p) => cell(&row[p], env)?,
+                None => Cell::Lit(Lit::Null),
             };
-            if lit == Lit::Null && !full.field(col).is_nullable() {
+            if cell == Cell::Lit(Lit::Null) && !full.field(col).is_nullable() {
                 return None;
             }
-            per_column[k].push(lit);
+            columns[k].push(cell);
         }
     }
-    let arrays = per_column
-        .iter()
-        .zip(&user)
-        .map(|(lits, &col)| values_for(full.field(col).data_type(), lits))
-        .collect::<Option<Vec<_>>>()?;
     let schema =
         Arc::new(Schema::new(user.iter().map(|&i| full.field(i).clone()).collect::<Vec<_>>()));
-    let rows = RecordBatch::try_new_with_options(
-        schema,
-        arrays,
-        &RecordBatchOptions::new().with_row_count(Some(values.rows.len())),
-    )
-    .ok()?;
-    Some(Direct::Insert { table: name, rows })
+    Some(InsertTemplate { table: name, schema, columns, rows: values.rows.len(), fold: env.fold })
+}
+
+/// A `VALUES` cell: a parameter (bare `$n`, bound at each run) or a constant as
+/// [`literal`] reads it (a parameter inside an expression, `-$1`, bound now: such a
+/// statement gets no template, see [`InsertTemplate::new`]).
+fn cell(e: &Expr, env: &Env<'_>) -> Option<Cell> {
+    if let Expr::Value(v) = e
+        && let Value::Placeholder(p) = &v.value
+    {
+        let k = param_index(p)?;
+        // A parameter the run was not given, or whose value is not taken: not direct.
+        param_lit(env.params.get(k)?)?;
+        return Some(Cell::Param(k));
+    }
+    let lit = literal(e, env)?;
+    Some(if mentions_param(e) { Cell::Bound(lit) } else { Cell::Lit(lit) })
+}
+
+/// Whether a constant expression [`literal`] reads holds a parameter.
+fn mentions_param(e: &Expr) -> bool {
+    match e {
+        Expr::Nested(e) | Expr::UnaryOp { expr: e, .. } => mentions_param(e),
+        Expr::Value(v) => matches!(v.value, Value::Placeholder(_)),
+        _ => false,
+    }
 }
 
 /// The `_id`s a filter is limited to, when it says `_id = v` or `_id IN (…)` (alone or as

@@ -216,6 +216,24 @@ fn without_id(batch: &RecordBatch, user_schema: &SchemaRef) -> Result<RecordBatc
             })
         })
         .collect::<Result<Vec<_>>>()?;
+    // Numbers of another numeric type (a prepared INSERT's parameters arrive as the values
+    // given, not as the columns' types) are cast as DataFusion casts an INSERT's literals;
+    // a value out of the column's range is an error, not a NULL.
+    let options = datafusion::arrow::compute::CastOptions { safe: false, ..Default::default() };
+    let cols = cols
+        .into_iter()
+        .zip(user_schema.fields())
+        .map(|(c, f)| {
+            if c.data_type() != f.data_type()
+                && c.data_type().is_numeric()
+                && f.data_type().is_numeric()
+            {
+                Ok(datafusion::arrow::compute::cast_with_options(&c, f.data_type(), &options)?)
+            } else {
+                Ok(c)
+            }
+        })
+        .collect::<Result<Vec<_>>>()?;
     // The input's own field nullability may differ from the table's; storage checks nulls.
     let fields: Vec<Field> = user_schema
         .fields()

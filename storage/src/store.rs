@@ -1164,6 +1164,11 @@ fn conform_column(table: &str, f: &Field, col: &ArrayRef) -> Result<ArrayRef> {
     if col.data_type() == want {
         return Ok(col.clone());
     }
+    if col.data_type() == &DataType::Null {
+        // All NULL (an untyped NULL, such as a NULL parameter): NULLs of the column's type
+        // (a NOT NULL column refuses them after this).
+        return Ok(new_null_array(want, col.len()));
+    }
     let phys = physical(f.name(), want)?;
     if let Physical::Vector { dim } = phys {
         let DataType::FixedSizeList(child, n) = col.data_type() else { return Err(mismatch()) };

@@ -144,6 +144,33 @@ fn memtable_flushes_itself_at_the_threshold() {
     assert_eq!(names, (0..210).map(|i| format!("user_{i}")).collect::<Vec<_>>());
 }
 
+/// An untyped NULL column (what a NULL parameter becomes) is NULLs of the column's type.
+#[test]
+fn untyped_null_columns_become_nulls_of_the_column_type() {
+    let fs = Arc::new(MemFs::new());
+    let store = mem_store(&fs);
+    store.create_table("t", &schema()).unwrap();
+    let b = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![
+            Field::new("name", DataType::Utf8, false),
+            Field::new("age", DataType::Null, true),
+            Field::new("emb", DataType::Null, true),
+        ])),
+        vec![
+            Arc::new(StringArray::from(vec!["a", "b"])),
+            Arc::new(arrow_array::NullArray::new(2)),
+            Arc::new(arrow_array::NullArray::new(2)),
+        ],
+    )
+    .unwrap();
+    store.insert("t", &[b]).unwrap();
+    let got = all_rows(&store, "t");
+    let got = arrow_select::concat::concat_batches(&got[0].schema(), &got).unwrap();
+    let age = got.column_by_name("age").unwrap();
+    assert_eq!((age.data_type(), age.null_count()), (&DataType::Int64, 2));
+    assert_eq!(got.column_by_name("emb").unwrap().null_count(), 2);
+}
+
 #[test]
 fn bad_input_is_refused_and_nothing_is_written() {
     let fs = Arc::new(MemFs::new());
@@ -183,6 +210,12 @@ fn bad_input_is_refused_and_nothing_is_written() {
     let b = mk(
         vec![Field::new("name", DataType::Utf8, true)],
         vec![Arc::new(StringArray::from(vec![Some("a"), None, Some("c")]))],
+    );
+    assert!(matches!(store.insert("t", &[b]), Err(Error::NullViolation { .. })));
+    // An untyped NULL column (a NULL parameter) into a NOT NULL column.
+    let b = mk(
+        vec![Field::new("name", DataType::Null, true)],
+        vec![Arc::new(arrow_array::NullArray::new(3))],
     );
     assert!(matches!(store.insert("t", &[b]), Err(Error::NullViolation { .. })));
     // Vector of the wrong dimension.

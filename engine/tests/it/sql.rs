@@ -208,18 +208,41 @@ fn prepared_statements_keyed_by_id_skip_classifying_and_agree_with_datafusion() 
     assert!(e.to_string().contains("prepare it again"), "{e}");
 }
 
-#[test]
-fn prepared_writes_without_parameters_are_classified_once_and_agree_with_datafusion() {
+/// A database with tables `fast` and `slow` (name, n, f, ok, and `s` of type `s_type` NOT
+/// NULL), a connection, and a connection with the fast paths off.
+fn fast_and_slow(s_type: &str) -> (Database, basalt::Connection, basalt::Connection) {
     let db = Database::open_in_memory().unwrap();
     let conn = db.connect();
     let off = db.connect();
     off.set_fast_paths(false).unwrap();
     for t in ["fast", "slow"] {
         conn.sql(&format!(
-            "CREATE TABLE {t} (name TEXT, n BIGINT, f DOUBLE, ok BOOLEAN, s SMALLINT NOT NULL)"
+            "CREATE TABLE {t} (name TEXT, n BIGINT, f DOUBLE, ok BOOLEAN, s {s_type} NOT NULL)"
         ))
         .unwrap();
     }
+    (db, conn, off)
+}
+
+/// Prepares `sql` (`{t}` standing for the table) on `fast` through `conn` and on `slow`
+/// through `off`, and runs both once per parameter list of `runs`: the same count, or both
+/// errors.
+fn run_both(conn: &basalt::Connection, off: &basalt::Connection, sql: &str, runs: &[Vec<Value>]) {
+    let fast = conn.prepare(&sql.replace("{t}", "fast")).unwrap();
+    let slow = off.prepare(&sql.replace("{t}", "slow")).unwrap();
+    for p in runs {
+        let (a, b) = (fast.execute(p), slow.execute(p));
+        match (&a, &b) {
+            (Ok(a), Ok(b)) => assert_eq!(one_u64(a), one_u64(b), "{sql} {p:?}"),
+            (Err(_), Err(_)) => {}
+            _ => panic!("{sql} {p:?}: {a:?} vs {b:?}"),
+        }
+    }
+}
+
+#[test]
+fn prepared_writes_without_parameters_are_classified_once_and_agree_with_datafusion() {
+    let (_db, conn, off) = fast_and_slow("SMALLINT");
     // Multi-row VALUES with NULLs, integers into floats, negatives, a column list that
     // leaves columns out; UPDATE and DELETE with literal values; and statements the direct
     // path refuses (out-of-range and NULL-into-NOT-NULL values), which must fail alike.
@@ -234,16 +257,7 @@ fn prepared_writes_without_parameters_are_classified_once_and_agree_with_datafus
     ];
     let runs_before = conn.kept_write_runs().unwrap();
     for sql in statements {
-        let fast = conn.prepare(&sql.replace("{t}", "fast")).unwrap();
-        let slow = off.prepare(&sql.replace("{t}", "slow")).unwrap();
-        for _ in 0..3 {
-            let (a, b) = (fast.execute(&[]), slow.execute(&[]));
-            match (&a, &b) {
-                (Ok(a), Ok(b)) => assert_eq!(one_u64(a), one_u64(b), "{sql}"),
-                (Err(_), Err(_)) => {}
-                _ => panic!("{sql}: {a:?} vs {b:?}"),
-            }
-        }
+        run_both(&conn, &off, sql, &[vec![], vec![], vec![]]);
     }
     let all =
         |t: &str| rows_in_order(&off.sql(&format!("SELECT * FROM {t} ORDER BY _id")).unwrap());
@@ -279,6 +293,102 @@ fn prepared_writes_without_parameters_are_classified_once_and_agree_with_datafus
     assert_eq!(conn.kept_write_runs().unwrap(), kept);
     // Transaction control out of order still fails clearly on the direct route.
     assert!(conn.sql("COMMIT").is_err());
+}
+
+/// Prepared `INSERT`s with parameters are classified once and then bind only their
+/// values; every run agrees with DataFusion's (fast paths off), values the direct path
+/// refuses (overflow, NULL into NOT NULL, a parameter inside an expression) fail or run
+/// alike, and a changed table must be prepared again.
+#[test]
+fn prepared_inserts_with_parameters_bind_only_their_values_and_agree_with_datafusion() {
+    let (_db, conn, off) = fast_and_slow("BIGINT");
+    let statements = [
+        "INSERT INTO {t} VALUES ($1, $2, $3, $4, $5)",
+        "INSERT INTO {t} (s, f, name) VALUES ($1, $2, 'lit'), (3, -1.5, $3)",
+        "INSERT INTO {t} (s, n) VALUES (-$1, $2)",
+    ];
+    let params: Vec<Vec<Vec<Value>>> = vec![
+        vec![
+            vec![
+                Value::Str("a".into()),
+                Value::Int(1),
+                Value::Float(2.5),
+                Value::Bool(true),
+                Value::Int(1),
+            ],
+            vec![Value::Null, Value::Int(-7), Value::Int(3), Value::Null, Value::Int(2)],
+            vec![
+                Value::Str("c".into()),
+                Value::Null,
+                Value::Null,
+                Value::Bool(false),
+                Value::Float(2.5),
+            ],
+            vec![
+                Value::Str("d".into()),
+                Value::Int(4),
+                Value::Float(0.25),
+                Value::Bool(true),
+                Value::Null,
+            ],
+            vec![
+                Value::Str("e".into()),
+                Value::Int(5),
+                Value::Float(1.0),
+                Value::Bool(false),
+                Value::Int(5),
+            ],
+        ],
+        vec![
+            vec![Value::Int(10), Value::Float(1.25), Value::Str("x".into())],
+            vec![Value::Int(11), Value::Int(2), Value::Null],
+            vec![Value::Int(12), Value::Float(3.5), Value::Str("y".into())],
+        ],
+        vec![vec![Value::Int(4), Value::Int(40)], vec![Value::Int(6), Value::Int(60)]],
+    ];
+    let before = conn.insert_template_runs().unwrap();
+    for (sql, runs) in statements.iter().zip(&params) {
+        run_both(&conn, &off, sql, runs);
+    }
+    let all =
+        |t: &str| rows_in_order(&off.sql(&format!("SELECT * FROM {t} ORDER BY _id")).unwrap());
+    assert_eq!(all("fast"), all("slow"));
+    // The fraction into an integer column goes to DataFusion on both connections (which
+    // casts it as it casts a literal); the NULL into NOT NULL fails on both.
+    assert_eq!(all("fast").len(), 4 + 2 * 3 + 2);
+    // The first statement's runs after its first: two of them bind (a fraction into an
+    // integer column and a NULL into a NOT NULL one are classified again, and go to
+    // DataFusion); the second's two later runs bind; the third (a parameter under a minus)
+    // never keeps a template.
+    assert_eq!(conn.insert_template_runs().unwrap(), before + 2 + 2);
+    // Fast paths off: not through the template; the table changed: prepare it again.
+    let ins = conn.prepare("INSERT INTO fast (s, n) VALUES ($1, $2)").unwrap();
+    assert_eq!(one_u64(&ins.execute(&[Value::Int(1), Value::Int(2)]).unwrap()), 1);
+    assert_eq!(one_u64(&ins.execute(&[Value::Int(1), Value::Int(3)]).unwrap()), 1);
+    let kept = conn.insert_template_runs().unwrap();
+    assert_eq!(kept, before + 5);
+    conn.set_fast_paths(false).unwrap();
+    assert_eq!(one_u64(&ins.execute(&[Value::Int(1), Value::Int(4)]).unwrap()), 1);
+    conn.set_fast_paths(true).unwrap();
+    assert_eq!(conn.insert_template_runs().unwrap(), kept);
+    off.sql("ALTER TABLE fast ADD COLUMN extra INT").unwrap();
+    let e = ins.execute(&[Value::Int(1), Value::Int(5)]).unwrap_err();
+    assert!(e.to_string().contains("prepare it again"), "{e}");
+    let n = |t: &str| {
+        one_u64(&off.sql(&format!("SELECT COUNT(*) FROM {t} WHERE n < 5 AND s = 1")).unwrap())
+    };
+    assert_eq!(n("fast"), 3 + 1);
+    // Parameters into a narrower integer column: converted when they fit, refused when they
+    // do not, on either route.
+    conn.sql("CREATE TABLE small (s SMALLINT)").unwrap();
+    for c in [&conn, &off] {
+        let ins = c.prepare("INSERT INTO small VALUES ($1)").unwrap();
+        assert_eq!(one_u64(&ins.execute(&[Value::Int(7)]).unwrap()), 1);
+        assert!(ins.execute(&[Value::Int(70_000)]).is_err());
+        assert_eq!(one_u64(&ins.execute(&[Value::Int(-8)]).unwrap()), 1);
+    }
+    let small = rows_in_order(&off.sql("SELECT s FROM small ORDER BY _id").unwrap());
+    assert_eq!(small.len(), 4);
 }
 
 #[test]
