@@ -74,9 +74,10 @@ pub struct Prepared {
     /// Kept after the first direct run of a write without parameters (see [`KeptWrite`]);
     /// shared by clones.
     kept_write: Arc<OnceLock<KeptWrite>>,
-    /// Kept after the first direct run of an `INSERT … VALUES` with parameters (see
-    /// [`InsertTemplate`]); shared by clones.
-    insert: Arc<OnceLock<InsertTemplate>>,
+    /// Set at the first direct run of a statement with parameters: the statement's
+    /// [`InsertTemplate`] when it is an `INSERT … VALUES` that has one, else `None` (not
+    /// looked for again); shared by clones.
+    insert: Arc<OnceLock<Option<InsertTemplate>>>,
 }
 
 /// A prepared write without parameters (`INSERT … VALUES` of literals, `UPDATE` /
@@ -541,8 +542,8 @@ impl SqlConnection {
         let Some(d) = self.classify(stmt, params, Some(&prepared.scans), want)? else {
             return Ok(None);
         };
-        if let Some(t) = template {
-            let _ = prepared.insert.set(t);
+        if !params.is_empty() {
+            let _ = prepared.insert.set(template);
         }
         if params.is_empty() && d.writes() {
             // This run runs what it classified; the first one keeps it for later runs.
@@ -594,7 +595,7 @@ impl SqlConnection {
         prepared: &Prepared,
         params: &[ScalarValue],
     ) -> Result<Option<Vec<RecordBatch>>> {
-        let Some(t) = prepared.insert.get() else { return Ok(None) };
+        let Some(Some(t)) = prepared.insert.get() else { return Ok(None) };
         if self.still_applies(prepared, t.fold(), t.table())?.is_none() {
             return Ok(None);
         }
