@@ -745,8 +745,8 @@ pub(crate) struct InsertTemplate {
 
 impl InsertTemplate {
     /// The template of `stmt` when it is an `INSERT … VALUES` the direct path takes with
-    /// `params` and has at least one parameter; classified under `fold` (the connection's
-    /// identifier folding) against `table`.
+    /// `env`'s parameters and has at least one bare parameter and none inside an
+    /// expression; it keeps `env`'s identifier folding.
     pub(crate) fn new(stmt: &Statement, env: &Env<'_>) -> Option<InsertTemplate> {
         let Statement::Insert(i) = stmt else { return None };
         let t = insert_cells(i, env)?;
