@@ -122,6 +122,23 @@ pub enum Rows<'a> {
         /// Per row, Σ xⱼ² of its dequantised values ([`int8::squared_norm`]).
         norms: &'a [f32],
     },
+    /// Int8 codes with a step and offset per row (a column stored as int8, see
+    /// [`crate::stored`]): xᵢ = codeᵢ · scale + offset of its row. With `integer` the rows
+    /// meet int8-quantised queries (see [`int8`]: approximate, for ranking); without, each
+    /// code is widened to its value as it is loaded and the float arithmetic follows, so
+    /// the sums are those of `f32` rows holding the values.
+    I8Rows {
+        /// Rank with the integer kernel instead of widening.
+        integer: bool,
+        /// The codes.
+        codes: &'a [i8],
+        /// Per row, the step between codes.
+        scales: &'a [f32],
+        /// Per row, the value of code 0.
+        offsets: &'a [f32],
+        /// Per row, Σ xⱼ² of its values ([`int8::squared_norm`]).
+        norms: &'a [f32],
+    },
 }
 
 impl<'a> Rows<'a> {
@@ -136,6 +153,17 @@ impl<'a> Rows<'a> {
                 let norms = &norms[start / dim.max(1)..end / dim.max(1)];
                 Rows::I8 { codes: &codes[start..end], scale, offset, norms }
             }
+            Rows::I8Rows { integer, codes, scales, offsets, norms } => {
+                let dim = codes.len() / norms.len().max(1);
+                let rows = start / dim.max(1)..end / dim.max(1);
+                Rows::I8Rows {
+                    integer,
+                    codes: &codes[start..end],
+                    scales: &scales[rows.clone()],
+                    offsets: &offsets[rows.clone()],
+                    norms: &norms[rows],
+                }
+            }
         }
     }
 
@@ -144,7 +172,7 @@ impl<'a> Rows<'a> {
         match self {
             Rows::F32(v) => v.len(),
             Rows::F16(v) => v.len(),
-            Rows::I8 { codes, .. } => codes.len(),
+            Rows::I8 { codes, .. } | Rows::I8Rows { codes, .. } => codes.len(),
         }
     }
 
@@ -196,6 +224,112 @@ impl Elem for u16 {
     }
 }
 
+/// Rows as the float kernel reads them: a handle per row, values widened to `f32` as they
+/// are loaded.
+pub(crate) trait Source: Copy {
+    /// One row.
+    type Row: Copy;
+
+    /// Row `r` (the caller checked it is inside the block).
+    fn row(self, r: usize) -> Self::Row;
+
+    /// Value `t` of a row.
+    ///
+    /// # Safety
+    /// `t` must be below the dimension.
+    unsafe fn get(row: Self::Row, t: usize) -> f32;
+
+    /// Values `j..j + 8` of a row, widened to `f32`.
+    ///
+    /// # Safety
+    /// AVX2, FMA and F16C must be available and `j + 8` must not exceed the dimension.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn load8(row: Self::Row, j: usize) -> std::arch::x86_64::__m256;
+
+    /// Where row `r`'s bytes start, and how many a row has (for prefetching).
+    fn bytes(self, r: usize) -> (*const i8, usize);
+}
+
+/// Plain rows of an element kind.
+#[derive(Clone, Copy)]
+struct Plain<'a, T> {
+    v: &'a [T],
+    dim: usize,
+}
+
+impl<T: Elem> Source for Plain<'_, T> {
+    type Row = *const T;
+
+    #[inline(always)]
+    fn row(self, r: usize) -> *const T {
+        self.v[r * self.dim..].as_ptr()
+    }
+
+    #[inline(always)]
+    unsafe fn get(row: *const T, t: usize) -> f32 {
+        // SAFETY: forwarded from the caller.
+        unsafe { (*row.add(t)).get() }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn load8(row: *const T, j: usize) -> std::arch::x86_64::__m256 {
+        // SAFETY: forwarded from the caller.
+        unsafe { T::load8(row.add(j)) }
+    }
+
+    #[inline(always)]
+    fn bytes(self, r: usize) -> (*const i8, usize) {
+        let size = self.dim * std::mem::size_of::<T>();
+        (self.v.as_ptr().cast::<i8>().wrapping_add(r * size), size)
+    }
+}
+
+/// Int8 rows with a step and offset each, widened to their values (`offset + code·scale`,
+/// one fused multiply-add: the values are exact `f32`s for codes made by
+/// [`crate::stored::quantize_row`], so both paths see exactly the dequantised rows).
+#[derive(Clone, Copy)]
+struct Widened<'a> {
+    codes: &'a [i8],
+    scales: &'a [f32],
+    offsets: &'a [f32],
+    dim: usize,
+}
+
+impl Source for Widened<'_> {
+    type Row = (*const i8, f32, f32);
+
+    #[inline(always)]
+    fn row(self, r: usize) -> (*const i8, f32, f32) {
+        (self.codes[r * self.dim..].as_ptr(), self.scales[r], self.offsets[r])
+    }
+
+    #[inline(always)]
+    unsafe fn get((p, scale, offset): (*const i8, f32, f32), t: usize) -> f32 {
+        // SAFETY: forwarded from the caller.
+        offset + f32::from(unsafe { *p.add(t) }) * scale
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn load8(
+        (p, scale, offset): (*const i8, f32, f32),
+        j: usize,
+    ) -> std::arch::x86_64::__m256 {
+        use std::arch::x86_64::*;
+        // SAFETY: forwarded from the caller (8 readable codes from `j`, AVX2 + FMA).
+        unsafe {
+            let c = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(p.add(j).cast())));
+            _mm256_fmadd_ps(c, _mm256_set1_ps(scale), _mm256_set1_ps(offset))
+        }
+    }
+
+    #[inline(always)]
+    fn bytes(self, r: usize) -> (*const i8, usize) {
+        (self.codes.as_ptr().wrapping_add(r * self.dim), self.dim)
+    }
+}
+
 /// The rows a pass reads: `rows` is row-major with `dim` columns; `picks` says which.
 #[derive(Debug, Clone, Copy)]
 pub struct Block<'a> {
@@ -237,12 +371,16 @@ pub fn sums(
     }
     let pass = Pass { sum, dim, picks, queries };
     match rows {
-        Rows::F32(v) => run(isa, pass, v, out, norms),
-        Rows::F16(v) => run(isa, pass, v, out, norms),
-        Rows::I8 { codes, scale, offset, norms: own } => {
+        Rows::F32(v) => run(isa, pass, Plain { v, dim }, out, norms),
+        Rows::F16(v) => run(isa, pass, Plain { v, dim }, out, norms),
+        Rows::I8Rows { integer: false, codes, scales, offsets, .. } => {
+            run(isa, pass, Widened { codes, scales, offsets, dim }, out, norms)
+        }
+        Rows::I8 { .. } | Rows::I8Rows { integer: true, .. } => {
             let codes_q = QueryCodes::new(dim, queries);
-            let block = int8::Codes { codes, scale, offset, norms: own };
-            int8::sums(isa, sum, block, picks, &codes_q, out, norms)
+            if let Some(block) = int8::Codes::of(rows) {
+                int8::sums(isa, sum, block, picks, &codes_q, out, norms)
+            }
         }
     }
 }
@@ -256,7 +394,7 @@ struct Pass<'a> {
     queries: &'a [f32],
 }
 
-fn run<T: Elem>(isa: Isa, pass: Pass<'_>, rows: &[T], out: &mut [f32], norms: Option<&mut [f32]>) {
+fn run<S: Source>(isa: Isa, pass: Pass<'_>, rows: S, out: &mut [f32], norms: Option<&mut [f32]>) {
     match isa.kind {
         #[cfg(target_arch = "x86_64")]
         Kind::Avx2Fma => {
@@ -278,6 +416,22 @@ pub fn squared_norms(isa: Isa, dim: usize, rows: &[f32], picks: Picks<'_>, out: 
         let row = &rows[r * dim..(r + 1) * dim];
         let one = Block { dim, rows: Rows::F32(row), picks: Picks::All(1) };
         sums(isa, Sum::Products, one, row, &mut out[i..i + 1], None);
+    }
+}
+
+/// The values of half-float bit patterns: with F16C eight at a time, otherwise one by one
+/// (the conversion is exact, so both give the same values).
+pub fn from_f16(isa: Isa, bits: &[u16], out: &mut [f32]) {
+    assert!(out.len() >= bits.len(), "output too short");
+    let mut done = 0;
+    #[cfg(target_arch = "x86_64")]
+    if isa.kind == Kind::Avx2Fma {
+        // SAFETY: `Kind::Avx2Fma` means the CPU reported F16C (see `Isa::detect`); the
+        // function reads and writes within the two slices.
+        done = unsafe { avx2::from_f16(bits, out) };
+    }
+    for (o, b) in out[done..].iter_mut().zip(&bits[done..]) {
+        *o = half::f16::from_bits(*b).to_f32();
     }
 }
 
@@ -315,9 +469,9 @@ pub fn to_i8(isa: Isa, values: &[f32], offset: f32, scale: f32, out: &mut [i8]) 
 }
 
 /// Portable: 8 lanes per pair, summed in the same order as the AVX2 reduction.
-fn portable_sums<T: Elem>(
+fn portable_sums<S: Source>(
     pass: Pass<'_>,
-    rows: &[T],
+    rows: S,
     out: &mut [f32],
     mut norms: Option<&mut [f32]>,
 ) {
@@ -326,9 +480,10 @@ fn portable_sums<T: Elem>(
     let body = dim - dim % 8;
     let mut x = vec![0f32; dim];
     for i in 0..picks.len() {
-        let r = picks.get(i);
-        for (v, e) in x.iter_mut().zip(&rows[r * dim..(r + 1) * dim]) {
-            *v = e.get();
+        let row = rows.row(picks.get(i));
+        for (t, v) in x.iter_mut().enumerate() {
+            // SAFETY: `t < dim`; the pick is inside the block (asserted by `sums`).
+            *v = unsafe { S::get(row, t) };
         }
         if let Some(n) = norms.as_deref_mut() {
             let mut lanes = [0f32; 8];
@@ -380,7 +535,7 @@ fn reduce8(l: [f32; 8]) -> f32 {
 mod avx2 {
     use std::arch::x86_64::*;
 
-    use super::{Elem, Pass, Picks, Sum, reduce8};
+    use super::{Pass, Picks, Source, Sum, reduce8};
 
     /// Converts the first multiple of 8 of `values` to half floats; returns how many.
     #[target_feature(enable = "avx2,fma,f16c")]
@@ -394,6 +549,22 @@ mod avx2 {
                     values.as_ptr().add(i),
                 ));
                 _mm_storeu_si128(out.as_mut_ptr().add(i).cast(), h);
+            }
+            i += 8;
+        }
+        n
+    }
+
+    /// Widens the first multiple of 8 of `bits`; returns how many.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn from_f16(bits: &[u16], out: &mut [f32]) -> usize {
+        let n = bits.len() - bits.len() % 8;
+        let mut i = 0;
+        while i < n {
+            // SAFETY: `i + 8 <= n <= bits.len() <= out.len()` (asserted by the caller).
+            unsafe {
+                let v = _mm256_cvtph_ps(_mm_loadu_si128(bits.as_ptr().add(i).cast()));
+                _mm256_storeu_ps(out.as_mut_ptr().add(i), v);
             }
             i += 8;
         }
@@ -447,26 +618,26 @@ mod avx2 {
     /// See [`super::sums`]; the caller guarantees AVX2 + FMA + F16C and in-bounds picks and
     /// outputs.
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) unsafe fn sums<T: Elem>(
+    pub(super) unsafe fn sums<S: Source>(
         pass: Pass<'_>,
-        rows: &[T],
+        rows: S,
         out: &mut [f32],
         norms: Option<&mut [f32]>,
     ) {
         // SAFETY: forwarded from the caller.
         unsafe {
             match pass.sum {
-                Sum::DiffSquares => run::<T, true>(pass, rows, out, norms),
-                Sum::Products => run::<T, false>(pass, rows, out, norms),
+                Sum::DiffSquares => run::<S, true>(pass, rows, out, norms),
+                Sum::Products => run::<S, false>(pass, rows, out, norms),
             }
         }
     }
 
     /// One pass; `DIFF` chooses Σ (x − q)² over Σ x·q at compile time.
     #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn run<T: Elem, const DIFF: bool>(
+    unsafe fn run<S: Source, const DIFF: bool>(
         pass: Pass<'_>,
-        rows: &[T],
+        rows: S,
         out: &mut [f32],
         mut norms: Option<&mut [f32]>,
     ) {
@@ -474,30 +645,26 @@ mod avx2 {
         let nq = queries.len() / dim;
         let n = picks.len();
         let qp = queries.as_ptr();
-        let rp = rows.as_ptr();
-        let row_bytes = dim * std::mem::size_of::<T>();
         let mut i = 0;
         while i + 4 <= n {
-            // SAFETY: picks index whole rows inside `rows` (asserted by the caller).
-            let r = unsafe {
-                [
-                    rp.add(picks.get(i) * dim),
-                    rp.add(picks.get(i + 1) * dim),
-                    rp.add(picks.get(i + 2) * dim),
-                    rp.add(picks.get(i + 3) * dim),
-                ]
-            };
+            // Picks index whole rows inside the block (asserted by the caller).
+            let r = [
+                rows.row(picks.get(i)),
+                rows.row(picks.get(i + 1)),
+                rows.row(picks.get(i + 2)),
+                rows.row(picks.get(i + 3)),
+            ];
             // Ask for the rows a few tiles ahead now, so their lines are on the way while
             // this tile computes (contiguous blocks only; hints never fault).
             if let Picks::All(_) = picks
                 && i + 4 + PREFETCH_ROWS <= n
             {
-                // SAFETY: the addresses are inside `rows` (the picks up to `n` are).
-                let ahead = unsafe { rp.add((i + PREFETCH_ROWS) * dim) }.cast::<i8>();
+                // The addresses are inside the block (the picks up to `n` are).
+                let (ahead, row_bytes) = rows.bytes(i + PREFETCH_ROWS);
                 let mut off = 0;
                 while off < 4 * row_bytes {
-                    // SAFETY: prefetching is a hint; the address is inside `rows`.
-                    unsafe { _mm_prefetch::<_MM_HINT_T0>(ahead.add(off)) };
+                    // Prefetching is a hint that never faults.
+                    _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(off));
                     off += 64;
                 }
             }
@@ -505,7 +672,7 @@ mod avx2 {
             if let Some(nr) = norms.as_deref_mut() {
                 // The first query alone, with the rows' norms in the same pass.
                 // SAFETY: query 0 exists; every pointer addresses `dim` readable values.
-                let (s, m) = unsafe { tile::<T, 4, 1, DIFF, true>(dim, r, [qp]) };
+                let (s, m) = unsafe { tile::<S, 4, 1, DIFF, true>(dim, r, [qp]) };
                 for a in 0..4 {
                     out[(i + a) * nq] = s[a][0];
                     nr[i + a] = m[a];
@@ -516,7 +683,7 @@ mod avx2 {
                 // SAFETY: queries q and q + 1 exist (q + 2 <= nq).
                 let qs = unsafe { [qp.add(q * dim), qp.add((q + 1) * dim)] };
                 // SAFETY: every pointer addresses `dim` readable values.
-                let (s, _) = unsafe { tile::<T, 4, 2, DIFF, false>(dim, r, qs) };
+                let (s, _) = unsafe { tile::<S, 4, 2, DIFF, false>(dim, r, qs) };
                 for (a, row) in s.iter().enumerate() {
                     out[(i + a) * nq + q] = row[0];
                     out[(i + a) * nq + q + 1] = row[1];
@@ -527,7 +694,7 @@ mod avx2 {
                 // SAFETY: query q exists.
                 let qs = unsafe { [qp.add(q * dim)] };
                 // SAFETY: as above.
-                let (s, _) = unsafe { tile::<T, 4, 1, DIFF, false>(dim, r, qs) };
+                let (s, _) = unsafe { tile::<S, 4, 1, DIFF, false>(dim, r, qs) };
                 for (a, row) in s.iter().enumerate() {
                     out[(i + a) * nq + q] = row[0];
                 }
@@ -535,11 +702,11 @@ mod avx2 {
             i += 4;
         }
         while i < n {
-            // SAFETY: the pick indexes a whole row inside `rows`.
-            let r = unsafe { [rp.add(picks.get(i) * dim)] };
+            // The pick indexes a whole row inside the block.
+            let r = [rows.row(picks.get(i))];
             for q in 0..nq {
-                // SAFETY: query q exists; both pointers address `dim` values.
-                let (s, m) = unsafe { tile::<T, 1, 1, DIFF, true>(dim, r, [qp.add(q * dim)]) };
+                // SAFETY: query q exists; the row and the query hold `dim` values.
+                let (s, m) = unsafe { tile::<S, 1, 1, DIFF, true>(dim, r, [qp.add(q * dim)]) };
                 out[i * nq + q] = s[0][0];
                 if q == 0
                     && let Some(nr) = norms.as_deref_mut()
@@ -559,9 +726,15 @@ mod avx2 {
     /// AVX2 + FMA + F16C must be available and every pointer must address `dim` readable
     /// values.
     #[inline(always)]
-    unsafe fn tile<T: Elem, const R: usize, const Q: usize, const DIFF: bool, const NORMS: bool>(
+    unsafe fn tile<
+        S: Source,
+        const R: usize,
+        const Q: usize,
+        const DIFF: bool,
+        const NORMS: bool,
+    >(
         dim: usize,
-        rows: [*const T; R],
+        rows: [S::Row; R],
         qs: [*const f32; Q],
     ) -> ([[f32; Q]; R], [f32; R]) {
         // SAFETY: the caller guarantees the CPU features and that every pointer reads `dim`
@@ -574,7 +747,7 @@ mod avx2 {
             while j < body {
                 let mut x = [_mm256_setzero_ps(); R];
                 for r in 0..R {
-                    x[r] = T::load8(rows[r].add(j));
+                    x[r] = S::load8(rows[r], j);
                     if NORMS {
                         nrm[r] = _mm256_fmadd_ps(x[r], x[r], nrm[r]);
                     }
@@ -600,7 +773,7 @@ mod avx2 {
                     _mm256_storeu_ps(lanes.as_mut_ptr(), acc[r][q]);
                     let mut s = reduce8(lanes);
                     for t in body..dim {
-                        let (a, b) = ((*rows[r].add(t)).get(), *qs[q].add(t));
+                        let (a, b) = (S::get(rows[r], t), *qs[q].add(t));
                         s += if DIFF { (a - b) * (a - b) } else { a * b };
                     }
                     out[r][q] = s;
@@ -609,7 +782,7 @@ mod avx2 {
                     _mm256_storeu_ps(lanes.as_mut_ptr(), nrm[r]);
                     let mut s = reduce8(lanes);
                     for t in body..dim {
-                        let a = (*rows[r].add(t)).get();
+                        let a = S::get(rows[r], t);
                         s += a * a;
                     }
                     norms[r] = s;

@@ -17,6 +17,9 @@
 //! - [`topk`]: validated query sets ([`Queries`]), bounded heaps ([`TopK`]), the block scan
 //!   ([`search_block`], [`search_rows`], [`search_positions`]) and the final ranking ([`Neighbor`]). Ties in
 //!   distance are broken by the smaller `_id`.
+//! - [`stored`]: the forms a column stores vectors in ([`StoredForm`]: float32, float16,
+//!   int8 with a step and offset per row), the rounding each applies on insert, and int8
+//!   rows as the kernel reads them ([`RowCodes`]).
 //! - [`quant`]: half-float and int8 copies of a block ([`Quantized`]) for approximate scans
 //!   whose candidates are rescored exactly, and the [`Precision`] a search asks for.
 //!
@@ -33,10 +36,12 @@
 pub mod kernel;
 pub mod metric;
 pub mod quant;
+pub mod stored;
 pub mod topk;
 
 pub use metric::{Metric, distance, reference_distance};
 pub use quant::{Precision, Quantization, Quantized};
+pub use stored::{RoundError, RowCodes, StoredForm};
 pub use topk::{Neighbor, Queries, TopK, search_block, search_positions, search_rows};
 
 /// Result alias of this crate.

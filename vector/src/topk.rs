@@ -95,13 +95,12 @@ impl Queries {
     /// The kernel's sums of a block with these queries (int8 rows meet the queries'
     /// codes, quantised once per query set).
     fn sums(&self, sum: Sum, block: Block<'_>, out: &mut [f32], norms: Option<&mut [f32]>) {
-        match block.rows {
-            Rows::I8 { codes, scale, offset, norms: own } => {
+        match kernel::int8::Codes::of(block.rows) {
+            Some(rows) => {
                 let q = self.codes.get_or_init(|| QueryCodes::new(self.dim, &self.data));
-                let rows = kernel::int8::Codes { codes, scale, offset, norms: own };
                 kernel::int8::sums(self.isa, sum, rows, block.picks, q, out, norms);
             }
-            _ => kernel::sums(self.isa, sum, block, &self.data, out, norms),
+            None => kernel::sums(self.isa, sum, block, &self.data, out, norms),
         }
     }
 

@@ -99,12 +99,45 @@ pub fn squared_norm(row: &[i8], scale: f32, offset: f32) -> f32 {
 pub struct Codes<'a> {
     /// The codes, row-major.
     pub codes: &'a [i8],
-    /// Step between codes.
-    pub scale: f32,
-    /// Value of code 0.
-    pub offset: f32,
+    /// What the codes stand for.
+    pub scale: Scale<'a>,
     /// Per row, [`squared_norm`].
     pub norms: &'a [f32],
+}
+
+/// The step and offset of a block's codes: xⱼ = cⱼ·scale + offset.
+#[derive(Debug, Clone, Copy)]
+pub enum Scale<'a> {
+    /// One step and offset for the whole block.
+    Block {
+        /// Step between codes.
+        scale: f32,
+        /// Value of code 0.
+        offset: f32,
+    },
+    /// A step and offset per row.
+    Row {
+        /// Per row, the step.
+        scales: &'a [f32],
+        /// Per row, the offset.
+        offsets: &'a [f32],
+    },
+}
+
+impl<'a> Codes<'a> {
+    /// The int8 rows of `rows` that meet quantised queries; `None` for other kinds (and
+    /// for per-row int8 rows read as their values).
+    pub fn of(rows: super::Rows<'a>) -> Option<Codes<'a>> {
+        match rows {
+            super::Rows::I8 { codes, scale, offset, norms } => {
+                Some(Codes { codes, scale: Scale::Block { scale, offset }, norms })
+            }
+            super::Rows::I8Rows { integer: true, codes, scales, offsets, norms } => {
+                Some(Codes { codes, scale: Scale::Row { scales, offsets }, norms })
+            }
+            _ => None,
+        }
+    }
 }
 
 /// Fills `out[i * nq + q]` with the `sum` of picked row `i` of `block` (row-major with
@@ -121,13 +154,16 @@ pub fn sums(
     out: &mut [f32],
     norms: Option<&mut [f32]>,
 ) {
-    let Codes { codes, scale, offset, norms: own } = block;
+    let Codes { codes, scale, norms: own } = block;
     let (dim, nq) = (queries.dim, queries.len());
     let n = picks.len();
     assert!(nq > 0, "no queries");
     assert!(out.len() >= n * nq, "output too short");
     assert!(norms.as_ref().is_none_or(|m| m.len() >= n), "norms too short");
     assert_eq!(own.len() * dim, codes.len(), "a norm per row");
+    if let Scale::Row { scales, offsets } = scale {
+        assert!(scales.len() == own.len() && offsets.len() == own.len(), "a step per row");
+    }
     if let Some(last) = (0..n).map(|i| picks.get(i)).max() {
         assert!((last + 1) * dim <= codes.len(), "pick outside the block");
     }
@@ -165,19 +201,45 @@ pub fn sums(
     }
     // Per query: Σ xⱼ·qⱼ = a·(raw − 128·Σ q̂ⱼ) + b, in `f32` (one loop per query, so that
     // the compiler can run it several rows at a time).
-    let (s, o) = (f64::from(scale), f64::from(offset));
+    let (s, o) = match scale {
+        Scale::Block { scale, offset } => (f64::from(scale), f64::from(offset)),
+        Scale::Row { .. } => (1.0, 0.0),
+    };
+    // Per-row steps and offsets, in pick order.
+    let per_row: Option<(Vec<f32>, Vec<f32>)> = match scale {
+        Scale::Block { .. } => None,
+        Scale::Row { scales, offsets } => {
+            Some((0..n).map(|i| picks.get(i)).map(|r| (scales[r], offsets[r])).unzip())
+        }
+    };
     for q in 0..nq {
         let a = (s * queries.scale[q]) as f32;
         let b = (o * queries.sums[q]) as f32;
         let qq = queries.squares[q] as f32;
         let excess = 128 * queries.code_sums[q];
         let one = Query { sum, q, nq, a, b, qq };
-        if done {
-            // `raw − excess` = Σ cⱼ·q̂ⱼ fits in 32 bits, as `raw` and `excess` do.
-            let excess = excess as i32;
-            one.fill(&dots, |raw| (raw - excess) as f32, &xx, out);
-        } else {
-            one.fill(&wide, |raw| (raw - excess) as f32, &xx, out);
+        match (&per_row, done) {
+            (None, true) => {
+                // `raw − excess` = Σ cⱼ·q̂ⱼ fits in 32 bits, as `raw` and `excess` do.
+                let excess = excess as i32;
+                one.fill(&dots, |raw| (raw - excess) as f32, &xx, out);
+            }
+            (None, false) => one.fill(&wide, |raw| (raw - excess) as f32, &xx, out),
+            (Some((ss, oo)), _) => {
+                let (t, qs) = (queries.scale[q] as f32, queries.sums[q] as f32);
+                for i in 0..n {
+                    let raw = if done {
+                        (dots[i * nq + q] - excess as i32) as f32
+                    } else {
+                        (wide[i * nq + q] - excess) as f32
+                    };
+                    let xq = ss[i] * t * raw + oo[i] * qs;
+                    out[i * nq + q] = match sum {
+                        Sum::Products => xq,
+                        Sum::DiffSquares => (xx[i] - 2.0 * xq + qq).max(0.0),
+                    };
+                }
+            }
         }
     }
 }
@@ -395,7 +457,7 @@ mod tests {
             let Quantized::Int8 { codes, scale, offset, norms: own } = Quantized::encode(Quantization::Int8, rows, dim) else {
                 unreachable!()
             };
-            let block = Codes { codes: &codes, scale, offset, norms: &own };
+            let block = Codes { codes: &codes, scale: Scale::Block { scale, offset }, norms: &own };
             let qc = QueryCodes::new(dim, queries);
             for sum in [Sum::DiffSquares, Sum::Products] {
                 for isa in [Isa::detect(), Isa::portable()] {
@@ -443,7 +505,11 @@ mod tests {
             let qc = QueryCodes::new(dim, &q);
             let own: Vec<f32> =
                 codes.chunks_exact(dim).map(|r| squared_norm(r, 1.0, 0.0)).collect();
-            let block = Codes { codes: &codes, scale: 1.0, offset: 0.0, norms: &own };
+            let block = Codes {
+                codes: &codes,
+                scale: Scale::Block { scale: 1.0, offset: 0.0 },
+                norms: &own,
+            };
             let mut a = [0f32; 2];
             let mut b = [0f32; 2];
             let (mut na, mut nb) = ([0f32; 2], [0f32; 2]);
