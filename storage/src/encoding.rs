@@ -35,6 +35,8 @@ use arrow_schema::{DataType, Field, Schema};
 use crate::bitpack;
 use crate::codec::{Dec, Enc, align64};
 use crate::error::{Error, Result};
+use basalt_vector::StoredForm;
+
 use crate::types::Physical;
 
 /// How a chunk's values are encoded.
@@ -67,6 +69,11 @@ pub enum Encoding {
     },
     /// Generic Arrow IPC stream.
     Ipc,
+    /// A `float16` vector column: each component's half-float bits (one section).
+    HalfVector,
+    /// An `int8` vector column: codes (D per row), then per row its step, offset and
+    /// Σ xⱼ² (`f32` each), four sections (see `basalt_vector::stored`).
+    Int8Vector,
 }
 
 impl Encoding {
@@ -91,6 +98,8 @@ impl Encoding {
                 e.u8(*bits);
             }
             Encoding::Ipc => e.u8(4),
+            Encoding::HalfVector => e.u8(5),
+            Encoding::Int8Vector => e.u8(6),
         }
     }
 
@@ -123,6 +132,8 @@ impl Encoding {
                 Encoding::DeltaPacked { first, base, bits }
             }
             4 => Encoding::Ipc,
+            5 => Encoding::HalfVector,
+            6 => Encoding::Int8Vector,
             t => return Err(d.err(format!("unknown encoding tag {t}"))),
         })
     }
@@ -135,6 +146,8 @@ impl Encoding {
             Encoding::ForPacked { .. } => "for",
             Encoding::DeltaPacked { .. } => "delta",
             Encoding::Ipc => "ipc",
+            Encoding::HalfVector => "half-vector",
+            Encoding::Int8Vector => "int8-vector",
         }
     }
 }
@@ -273,6 +286,43 @@ impl Block {
     }
 }
 
+/// The sections of an `int8` vector chunk: codes, steps, offsets, squared norms. Valid rows
+/// hold values already rounded to the form (on insert), so quantising them again gives
+/// back exactly those values; a NULL row's slot gets zero codes.
+fn encode_int8_vectors(
+    vals: &[f32],
+    dim: usize,
+    is_valid: &dyn Fn(usize) -> bool,
+    block: &mut Block,
+) -> Result<()> {
+    let rows = vals.len() / dim.max(1);
+    let mut codes = vec![0i8; vals.len()];
+    let (mut scales, mut offsets) = (vec![1f32; rows], vec![0f32; rows]);
+    for (i, (row, c)) in vals.chunks_exact(dim).zip(codes.chunks_exact_mut(dim)).enumerate() {
+        if !is_valid(i) {
+            continue;
+        }
+        let (s, o) = basalt_vector::stored::quantize_row(row, c).map_err(|e| {
+            Error::arrow(
+                "encode int8 vectors",
+                arrow_schema::ArrowError::InvalidArgumentError(format!("row {i}: {e}")),
+            )
+        })?;
+        (scales[i], offsets[i]) = (s, o);
+    }
+    let norms = basalt_vector::stored::row_norms(dim, &codes, &scales, &offsets);
+    block.section(|b| b.extend(codes.iter().map(|c| *c as u8)));
+    for part in [&scales, &offsets, &norms] {
+        block.section(|b| {
+            b.reserve(part.len() * 4);
+            for v in part {
+                b.extend_from_slice(&v.to_le_bytes());
+            }
+        });
+    }
+    Ok(())
+}
+
 /// Encodes `array` (already validated against the column type) choosing the smallest
 /// candidate encoding, then compresses the block per `policy`.
 pub fn encode(
@@ -371,17 +421,36 @@ pub fn encode(
             });
             Encoding::Plain
         }
-        Physical::Vector { dim } => {
+        Physical::Vector { dim, form } => {
             let child = &data.child_data()[0];
             let start = data.offset() * dim;
             let vals = &child.buffer::<f32>(0)[start..start + n * dim];
-            block.section(|b| {
-                b.reserve(vals.len() * 4);
-                for v in vals {
-                    b.extend_from_slice(&v.to_le_bytes());
+            match form {
+                StoredForm::Float32 => {
+                    block.section(|b| {
+                        b.reserve(vals.len() * 4);
+                        for v in vals {
+                            b.extend_from_slice(&v.to_le_bytes());
+                        }
+                    });
+                    Encoding::Plain
                 }
-            });
-            Encoding::Plain
+                StoredForm::Float16 => {
+                    let mut bits = Vec::with_capacity(vals.len());
+                    basalt_vector::stored::to_half_bits(vals, &mut bits);
+                    block.section(|b| {
+                        b.reserve(bits.len() * 2);
+                        for v in &bits {
+                            b.extend_from_slice(&v.to_le_bytes());
+                        }
+                    });
+                    Encoding::HalfVector
+                }
+                StoredForm::Int8 => {
+                    encode_int8_vectors(vals, dim, &is_valid, &mut block)?;
+                    Encoding::Int8Vector
+                }
+            }
         }
         Physical::Generic => {
             let bytes = ipc_encode(array)?;
@@ -786,6 +855,25 @@ pub enum DecodeMode {
     /// Hand dictionary chunks out as `DictionaryArray<UInt8|16|32, _>` (codes + sorted
     /// dictionary; float dictionaries in the column's float type). Other chunks as values.
     Codes,
+    /// Vector chunks in the form they are stored in — `float16`: `FixedSizeList<Float16>`;
+    /// `int8`: a struct of `codes` (`FixedSizeList<Int8>`), `scale`, `offset` and `norm`
+    /// (`Float32`), see [`stored_vectors_type`] — for a scan that reads them in place.
+    /// Other chunks (`float32` vectors included) as values.
+    Stored,
+}
+
+/// The type [`DecodeMode::Stored`] hands an `int8` vector chunk out as.
+pub fn stored_vectors_type(dim: usize) -> DataType {
+    let f = |name: &str, dt: DataType| Arc::new(Field::new(name, dt, false));
+    DataType::Struct(
+        vec![
+            f("codes", DataType::FixedSizeList(f("item", DataType::Int8), dim as i32)),
+            f("scale", DataType::Float32),
+            f("offset", DataType::Float32),
+            f("norm", DataType::Float32),
+        ]
+        .into(),
+    )
 }
 
 /// Everything [`decode`] needs to know about a chunk besides its bytes.
@@ -920,7 +1008,93 @@ pub fn decode_window(
             }
             byte_array(&c, ScalarBuffer::new(offs, 0, n + 1), data, nulls)
         }
-        (Encoding::Plain, Physical::Vector { dim }) => {
+        (Encoding::HalfVector, Physical::Vector { dim, .. }) => {
+            let v = next()?;
+            let bytes = n
+                .checked_mul(dim)
+                .and_then(|x| x.checked_mul(2))
+                .ok_or_else(|| corrupt("vector size overflows".into()))?;
+            need(&v, bytes, "vector")?;
+            let v = v.slice_with_length(0, bytes);
+            if mode == DecodeMode::Stored {
+                let item = Arc::new(Field::new("item", DataType::Float16, false));
+                let child = arrow_data::ArrayData::builder(DataType::Float16)
+                    .len(n * dim)
+                    .buffers(vec![v])
+                    .build()
+                    .map_err(|e| corrupt(format!("invalid vector data: {e}")))?;
+                return build(
+                    DataType::FixedSizeList(item, dim as i32),
+                    vec![],
+                    vec![child],
+                    nulls,
+                );
+            }
+            // Widen the window's rows only.
+            let bits: &[u16] = v.typed_data();
+            let rows = &bits[start * dim..(start + len) * dim];
+            let mut wide = vec![0f32; rows.len()];
+            basalt_vector::stored::widen_half(rows, &mut wide);
+            widened_list(c.data_type, len, wide, window_nulls.clone())
+                .map_err(|e| corrupt(format!("invalid vector data: {e}")))
+        }
+        (Encoding::Int8Vector, Physical::Vector { dim, .. }) => {
+            let codes = next()?;
+            let codes_len =
+                n.checked_mul(dim).ok_or_else(|| corrupt("vector size overflows".into()))?;
+            need(&codes, codes_len, "vector codes")?;
+            let mut per_row = Vec::with_capacity(3);
+            for what in ["vector steps", "vector offsets", "vector norms"] {
+                let b = next()?;
+                need(&b, n * 4, what)?;
+                per_row.push(b.slice_with_length(0, n * 4));
+            }
+            let codes = codes.slice_with_length(0, codes_len);
+            if mode == DecodeMode::Stored {
+                let dt = stored_vectors_type(dim);
+                let DataType::Struct(fields) = &dt else {
+                    return Err(corrupt("stored vector type".into()));
+                };
+                let DataType::FixedSizeList(item, _) = fields[0].data_type() else {
+                    return Err(corrupt("stored vector type".into()));
+                };
+                let codes = arrow_data::ArrayData::builder(item.data_type().clone())
+                    .len(n * dim)
+                    .buffers(vec![codes])
+                    .build()
+                    .map_err(|e| corrupt(format!("invalid vector codes: {e}")))?;
+                let codes = arrow_data::ArrayData::builder(fields[0].data_type().clone())
+                    .len(n)
+                    .child_data(vec![codes])
+                    .build()
+                    .map_err(|e| corrupt(format!("invalid vector codes: {e}")))?;
+                let mut children = vec![codes];
+                for b in per_row {
+                    children.push(
+                        arrow_data::ArrayData::builder(DataType::Float32)
+                            .len(n)
+                            .buffers(vec![b])
+                            .build()
+                            .map_err(|e| corrupt(format!("invalid vector steps: {e}")))?,
+                    );
+                }
+                return build(dt, vec![], children, nulls);
+            }
+            let (cs, ss, os): (&[i8], &[f32], &[f32]) =
+                (codes.typed_data(), per_row[0].typed_data(), per_row[1].typed_data());
+            let mut wide = vec![0f32; len * dim];
+            for (r, out) in (start..start + len).zip(wide.chunks_exact_mut(dim.max(1))) {
+                basalt_vector::stored::dequantize_row(
+                    &cs[r * dim..(r + 1) * dim],
+                    ss[r],
+                    os[r],
+                    out,
+                );
+            }
+            widened_list(c.data_type, len, wide, window_nulls.clone())
+                .map_err(|e| corrupt(format!("invalid vector data: {e}")))
+        }
+        (Encoding::Plain, Physical::Vector { dim, .. }) => {
             let v = next()?;
             let len = n
                 .checked_mul(dim)
@@ -1040,7 +1214,7 @@ pub fn decode_window(
             };
             match mode {
                 DecodeMode::Codes => Ok(arr),
-                DecodeMode::Values => arrow_cast::cast(&arr, c.data_type)
+                DecodeMode::Values | DecodeMode::Stored => arrow_cast::cast(&arr, c.data_type)
                     .map_err(|e| corrupt(format!("cannot materialise dictionary: {e}"))),
             }
         }
@@ -1153,7 +1327,8 @@ fn window_bytes_for(c: &ChunkInfo<'_>, start: usize, len: usize, dictionary: boo
     };
     let mut strings = None;
     match (c.encoding, c.phys) {
-        (Encoding::Ipc, _) | (Encoding::Plain, Physical::Bool | Physical::Vector { .. }) => {
+        (Encoding::Ipc | Encoding::HalfVector | Encoding::Int8Vector, _)
+        | (Encoding::Plain, Physical::Bool | Physical::Vector { .. }) => {
             return WindowBytes::Whole;
         }
         (Encoding::Plain, Physical::Bytes) => {
@@ -1593,7 +1768,32 @@ fn expected_sections(c: &ChunkInfo<'_>) -> usize {
             (Encoding::Dict { .. }, Physical::Bytes) => 3,
             (Encoding::Dict { .. }, _) => 2,
             (Encoding::ForPacked { .. } | Encoding::DeltaPacked { .. }, _) => 1,
+            (Encoding::HalfVector, _) => 1,
+            (Encoding::Int8Vector, _) => 4,
         }
+}
+
+/// A vector array of type `dt` (a `FixedSizeList<Float32>`) of `len` rows holding `values`
+/// (exactly those rows' components).
+fn widened_list(
+    dt: &DataType,
+    len: usize,
+    values: Vec<f32>,
+    nulls: Option<NullBuffer>,
+) -> std::result::Result<ArrayRef, arrow_schema::ArrowError> {
+    let DataType::FixedSizeList(item, _) = dt else {
+        return Err(arrow_schema::ArrowError::InvalidArgumentError("not a vector type".into()));
+    };
+    let child = arrow_data::ArrayData::builder(item.data_type().clone())
+        .len(values.len())
+        .buffers(vec![Buffer::from_vec(values)])
+        .build()?;
+    arrow_data::ArrayData::builder(dt.clone())
+        .len(len)
+        .child_data(vec![child])
+        .nulls(nulls)
+        .build()
+        .map(make_array)
 }
 
 /// A string or binary array (the chunk's type) over `offsets` into `data`. Checked like
@@ -1647,7 +1847,8 @@ pub fn decode_rows(raw: &Buffer, c: ChunkInfo<'_>, rows: &[usize]) -> Result<Arr
             .map_err(|e| corrupt(format!("gather rows: {e}")))
     };
     match (c.encoding, c.phys) {
-        (Encoding::Ipc, _) | (Encoding::Plain, Physical::Vector { .. } | Physical::Bool) => {
+        (Encoding::Ipc | Encoding::HalfVector | Encoding::Int8Vector, _)
+        | (Encoding::Plain, Physical::Vector { .. } | Physical::Bool) => {
             return span(raw);
         }
         (Encoding::DeltaPacked { bits, .. }, _) if *bits > 0 => return span(raw),
@@ -2004,7 +2205,10 @@ mod tests {
 
     /// Encodes with both policies, decodes both ways, checks equality; returns encodings seen.
     fn round_trip(array: &ArrayRef) -> Vec<Encoding> {
-        let phys = physical("c", array.data_type()).unwrap();
+        round_trip_as(array, physical("c", array.data_type()).unwrap())
+    }
+
+    fn round_trip_as(array: &ArrayRef, phys: Physical) -> Vec<Encoding> {
         let mut seen = Vec::new();
         for policy in [CompressionPolicy::Never, CompressionPolicy::Auto { level: 1 }] {
             for sliced in [false, true] {
@@ -2123,7 +2327,7 @@ mod tests {
             assert!(
                 matches!(
                     (info.encoding, info.phys),
-                    (Encoding::Ipc, _)
+                    (Encoding::Ipc | Encoding::HalfVector | Encoding::Int8Vector, _)
                         | (Encoding::Plain, Physical::Bool | Physical::Vector { .. })
                 ),
                 "{:?} asks for the whole block",
@@ -2310,8 +2514,38 @@ mod tests {
             let values: Vec<f32> = rows.iter().flat_map(|r| r.clone().unwrap_or_else(|| vec![0.0; 8])[..dim].to_vec()).collect();
             let nulls = NullBuffer::from(rows.iter().map(Option::is_some).collect::<Vec<_>>());
             let DataType::FixedSizeList(f, _) = vector_type(dim) else { unreachable!() };
-            let a = FixedSizeListArray::try_new(f, dim as i32, Arc::new(Float32Array::from(values)), Some(nulls)).unwrap();
+            let a = FixedSizeListArray::try_new(f.clone(), dim as i32, Arc::new(Float32Array::from(values.clone())), Some(nulls.clone())).unwrap();
             round_trip(&(Arc::new(a) as ArrayRef));
+            // The stored forms, over values already rounded to them (as on insert).
+            for (form, name) in [(StoredForm::Float16, "half-vector"), (StoredForm::Int8, "int8-vector")] {
+                let mut v = values.clone();
+                for r in v.chunks_exact_mut(dim) {
+                    basalt_vector::stored::round_row(form, r).unwrap();
+                }
+                let a: ArrayRef = Arc::new(FixedSizeListArray::try_new(f.clone(), dim as i32, Arc::new(Float32Array::from(v)), Some(nulls.clone())).unwrap());
+                let seen = round_trip_as(&a, Physical::Vector { dim, form });
+                prop_assert!(seen.iter().all(|e| e.name() == name), "{:?}", seen);
+                // The stored form hands out the codes as they are.
+                let enc = encode(a.as_ref(), Physical::Vector { dim, form }, CompressionPolicy::Never).unwrap();
+                let (raw, info) = block_of(&enc, &a, Physical::Vector { dim, form });
+                let st = decode(&raw, info, DecodeMode::Stored).unwrap();
+                prop_assert_eq!(st.len(), a.len());
+                prop_assert_eq!(st.null_count(), a.null_count());
+                match form {
+                    StoredForm::Int8 => prop_assert_eq!(st.data_type(), &stored_vectors_type(dim)),
+                    _ => prop_assert!(matches!(st.data_type(), DataType::FixedSizeList(i, _) if i.data_type() == &DataType::Float16)),
+                }
+                // Every damaged section length is an error, never a panic.
+                for i in 0..enc.sections.len() {
+                    let mut secs = enc.sections.clone();
+                    secs[i] = secs[i].saturating_sub(1);
+                    if secs[i] == enc.sections[i] { continue; }
+                    let info = ChunkInfo { sections: &secs, ..info };
+                    for mode in [DecodeMode::Values, DecodeMode::Stored] {
+                        prop_assert!(decode(&raw, info, mode).is_err());
+                    }
+                }
+            }
         }
 
         #[test]

@@ -13,9 +13,10 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::Float32Type;
 use arrow_array::{Array, FixedSizeListArray, UInt64Array};
 use arrow_buffer::BooleanBuffer;
-use basalt_vector::kernel::Picks;
+use basalt_vector::kernel::{Picks, Rows};
 use basalt_vector::{
-    Metric, Neighbor, Precision, Quantization, Queries, TopK, search_block, search_positions,
+    Metric, Neighbor, Precision, Quantization, Queries, RowCodes, TopK, search_block,
+    search_positions, search_rows,
 };
 use rayon::prelude::*;
 
@@ -237,7 +238,9 @@ impl TableSnapshot {
                         Some(sel) => keep = Some(keep.map_or(sel.clone(), |k| &k & &sel)),
                     }
                 }
-                let mut cols = self.read_row_group(segment, rg, &[col], DecodeMode::Values)?;
+                // Vectors in their stored form (half floats and int8 codes are read in
+                // place, not widened).
+                let mut cols = self.read_row_group(segment, rg, &[col], DecodeMode::Stored)?;
                 let vectors = cols.pop().ok_or_else(|| self.not_vectors())?.slice(start, len);
                 let ids = ls.segment.ids(rg)?.slice(start, len);
                 let pos = ls.segment.meta().position_of(self.schema.column_id_at(col));
@@ -268,8 +271,10 @@ impl TableSnapshot {
         }
     }
 
-    /// Scans one block: `vectors` (a `FixedSizeList<Float32>` array) with its `_id`s; `keep`
-    /// (if any) selects the candidates, NULL vectors are dropped (and counted: the result).
+    /// Scans one block: `vectors` (a `FixedSizeList<Float32>` array, or a vector chunk in its
+    /// stored form: `FixedSizeList<Float16>` or the int8 struct of
+    /// [`crate::encoding::stored_vectors_type`]) with its `_id`s; `keep` (if any) selects
+    /// the candidates, NULL vectors are dropped (and counted: the result).
     fn search_arrays(
         &self,
         vectors: &dyn Array,
@@ -279,21 +284,13 @@ impl TableSnapshot {
         quant: Option<Quant<'_>>,
         heaps: &mut [TopK],
     ) -> Result<u64> {
-        let list: &FixedSizeListArray =
-            vectors.as_fixed_size_list_opt().ok_or_else(|| self.not_vectors())?;
         let ids: &UInt64Array = ids.as_primitive_opt().ok_or_else(|| self.not_vectors())?;
-        let values =
-            list.values().as_primitive_opt::<Float32Type>().ok_or_else(|| self.not_vectors())?;
-        let dim = queries.dim();
-        let n = list.len();
-        // A sliced list shares its child: the block starts at the list's first row.
-        let start = list.value_offset(0).max(0) as usize;
-        let rows = values.values().get(start..start + n * dim).ok_or_else(|| self.not_vectors())?;
+        let n = vectors.len();
         if ids.len() != n {
             return Err(self.not_vectors());
         }
         let candidates = keep.as_ref().map_or(n, BooleanBuffer::count_set_bits);
-        let keep = match (keep, list.nulls()) {
+        let keep = match (keep, vectors.nulls()) {
             (Some(k), Some(v)) => Some(&k & v.inner()),
             (Some(k), None) => Some(k),
             (None, Some(v)) => Some(v.inner().clone()),
@@ -307,6 +304,30 @@ impl TableSnapshot {
             Some(p) => Picks::Some(p),
         };
         let ranked = picks.len();
+        let dim = queries.dim();
+        if let Some(st) = vectors.as_struct_opt() {
+            let rows = self.int8_rows(st, dim)?;
+            let int8 = quant.filter(|z| z.kind == Quantization::Int8).map(|z| z.candidates);
+            self.search_int8(rows, ids.values(), picks, queries, int8, heaps)?;
+            return Ok((candidates - ranked) as u64);
+        }
+        let list: &FixedSizeListArray =
+            vectors.as_fixed_size_list_opt().ok_or_else(|| self.not_vectors())?;
+        // A sliced list shares its child: the block starts at the list's first row.
+        let start = list.value_offset(0).max(0) as usize;
+        if list.value_type() == arrow_schema::DataType::Float16 {
+            // Half floats widen exactly to the values they stand for: an exact scan.
+            let data = list.values().to_data();
+            let bits: &[u16] =
+                data.buffers().first().ok_or_else(|| self.not_vectors())?.typed_data();
+            let from = data.offset() + start;
+            let bits = bits.get(from..from + n * dim).ok_or_else(|| self.not_vectors())?;
+            search_rows(queries, Rows::F16(bits), ids.values(), picks, heaps);
+            return Ok((candidates - ranked) as u64);
+        }
+        let values =
+            list.values().as_primitive_opt::<Float32Type>().ok_or_else(|| self.not_vectors())?;
+        let rows = values.values().get(start..start + n * dim).ok_or_else(|| self.not_vectors())?;
         match quant {
             None => search_block(queries, rows, ids.values(), picks, heaps),
             Some(z) => {
@@ -326,6 +347,57 @@ impl TableSnapshot {
         }
         // The NULL vectors among the candidates.
         Ok((candidates - ranked) as u64)
+    }
+
+    /// The int8 rows of a stored chunk (see [`crate::encoding::stored_vectors_type`]).
+    fn int8_rows<'a>(&self, st: &'a arrow_array::StructArray, dim: usize) -> Result<RowCodes<'a>> {
+        let n = st.len();
+        let f32s = |i: usize| -> Result<&'a [f32]> {
+            let a =
+                st.column(i).as_primitive_opt::<Float32Type>().ok_or_else(|| self.not_vectors())?;
+            a.values().get(..n).ok_or_else(|| self.not_vectors())
+        };
+        let codes = st.column(0).as_fixed_size_list_opt().ok_or_else(|| self.not_vectors())?;
+        let start = codes.value_offset(0).max(0) as usize;
+        let codes = codes
+            .values()
+            .as_primitive_opt::<arrow_array::types::Int8Type>()
+            .ok_or_else(|| self.not_vectors())?
+            .values()
+            .get(start..start + n * dim)
+            .ok_or_else(|| self.not_vectors())?;
+        Ok(RowCodes { codes, scales: f32s(1)?, offsets: f32s(2)?, norms: f32s(3)? })
+    }
+
+    /// Scans int8 rows stored with a step per row. Exact unless `int8` is given: the kernel
+    /// widens each code to the value it stands for as it loads it — the same values and
+    /// arithmetic a memtable row gets, so a row's distance does not change when it is
+    /// flushed. With `int8` (candidates per query) the rows are ranked by the integer
+    /// kernel and each query's best candidates rescored on their values, as a quantised
+    /// search over a float32 column is.
+    fn search_int8(
+        &self,
+        rows: RowCodes<'_>,
+        ids: &[u64],
+        picks: Picks<'_>,
+        queries: &Queries,
+        int8: Option<usize>,
+        heaps: &mut [TopK],
+    ) -> Result<()> {
+        let Some(candidates) = int8 else {
+            search_rows(queries, rows.rows(), ids, picks, heaps);
+            return Ok(());
+        };
+        let mut approx = queries.heaps(candidates);
+        search_positions(queries, rows.ranking_rows(), picks, &mut approx);
+        for (qi, (a, heap)) in approx.iter().zip(heaps.iter_mut()).enumerate() {
+            let mut cands: Vec<u32> = a.entries().map(|(_, p)| p as u32).collect();
+            cands.sort_unstable();
+            let one = queries.one(qi).ok_or_else(|| self.not_vectors())?;
+            let exact = std::slice::from_mut(heap);
+            search_rows(&one, rows.rows(), ids, Picks::Some(&cands), exact);
+        }
+        Ok(())
     }
 
     fn not_vectors(&self) -> Error {
@@ -491,6 +563,160 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Columns stored as half floats and as int8 hold the input rounded on insert (in the
+    /// memtable and in segments alike); searching them returns, bit for bit, what searching
+    /// float32 columns holding those rounded values returns.
+    #[test]
+    fn stored_forms_search_like_float32_columns_of_their_values() {
+        use basalt_vector::StoredForm;
+        use basalt_vector::stored::round_row;
+
+        use crate::types::vector_field;
+        let forms = [StoredForm::Float16, StoredForm::Int8];
+        let fields: Vec<Field> = std::iter::once(Field::new("grp", DataType::Int64, false))
+            .chain(forms.iter().flat_map(|f| {
+                [
+                    vector_field(&format!("v_{}", f.name()), DIM, *f, true),
+                    vector_field(&format!("r_{}", f.name()), DIM, StoredForm::Float32, true),
+                ]
+            }))
+            .collect();
+        let schema = Arc::new(Schema::new(fields));
+        let mut g = Gen(77);
+        let mut make = |n: usize| {
+            let grp = Int64Array::from_iter_values((0..n).map(|_| (g.next() % 4) as i64));
+            let valid: Vec<bool> = (0..n).map(|_| !g.next().is_multiple_of(9)).collect();
+            let raw: Vec<f32> = (0..n * DIM)
+                .map(|_| {
+                    (g.next() % 20_001) as f32 / 5_000.0
+                        * if g.next().is_multiple_of(5) { 50.0 } else { 1.0 }
+                        - 2.0
+                })
+                .collect();
+            let mut cols: Vec<arrow_array::ArrayRef> = vec![Arc::new(grp)];
+            for form in forms {
+                let mut rounded = raw.clone();
+                for r in rounded.chunks_exact_mut(DIM) {
+                    round_row(form, r).expect("round");
+                }
+                for values in [raw.clone(), rounded] {
+                    let DataType::FixedSizeList(item, _) = vector_type(DIM) else { unreachable!() };
+                    cols.push(Arc::new(FixedSizeListArray::new(
+                        item,
+                        DIM as i32,
+                        Arc::new(arrow_array::Float32Array::from(values)),
+                        Some(valid.clone().into()),
+                    )));
+                }
+            }
+            RecordBatch::try_new(schema.clone(), cols).expect("batch")
+        };
+        let fs = Arc::new(MemFs::new());
+        let opts = StoreOptions { bulk_insert_rows: 100, ..StoreOptions::default() };
+        let store = Store::open(fs, Path::new("/db"), Path::new(":memory:"), opts).expect("open");
+        store.create_table("t", &schema).expect("create");
+        for n in [150, 300] {
+            store.insert("t", &[make(n)]).expect("bulk insert");
+        }
+        store.insert("t", &[make(40)]).expect("memtable insert");
+        store.delete("t", &(1..490).filter(|i| i % 7 == 3).collect::<Vec<_>>()).expect("delete");
+        let ups: Vec<u64> = (1..490).filter(|i| i % 13 == 5).collect();
+        store.update("t", &ups, &make(ups.len())).expect("update");
+        let check = |t: &Arc<TableSnapshot>| {
+            // The stored columns read as their float32 twins.
+            let cols: Vec<usize> = (0..t.schema.full_schema().fields().len()).collect();
+            for b in t.scan(&cols).expect("scan") {
+                let b = b.expect("batch");
+                assert_eq!(b.column(2), b.column(3), "float16 values");
+                assert_eq!(b.column(4), b.column(5), "int8 values");
+            }
+            let q = [0.7f32, -1.25, 2.0, 0.1, -0.3];
+            let q2 = [1.0f32, 0.0, -2.0, 0.5, 0.25];
+            let filter = Predicate::cmp("grp", CmpOp::Lt, 2i64);
+            for form in forms {
+                let (v, r) = (format!("v_{}", form.name()), format!("r_{}", form.name()));
+                for metric in Metric::ALL {
+                    for pred in [None, Some(&filter)] {
+                        for k in [1usize, 9, 1000] {
+                            let want = t.vector_search(&r, &[&q, &q2], k, metric, pred).expect("r");
+                            let got = t.vector_search(&v, &[&q, &q2], k, metric, pred).expect("v");
+                            assert_eq!(got, want, "{form:?} {metric} k {k} {pred:?}");
+                            // Ranked on the codes, rescored on the values: with every row
+                            // a candidate, the exact answer; with few, exact distances.
+                            for over in [1usize, 10_000] {
+                                let p = Precision::Int8 { oversample: over };
+                                let got = t
+                                    .vector_search_with(&v, &[&q, &q2], k, metric, pred, p)
+                                    .expect("int8");
+                                if over > 1 {
+                                    assert_eq!(
+                                        got.neighbors, want.neighbors,
+                                        "{form:?} {metric} k {k}"
+                                    );
+                                }
+                                for (g, w) in got.neighbors.iter().zip(&want.neighbors) {
+                                    assert_eq!(g.len(), w.len());
+                                    let all = t
+                                        .vector_search(&r, &[&q, &q2], 10_000, metric, pred)
+                                        .expect("all");
+                                    for n in g {
+                                        assert!(
+                                            all.neighbors.iter().any(|a| a.contains(n)),
+                                            "{n:?} exact"
+                                        );
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        };
+        let t = store.snapshot().table("t").expect("table").clone();
+        assert!(t.segments().len() >= 2 && t.memtable().rows() > 0);
+        check(&t);
+        // The chunks are stored in their forms (and not compressed).
+        let meta = t.segments()[0].segment.meta();
+        let encodings: Vec<&str> =
+            meta.row_groups[0].chunks.iter().map(|c| c.encoding.name()).collect();
+        assert_eq!(&encodings[2..], ["half-vector", "plain", "int8-vector", "plain"]);
+        // Flushing the memtable changes no value and no answer.
+        store.flush().expect("flush");
+        let t = store.snapshot().table("t").expect("table").clone();
+        assert_eq!(t.memtable().rows(), 0);
+        check(&t);
+        // A component a form cannot hold is refused, naming the row; nothing is written.
+        let before = t.count();
+        let mut bad = make(3);
+        let mut cols = bad.columns().to_vec();
+        let DataType::FixedSizeList(item, _) = vector_type(DIM) else { unreachable!() };
+        let mut values = vec![1.0f32; 3 * DIM];
+        values[DIM + 2] = 70_000.0;
+        cols[1] = Arc::new(FixedSizeListArray::new(
+            item.clone(),
+            DIM as i32,
+            Arc::new(arrow_array::Float32Array::from(values.clone())),
+            None,
+        ));
+        bad = RecordBatch::try_new(schema.clone(), cols.clone()).expect("bad");
+        let e = store.insert("t", &[bad]).expect_err("float16 range").to_string();
+        assert!(e.contains("row 2") && e.contains("70000") && e.contains("FLOAT16"), "{e}");
+        values[DIM + 2] = f32::NAN;
+        cols[1] = make(3).column(1).clone();
+        cols[3] = Arc::new(FixedSizeListArray::new(
+            item,
+            DIM as i32,
+            Arc::new(arrow_array::Float32Array::from(values)),
+            None,
+        ));
+        let e = store
+            .insert("t", &[RecordBatch::try_new(schema.clone(), cols).expect("bad")])
+            .expect_err("int8 NaN")
+            .to_string();
+        assert!(e.contains("row 2") && e.contains("NaN") && e.contains("INT8"), "{e}");
+        assert_eq!(store.snapshot().table("t").expect("table").count(), before);
     }
 
     #[test]

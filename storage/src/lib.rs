@@ -29,6 +29,9 @@ pub mod types;
 pub mod wal;
 mod writer;
 
+pub use basalt_vector::StoredForm;
+/// Rounds a vector in place to the values a column of a [`StoredForm`] stores for it.
+pub use basalt_vector::stored::round_row as round_vector;
 pub use encoding::{Cell, CompressionPolicy, DecodeMode, reads_cells};
 pub use error::{Error, Result};
 pub use io::{FaultFs, FaultKind, MemFs, OsFs, Vfs};
@@ -40,7 +43,7 @@ pub use store::{
     RowValue, Scan, ScanUnit, Store, StoreOptions, TableSnapshot, VectorSearch,
 };
 pub use txn::{Savepoint, Transaction};
-pub use types::{ID_COLUMN, TableSchema, vector_type};
+pub use types::{ID_COLUMN, TableSchema, VECTOR_FORM_KEY, stored_form, vector_field, vector_type};
 pub use wal::Durability;
 
 /// Full-text search types, re-exported for the layers above.

@@ -59,7 +59,7 @@ use crate::codec::{Dec, Enc, align64, crc};
 use crate::encoding::{self, ChunkInfo, CompressionPolicy, DecodeMode, Encoding, ZoneMap};
 use crate::error::{Error, Result};
 use crate::io::Vfs;
-use crate::types::{Physical, physical};
+use crate::types::{Physical, physical_of};
 
 /// Segment format version written. Version 2 added framed compression (tag 2, see
 /// [`crate::frames`]); version 3 small first frames and decimal frames in it. This reader
@@ -193,7 +193,7 @@ pub fn write_segment(
     opts: WriteOptions,
 ) -> Result<WrittenSegment> {
     let phys: Vec<Physical> =
-        schema.fields().iter().map(|f| physical(f.name(), f.data_type())).collect::<Result<_>>()?;
+        schema.fields().iter().map(|f| physical_of(f)).collect::<Result<_>>()?;
     let groups = row_groups(schema, batches)?;
     // Encode every (row group, column) chunk in parallel.
     let jobs: Vec<(usize, usize)> =
@@ -1039,7 +1039,7 @@ fn parse_footer(footer: &[u8], path: &Path, base: u64) -> Result<SegmentMeta> {
     let physical = schema
         .fields()
         .iter()
-        .map(|f| physical(f.name(), f.data_type()))
+        .map(|f| physical_of(f))
         .collect::<Result<Vec<_>>>()
         .map_err(|e| d.err(format!("unsupported column type in segment: {e}")))?;
     let rows = d.u64("row count")?;

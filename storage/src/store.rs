@@ -16,7 +16,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use arrow_array::{
-    Array, ArrayRef, FixedSizeListArray, PrimitiveArray, RecordBatch, UInt64Array, new_null_array,
+    Array, ArrayRef, FixedSizeListArray, Float32Array, PrimitiveArray, RecordBatch, UInt64Array,
+    new_null_array,
 };
 use arrow_buffer::{BooleanBuffer, Buffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
@@ -1162,7 +1163,7 @@ fn conform_column(table: &str, f: &Field, col: &ArrayRef) -> Result<ArrayRef> {
     };
     let want = f.data_type();
     if col.data_type() == want {
-        return Ok(col.clone());
+        return round_vectors(table, f, col);
     }
     if col.data_type() == &DataType::Null {
         // All NULL (an untyped NULL, such as a NULL parameter): NULLs of the column's type
@@ -1170,7 +1171,7 @@ fn conform_column(table: &str, f: &Field, col: &ArrayRef) -> Result<ArrayRef> {
         return Ok(new_null_array(want, col.len()));
     }
     let phys = physical(f.name(), want)?;
-    if let Physical::Vector { dim } = phys {
+    if let Physical::Vector { dim, .. } = phys {
         let DataType::FixedSizeList(child, n) = col.data_type() else { return Err(mismatch()) };
         if child.data_type() != &DataType::Float32 {
             return Err(mismatch());
@@ -1198,7 +1199,7 @@ fn conform_column(table: &str, f: &Field, col: &ArrayRef) -> Result<ArrayRef> {
             fsl.nulls().cloned(),
         )
         .map_err(|e| Error::arrow(format!("column '{}'", f.name()), e))?;
-        return Ok(Arc::new(a));
+        return round_vectors(table, f, &(Arc::new(a) as ArrayRef));
     }
     let lossless = matches!(
         (col.data_type(), want),
@@ -1210,6 +1211,45 @@ fn conform_column(table: &str, f: &Field, col: &ArrayRef) -> Result<ArrayRef> {
             .map_err(|e| Error::arrow(format!("column '{}'", f.name()), e));
     }
     Err(mismatch())
+}
+
+/// The values of a vector column as its stored form holds them (`float16` / `int8`
+/// columns round each row on insert, so memtable and segment rows read the same; see
+/// `basalt_vector::stored`); other columns as they are. A component the form cannot hold
+/// is an error naming the row.
+fn round_vectors(table: &str, f: &Field, col: &ArrayRef) -> Result<ArrayRef> {
+    let form = crate::types::stored_form(f)?;
+    if form == basalt_vector::StoredForm::Float32 {
+        return Ok(col.clone());
+    }
+    let bad = || Error::InvalidInput {
+        table: table.to_string(),
+        reason: format!("column '{}' is not a list of float32 vectors", f.name()),
+    };
+    let fsl = col.as_any().downcast_ref::<FixedSizeListArray>().ok_or_else(bad)?;
+    let dim = fsl.value_length().max(0) as usize;
+    let start = fsl.value_offset(0).max(0) as usize;
+    let values = fsl.values().as_any().downcast_ref::<Float32Array>().ok_or_else(bad)?;
+    let mut out = values.values().get(start..start + fsl.len() * dim).ok_or_else(bad)?.to_vec();
+    for (i, row) in out.chunks_exact_mut(dim.max(1)).enumerate() {
+        if fsl.is_null(i) {
+            row.fill(0.0);
+            continue;
+        }
+        basalt_vector::stored::round_row(form, row).map_err(|e| Error::InvalidInput {
+            table: table.to_string(),
+            reason: format!("column '{}' ({} vectors), row {}: {e}", f.name(), form.name(), i + 1),
+        })?;
+    }
+    let DataType::FixedSizeList(item, n) = f.data_type() else { return Err(bad()) };
+    let a = FixedSizeListArray::try_new(
+        item.clone(),
+        *n,
+        Arc::new(Float32Array::from(out)),
+        fsl.nulls().cloned(),
+    )
+    .map_err(|e| Error::arrow(format!("column '{}'", f.name()), e))?;
+    Ok(Arc::new(a))
 }
 
 /// One unit of a table scan: a row group of a segment, or the memtable. Scans can be split
@@ -1491,7 +1531,7 @@ impl Scan {
         let cols = t.read_row_group_window(s, g, &self.projection, 0, Some(rows), self.mode)?;
         let schema = match self.mode {
             DecodeMode::Values => self.schema.clone(),
-            DecodeMode::Codes => Arc::new(Schema::new(
+            DecodeMode::Codes | DecodeMode::Stored => Arc::new(Schema::new(
                 self.schema
                     .fields()
                     .iter()

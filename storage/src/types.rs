@@ -13,6 +13,8 @@ use std::sync::Arc;
 
 use arrow_schema::{DataType, Field, FieldRef, Schema, SchemaRef};
 
+use basalt_vector::StoredForm;
+
 use crate::error::{Error, Result};
 
 /// Name of the row-id column present in every table.
@@ -46,9 +48,52 @@ pub enum Physical {
     Vector {
         /// Dimension.
         dim: usize,
+        /// How the components are stored (the field's [`VECTOR_FORM_KEY`] metadata).
+        form: StoredForm,
     },
     /// Anything else Arrow can represent: stored as an Arrow IPC stream.
     Generic,
+}
+
+/// Field metadata key naming the stored form of a `VECTOR(D)` column: `float32` (the
+/// default when absent), `float16` or `int8` ([`StoredForm`]). Values written to a
+/// `float16` or `int8` column are rounded to what that form holds when they are inserted
+/// (see `basalt_vector::stored`); reads return those values as `float32`.
+pub const VECTOR_FORM_KEY: &str = "basalt.vector.storage";
+
+/// A `VECTOR(D)` field stored in `form`.
+pub fn vector_field(name: &str, dim: usize, form: StoredForm, nullable: bool) -> Field {
+    let f = Field::new(name, vector_type(dim), nullable);
+    match form {
+        StoredForm::Float32 => f,
+        other => f.with_metadata(HashMap::from([(
+            VECTOR_FORM_KEY.to_string(),
+            other.name().to_string(),
+        )])),
+    }
+}
+
+/// The stored form a field declares (`Float32` when it declares none).
+pub fn stored_form(f: &Field) -> Result<StoredForm> {
+    let Some(name) = f.metadata().get(VECTOR_FORM_KEY) else { return Ok(StoredForm::Float32) };
+    let bad = |reason: &'static str| Error::UnsupportedType {
+        column: f.name().clone(),
+        data_type: f.data_type().clone(),
+        reason,
+    };
+    if !matches!(f.data_type(), DataType::FixedSizeList(c, _) if c.data_type() == &DataType::Float32)
+    {
+        return Err(bad("only VECTOR columns have a stored form"));
+    }
+    StoredForm::parse(name).ok_or_else(|| bad("a vector's stored form is float32, float16 or int8"))
+}
+
+/// [`physical`] of a field, with the stored form of a vector column.
+pub fn physical_of(f: &Field) -> Result<Physical> {
+    Ok(match physical(f.name(), f.data_type())? {
+        Physical::Vector { dim, .. } => Physical::Vector { dim, form: stored_form(f)? },
+        other => other,
+    })
 }
 
 /// The canonical `VECTOR(D)` type: `FixedSizeList<Float32, D>` with a nullable `item` child.
@@ -84,7 +129,7 @@ pub fn physical(column: &str, dt: &DataType) -> Result<Physical> {
             if *n <= 0 {
                 return Err(unsupported("vector dimension must be at least 1"));
             }
-            Physical::Vector { dim: *n as usize }
+            Physical::Vector { dim: *n as usize, form: StoredForm::Float32 }
         }
         D::Float16
         | D::LargeUtf8
@@ -193,7 +238,7 @@ impl TableSchema {
                     reason: "column id out of range",
                 });
             }
-            physical(c.field.name(), c.field.data_type())?;
+            physical_of(&c.field)?;
         }
         let mut fields: Vec<FieldRef> = Vec::with_capacity(columns.len() + 1);
         fields.push(Arc::new(Field::new(ID_COLUMN, DataType::UInt64, false)));
@@ -305,9 +350,10 @@ pub fn canonical_field(f: &Field) -> Result<FieldRef> {
         }
         other => other.clone(),
     };
-    physical(f.name(), &dt)?;
+    let field = Field::new(f.name(), dt, f.is_nullable()).with_metadata(f.metadata().clone());
+    physical_of(&field)?;
     check_name(f.name())?;
-    Ok(Arc::new(Field::new(f.name(), dt, f.is_nullable()).with_metadata(f.metadata().clone())))
+    Ok(Arc::new(field))
 }
 
 /// Serialises an Arrow schema as an IPC `Schema` flatbuffer.
