@@ -59,7 +59,7 @@ use parking_lot::Mutex;
 pub use basalt_storage::{
     CmpOp, CommitEvent, CommitHook, CompactionReport, CompressionPolicy, Durability, IdRange,
     Metric, Neighbor, Precision, Predicate, ROW_GROUP_ROWS, SEGMENT_FORMAT_VERSION, Scalar,
-    TextHit, Tokenizer, vector_type,
+    StoredForm, TextHit, Tokenizer, VECTOR_FORM_KEY, round_vector, vector_field, vector_type,
 };
 pub use error::{Error, Result};
 pub use sql::{SqlRows, Statement};

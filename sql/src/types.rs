@@ -1,32 +1,54 @@
 //! SQL types Basalt adds to DataFusion's: `VECTOR(D)`, a vector of `D` float32 values
-//! (stored as Arrow `FixedSizeList<Float32>(D)`; `FLOAT[D]` is the same type).
+//! (stored as Arrow `FixedSizeList<Float32>(D)`; `FLOAT[D]` is the same type), and
+//! `VECTOR(D, FLOAT16)` / `VECTOR(D, INT8)`: the same type, stored as half floats or int8
+//! codes (values rounded on insert; see `basalt_vector::stored`).
 
-use datafusion::arrow::datatypes::DataType;
+use std::sync::Arc;
+
+use basalt_storage::StoredForm;
+use datafusion::arrow::datatypes::{DataType, FieldRef};
 use datafusion::common::{DataFusionError, Result};
 use datafusion::logical_expr::planner::TypePlanner;
 use datafusion::sql::sqlparser::ast::DataType as SqlType;
 
-/// Plans `VECTOR(D)`.
+/// Plans `VECTOR(D)` and `VECTOR(D, form)` (`form`: `FLOAT32`, `FLOAT16` or `INT8`, the
+/// column's stored form, carried as the field's `basalt.vector.storage` metadata).
 #[derive(Debug)]
 pub struct VectorTypes;
+
+/// The dimension and stored form of a `VECTOR(…)` type; `None` for other types.
+fn vector_args(sql_type: &SqlType) -> Result<Option<(usize, StoredForm)>> {
+    let SqlType::Custom(name, args) = sql_type else { return Ok(None) };
+    if !name.to_string().eq_ignore_ascii_case("vector") {
+        return Ok(None);
+    }
+    let dim = |d: &String| d.trim().parse::<usize>().ok().filter(|d| (1..=65_536).contains(d));
+    let bad = || {
+        DataFusionError::Plan(format!(
+            "VECTOR needs one dimension between 1 and 65536 and optionally a stored form \
+             (FLOAT32, FLOAT16 or INT8), as in VECTOR(384) or VECTOR(384, INT8); got {sql_type}"
+        ))
+    };
+    match args.as_slice() {
+        [d] => Ok(Some((dim(d).ok_or_else(bad)?, StoredForm::Float32))),
+        [d, form] => {
+            let form =
+                StoredForm::parse(form.trim_matches(|c| c == '\'' || c == '"')).ok_or_else(bad)?;
+            Ok(Some((dim(d).ok_or_else(bad)?, form)))
+        }
+        _ => Err(bad()),
+    }
+}
 
 impl TypePlanner for VectorTypes {
     #[allow(deprecated)] // DataFusion's default `plan_type_field` calls this.
     fn plan_type(&self, sql_type: &SqlType) -> Result<Option<DataType>> {
-        let SqlType::Custom(name, args) = sql_type else { return Ok(None) };
-        if !name.to_string().eq_ignore_ascii_case("vector") {
-            return Ok(None);
-        }
-        let dim = match args.as_slice() {
-            [d] => d.trim().parse::<usize>().ok().filter(|d| (1..=65_536).contains(d)),
-            _ => None,
-        };
-        let dim = dim.ok_or_else(|| {
-            DataFusionError::Plan(format!(
-                "VECTOR needs one dimension between 1 and 65536, as in VECTOR(384); got {sql_type}"
-            ))
-        })?;
-        Ok(Some(basalt_storage::vector_type(dim)))
+        Ok(vector_args(sql_type)?.map(|(dim, _)| basalt_storage::vector_type(dim)))
+    }
+
+    fn plan_type_field(&self, sql_type: &SqlType) -> Result<Option<FieldRef>> {
+        Ok(vector_args(sql_type)?
+            .map(|(dim, form)| Arc::new(basalt_storage::vector_field("", dim, form, true))))
     }
 }
 

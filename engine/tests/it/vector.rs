@@ -376,3 +376,138 @@ fn quantised_searches_keep_exact_distances_and_find_the_exact_rows_with_enough_c
         .unwrap();
     assert_eq!(a, t.batch_topk("emb", &refs, 5, Metric::L2).unwrap());
 }
+
+/// `VECTOR(D, FLOAT16)` and `VECTOR(D, INT8)` columns: values rounded on insert (through
+/// SQL and the API, in the memtable and in segments, across a reopen), searched exactly on
+/// those values by the API, `vector_topk` and the top-k rule, and refused when a form
+/// cannot hold a component.
+#[test]
+fn stored_forms_round_on_insert_and_search_their_values() {
+    use basalt::{StoredForm, round_vector};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("forms.db");
+    let input = |i: u64| -> Vec<f32> {
+        // Distinct rows (no distance ties), spread over a few units.
+        (0..4).map(|j| ((i * (37 + 2 * j) + j * 11) % 1009) as f32 / 73.0 - 6.0).collect()
+    };
+    let rounded = |form: StoredForm, v: &[f32]| {
+        let mut r = v.to_vec();
+        round_vector(form, &mut r).unwrap();
+        r
+    };
+    {
+        let db = Database::open(&path).unwrap();
+        let c = db.connect();
+        c.sql(
+            "CREATE TABLE sv (tag TEXT, e32 VECTOR(4), e16 VECTOR(4, FLOAT16), e8 VECTOR(4, int8))",
+        )
+        .unwrap();
+        for i in 0..120u64 {
+            let v = literal(&input(i));
+            c.sql(&format!("INSERT INTO sv VALUES ('t{}', {v}, {v}, {v})", i % 3)).unwrap();
+            if i == 70 {
+                db.flush().unwrap();
+            }
+        }
+        let t = db.table("sv").unwrap();
+        t.insert_row(
+            Row::new()
+                .set("tag", "api")
+                .set("e32", input(500))
+                .set("e16", input(500))
+                .set("e8", input(500)),
+        )
+        .unwrap();
+        // A component a form cannot hold: a clear error, nothing written.
+        let e = c.sql("INSERT INTO sv VALUES ('x', NULL, [70000.0, 1, 1, 1], NULL)").unwrap_err();
+        assert!(e.to_string().contains("FLOAT16"), "{e}");
+        let e = t
+            .insert_row(Row::new().set("tag", "x").set("e8", vec![1.0, f32::NAN, 0.0, 0.0]))
+            .unwrap_err();
+        assert!(e.to_string().contains("INT8") && e.to_string().contains("NaN"), "{e}");
+        let e = c.sql("CREATE TABLE bad (e VECTOR(4, INT4))").unwrap_err();
+        assert!(e.to_string().contains("FLOAT16 or INT8"), "{e}");
+        assert_eq!(lines(&c.sql("SELECT count(*) FROM sv").unwrap()), vec!["121"]);
+    }
+    let db = Database::open(&path).unwrap();
+    let on = db.connect();
+    let off = db.connect();
+    off.set_fast_paths(false).unwrap();
+    on.sql("INSERT INTO sv VALUES ('late', [0.1, 0.2, 0.3, 0.4], [0.1, 0.2, 0.3, 0.4], [0.1, 0.2, 0.3, 0.4])")
+        .unwrap();
+    // Reads return the rounded values (the float32 column keeps the input).
+    let got =
+        lines(&on.sql("SELECT e32, e16, e8 FROM sv WHERE tag <> 'late' ORDER BY _id").unwrap());
+    assert_eq!(got.len(), 121);
+    // Arrow prints floats its own way: compare the parsed values.
+    let parse = |cell: &str| -> Vec<f32> {
+        cell.trim_matches(|c| c == '[' || c == ']')
+            .split(", ")
+            .map(|x| x.parse().unwrap())
+            .collect()
+    };
+    for (i, line) in got.iter().enumerate() {
+        let v = if i == 120 { input(500) } else { input(i as u64) };
+        let cells: Vec<Vec<f32>> = line.split('|').map(parse).collect();
+        let want = vec![v.clone(), rounded(StoredForm::Float16, &v), rounded(StoredForm::Int8, &v)];
+        assert_eq!(cells, want, "row {i}");
+    }
+    let late = lines(&on.sql("SELECT e8 FROM sv WHERE tag = 'late'").unwrap());
+    assert_eq!(parse(&late[0]), rounded(StoredForm::Int8, &[0.1, 0.2, 0.3, 0.4]));
+    // A column added later keeps its form; updates round too.
+    on.sql("ALTER TABLE sv ADD COLUMN extra VECTOR(4, FLOAT16)").unwrap();
+    on.sql("UPDATE sv SET extra = [0.1, 0.2, 0.3, 0.4], e8 = [1.001, 2, 3, 4] WHERE tag = 'late'")
+        .unwrap();
+    let late = lines(&on.sql("SELECT extra, e8 FROM sv WHERE tag = 'late'").unwrap());
+    let cells: Vec<Vec<f32>> = late[0].split('|').map(parse).collect();
+    assert_eq!(cells[0], rounded(StoredForm::Float16, &[0.1, 0.2, 0.3, 0.4]));
+    assert_eq!(cells[1], rounded(StoredForm::Int8, &[1.001, 2.0, 3.0, 4.0]));
+    assert_ne!(cells[1][0], 1.001);
+    on.sql("ALTER TABLE sv DROP COLUMN extra").unwrap();
+    // Searches rank the stored values: the API, vector_topk and the rule agree with
+    // DataFusion's own sort over the same column.
+    let t = db.table("sv").unwrap();
+    let q = [0.5f32, -1.0, 2.0, 0.25];
+    let lit = literal(&q);
+    for col in ["e16", "e8"] {
+        let api: Vec<String> = t
+            .topk(col, &q, 6, Metric::L2)
+            .unwrap()
+            .iter()
+            .map(|n| format!("{}|{:?}", n.id, f64::from(n.distance)))
+            .collect();
+        let tf = lines(
+            &on.sql(&format!("SELECT _id, distance FROM vector_topk('sv', '{col}', {lit}, 6)"))
+                .unwrap(),
+        );
+        assert_eq!(tf, api, "{col}");
+        for sql in [
+            format!("SELECT _id, array_distance({col}, {lit}) AS d FROM sv ORDER BY d LIMIT 6"),
+            format!(
+                "SELECT _id FROM sv WHERE tag = 't1' ORDER BY cosine_distance({col}, {lit}) LIMIT 5"
+            ),
+            format!(
+                "SELECT _id, inner_product({col}, {lit}) AS s FROM sv WHERE {col} IS NOT NULL ORDER BY s DESC NULLS LAST LIMIT 4"
+            ),
+        ] {
+            let a = lines(&on.sql(&sql).unwrap());
+            assert_eq!(a, lines(&off.sql(&sql).unwrap()), "{sql}");
+            let plan = lines(&on.sql(&format!("EXPLAIN {sql}")).unwrap()).join("\n");
+            assert!(plan.contains("BasaltVectorTopK"), "{sql}\n{plan}");
+        }
+        let ids: Vec<String> =
+            api.iter().map(|l| l.split('|').next().unwrap().to_string()).collect();
+        let sorted = lines(
+            &off.sql(&format!(
+                "SELECT _id FROM sv ORDER BY array_distance({col}, {lit}), _id LIMIT 6"
+            ))
+            .unwrap(),
+        );
+        assert_eq!(ids, sorted, "{col}");
+        // The int8 scan with rescoring returns exact distances of the stored values.
+        let p = Precision::Int8 { oversample: 100 };
+        let quant = t.batch_topk_with(col, &[&q], 6, Metric::L2, None, p).unwrap();
+        let exact = t.topk(col, &q, 6, Metric::L2).unwrap();
+        assert_eq!(quant[0], exact, "{col}");
+    }
+}
