@@ -28,6 +28,23 @@ const QUANTISED: [(&str, basalt::Precision); 2] = [
     ("f16", basalt::Precision::Float16 { oversample: 2 }),
 ];
 
+/// The stored forms timed (L2, one query): label, form, precision of the search.
+const STORED: [(&str, basalt::StoredForm, basalt::Precision); 3] = [
+    ("stored-f16", basalt::StoredForm::Float16, basalt::Precision::Exact),
+    ("stored-int8", basalt::StoredForm::Int8, basalt::Precision::Exact),
+    ("stored-int8-scan", basalt::StoredForm::Int8, basalt::Precision::Int8 { oversample: 4 }),
+];
+
+/// The share of `exact`'s neighbours that `got` found too.
+fn recall(got: &[Vec<basalt::Neighbor>], exact: &[Vec<basalt::Neighbor>]) -> f64 {
+    let (mut hit, mut total) = (0usize, 0usize);
+    for (g, e) in got.iter().zip(exact) {
+        total += e.len();
+        hit += g.iter().filter(|n| e.iter().any(|x| x.id == n.id)).count();
+    }
+    hit as f64 / total.max(1) as f64
+}
+
 /// Runs `run` `warmup` times untimed, then `iterations` (at least once) timed: the median
 /// seconds and the last result.
 pub fn timed<T>(
@@ -162,6 +179,31 @@ pub fn run(
             mismatch: None,
         });
     }
+    for (label, form, precision) in STORED {
+        let id = format!("VEC-L2-{label}");
+        let mut cells = BTreeMap::new();
+        for k in engines {
+            let c = match (k, figures.get(k).and_then(|f| f.secs.get(&id))) {
+                (Kind::Basalt, Some(s)) => Cell::Secs(*s),
+                (Kind::Basalt, None) => Cell::Error("did not run (see failures)".into()),
+                _ => Cell::Na("no stored quantised vectors".into()),
+            };
+            cells.insert(*k, c);
+        }
+        let how = match precision {
+            basalt::Precision::Exact => "exact".to_string(),
+            p => format!("{p:?}"),
+        };
+        lines.push(Line {
+            id,
+            name: format!("Top-10 L2 over a {} column ({how}), {rows} × {DIM}", form.name()),
+            group: Group::Vector,
+            mode: "median",
+            ranked: false,
+            cells,
+            mismatch: None,
+        });
+    }
     let bytes = (rows * DIM * 4) as f64;
     let mut md = format!(
         "\n## Vector module (WORKLOAD.md §3)\n\n{rows} × {DIM} float32 vectors uniform in [0, 1), k = 10. \
@@ -250,19 +292,23 @@ fn basalt_figures(
     let basalt::arrow::schema::DataType::FixedSizeList(item, _) = basalt::vector_type(DIM) else {
         return Err("vector type".into());
     };
-    let load = std::time::Instant::now();
-    for start in (0..rows).step_by(100_000) {
-        let n = 100_000.min(rows - start);
-        let values = Float32Array::from(data[start * DIM..(start + n) * DIM].to_vec());
-        let list = FixedSizeListArray::try_new(item.clone(), DIM as i32, Arc::new(values), None)
-            .map_err(|e| e.to_string())?;
-        let ids = Int64Array::from_iter_values(start as i64..(start + n) as i64);
-        let b = RecordBatch::try_new(schema.clone(), vec![Arc::new(ids), Arc::new(list)])
-            .map_err(|e| e.to_string())?;
-        t.insert(&b).map_err(err)?;
-    }
-    db.flush().map_err(err)?;
-    let load = load.elapsed().as_secs_f64();
+    let fill = |t: &basalt::Table, schema: &Arc<Schema>| -> Res<f64> {
+        let load = std::time::Instant::now();
+        for start in (0..rows).step_by(100_000) {
+            let n = 100_000.min(rows - start);
+            let values = Float32Array::from(data[start * DIM..(start + n) * DIM].to_vec());
+            let list =
+                FixedSizeListArray::try_new(item.clone(), DIM as i32, Arc::new(values), None)
+                    .map_err(|e| e.to_string())?;
+            let ids = Int64Array::from_iter_values(start as i64..(start + n) as i64);
+            let b = RecordBatch::try_new(schema.clone(), vec![Arc::new(ids), Arc::new(list)])
+                .map_err(|e| e.to_string())?;
+            t.insert(&b).map_err(err)?;
+        }
+        db.flush().map_err(err)?;
+        Ok(load.elapsed().as_secs_f64())
+    };
+    let load = fill(&t, &schema)?;
     let q = |i: usize| &queries[i * DIM..(i + 1) * DIM];
     let batch: Vec<&[f32]> = (1..11).map(q).collect();
     let mut f = Figures::default();
@@ -306,18 +352,47 @@ fn basalt_figures(
             || t.batch_topk_with("vec", &[q(0)], 10, Metric::L2, None, precision).map_err(err);
         let (secs, _) = timed(warmup, iterations, run)?;
         let got = t.batch_topk_with("vec", &all, 10, Metric::L2, None, precision).map_err(err)?;
-        let (mut hit, mut total) = (0usize, 0usize);
-        for (g, e) in got.iter().zip(&exact) {
-            total += e.len();
-            hit += g.iter().filter(|n| e.iter().any(|x| x.id == n.id)).count();
-        }
-        let recall = hit as f64 / total.max(1) as f64;
+        let recall = recall(&got, &exact);
         f.secs.insert(format!("VEC-L2-{label}"), secs);
         note.push_str(&format!(
             "- Basalt top-10 L2 on the {label} copy ({precision:?}, exact rescoring): {:.1} ms, \
              recall@10 {recall:.3} over 11 queries; the first call, which builds the copies, {:.0} ms\n",
             secs * 1e3,
             build * 1e3
+        ));
+    }
+    // Columns stored as half floats and as int8 (`VECTOR(128, FLOAT16)` / `INT8`): the same
+    // vectors rounded on insert; exact searches over the stored values, and the int8 column
+    // ranked by the integer kernel with rescoring. Recall@10 against the float32 answer.
+    for (label, form, precision) in STORED {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", basalt::arrow::schema::DataType::Int64, false),
+            basalt::vector_field("vec", DIM, form, false),
+        ]));
+        let name = format!("vecs_{}", form.name());
+        let st = match db.table(&name) {
+            Ok(st) => st, // the int8 table serves two rows
+            Err(_) => {
+                let st = db.create_table(&name, &schema).map_err(err)?;
+                let load = fill(&st, &schema)?;
+                note.push_str(&format!(
+                    "- Basalt load of the {} column: {load:.2} s.\n",
+                    form.name()
+                ));
+                st
+            }
+        };
+        let run =
+            || st.batch_topk_with("vec", &[q(0)], 10, Metric::L2, None, precision).map_err(err);
+        let (secs, _) = timed(warmup, iterations, run)?;
+        let got = st.batch_topk_with("vec", &all, 10, Metric::L2, None, precision).map_err(err)?;
+        let recall = recall(&got, &exact);
+        f.secs.insert(format!("VEC-L2-{label}"), secs);
+        note.push_str(&format!(
+            "- Basalt top-10 L2 over a column stored as {} ({precision:?}): {:.1} ms, recall@10 \
+             {recall:.3} against the float32 column's answer over 11 queries\n",
+            form.name(),
+            secs * 1e3,
         ));
     }
     // The same searches through SQL (DataFusion's own distance functions; the top-k rule
