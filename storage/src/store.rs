@@ -1218,6 +1218,9 @@ fn conform_column(table: &str, f: &Field, col: &ArrayRef) -> Result<ArrayRef> {
 /// `basalt_vector::stored`); other columns as they are. A component the form cannot hold
 /// is an error naming the row.
 fn round_vectors(table: &str, f: &Field, col: &ArrayRef) -> Result<ArrayRef> {
+    if !matches!(f.data_type(), DataType::FixedSizeList(..)) {
+        return Ok(col.clone());
+    }
     let form = crate::types::stored_form(f)?;
     if form == basalt_vector::StoredForm::Float32 {
         return Ok(col.clone());
