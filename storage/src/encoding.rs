@@ -31,12 +31,11 @@ use std::sync::Arc;
 use arrow_array::{Array, ArrayRef, BooleanArray, make_array};
 use arrow_buffer::{BooleanBuffer, Buffer, MutableBuffer, NullBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, Schema};
+use basalt_vector::StoredForm;
 
 use crate::bitpack;
 use crate::codec::{Dec, Enc, align64};
 use crate::error::{Error, Result};
-use basalt_vector::StoredForm;
-
 use crate::types::Physical;
 
 /// How a chunk's values are encoded.

@@ -12,7 +12,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow_schema::{DataType, Field, FieldRef, Schema, SchemaRef};
-
 use basalt_vector::StoredForm;
 
 use crate::error::{Error, Result};

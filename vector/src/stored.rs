@@ -112,17 +112,17 @@ const F16_MAX: f32 = 65519.996;
 /// Panics if `codes` is shorter than `row` (a caller bug).
 pub fn quantize_row(row: &[f32], codes: &mut [i8]) -> Result<(f32, f32), RoundError> {
     assert!(codes.len() >= row.len(), "codes too short");
-    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
-    for (index, &v) in row.iter().enumerate() {
-        if !v.is_finite() {
-            return Err(RoundError::NotFinite { index, value: v });
-        }
-        lo = lo.min(f64::from(v));
-        hi = hi.max(f64::from(v));
+    if let Some(index) = row.iter().position(|v| !v.is_finite()) {
+        return Err(RoundError::NotFinite { index, value: row[index] });
     }
-    if row.is_empty() {
-        return Ok((1.0, 0.0));
+    let Some(&first) = row.first() else { return Ok((1.0, 0.0)) };
+    // Compares (no NaN is left), so the loop runs several lanes at a time.
+    let (mut lo, mut hi) = (first, first);
+    for &v in row {
+        lo = if v < lo { v } else { lo };
+        hi = if v > hi { v } else { hi };
     }
+    let (lo, hi) = (f64::from(lo), f64::from(hi));
     // Start a little below the smallest exponent that could fit and go up.
     let range = hi - lo;
     let mut e =
@@ -147,8 +147,15 @@ pub fn quantize_row(row: &[f32], codes: &mut [i8]) -> Result<(f32, f32), RoundEr
                 let index = row.iter().position(|v| f64::from(*v) == far).unwrap_or(0);
                 return Err(RoundError::OutOfRange { index, value: far as f32, form: "INT8" });
             }
+            // Every |v / s| < 2²⁴ + 1 here (the extremes fit): rounded through `i32`,
+            // without branches, so the loop runs several lanes at a time.
+            let m = m as i32;
             for (c, &v) in codes.iter_mut().zip(row) {
-                *c = (n(v) - m) as i8;
+                let x = f64::from(v) * inv;
+                let t = x as i32;
+                let rest = x - f64::from(t);
+                let n = t + i32::from(rest >= 0.5) - i32::from(rest <= -0.5);
+                *c = (n - m) as i8;
             }
             return Ok((scale, offset));
         }
