@@ -1,11 +1,12 @@
 //! Segment files: immutable, checksummed, memory-mapped column storage.
 //!
-//! # Byte layout (format version 3)
+//! # Byte layout (format version 4)
 //!
 //! ```text
 //! offset 0    header, 64 bytes
 //!             magic  "BSLTSEG\0"            8 bytes
-//!             format version (u32 LE)       4 bytes   = 3 (1 and 2 are still read)
+//!             format version (u32 LE)       4 bytes   = 4 with float16 / int8 vector
+//!                                                       columns, else 3 (1, 2 still read)
 //!             reserved, zero               52 bytes   (a non-zero byte is corruption)
 //! offset 64   blocks: one per (row group, column) chunk, each starting 64-byte aligned,
 //!             zero-padded to the next multiple of 64. A block is the chunk's encoded
@@ -62,10 +63,15 @@ use crate::io::Vfs;
 use crate::types::{Physical, physical_of};
 
 /// Segment format version written. Version 2 added framed compression (tag 2, see
-/// [`crate::frames`]); version 3 small first frames and decimal frames in it. This reader
-/// reads versions [`OLDEST_SEGMENT_VERSION`] to this one and refuses others. A future bump
-/// must keep a reader for every older version it claims.
-pub const SEGMENT_FORMAT_VERSION: u32 = 3;
+/// [`crate::frames`]); version 3 small first frames and decimal frames in it; version 4 the
+/// `half-vector` and `int8-vector` encodings (tags 5 and 6) of vector columns stored as
+/// float16 or int8. A segment without those is still written as version 3
+/// ([`SEGMENT_VERSION_WITHOUT_STORED_VECTORS`]), so a build that reads version 3 reads it.
+/// This reader reads versions [`OLDEST_SEGMENT_VERSION`] to this one and refuses others. A
+/// future bump must keep a reader for every older version it claims.
+pub const SEGMENT_FORMAT_VERSION: u32 = 4;
+/// The version written for a segment whose vector columns are all float32.
+pub const SEGMENT_VERSION_WITHOUT_STORED_VECTORS: u32 = 3;
 /// The oldest segment format version this reader reads (version 1: blocks are whole zstd
 /// frames, tag 1).
 pub const OLDEST_SEGMENT_VERSION: u32 = 1;
@@ -203,10 +209,19 @@ pub fn write_segment(
         .map(|&(g, c)| encoding::encode(groups[g][c].as_ref(), phys[c], opts.compression))
         .collect::<Result<_>>()?;
 
+    // The lowest version that describes the segment (see `SEGMENT_FORMAT_VERSION`).
+    let stored_vectors = phys.iter().any(|p| {
+        matches!(p, Physical::Vector { form, .. } if *form != basalt_vector::StoredForm::Float32)
+    });
+    let version = if stored_vectors {
+        SEGMENT_FORMAT_VERSION
+    } else {
+        SEGMENT_VERSION_WITHOUT_STORED_VECTORS
+    };
     // Place blocks.
     let mut header = vec![0u8; HEADER_LEN];
     header[..8].copy_from_slice(HEADER_MAGIC);
-    header[8..12].copy_from_slice(&SEGMENT_FORMAT_VERSION.to_le_bytes());
+    header[8..12].copy_from_slice(&version.to_le_bytes());
     let zeros = [0u8; 64];
     let mut parts: Vec<&[u8]> = vec![&header];
     let mut offset = HEADER_LEN;
@@ -272,7 +287,7 @@ pub fn write_segment(
     trailer.extend_from_slice(&footer_offset.to_le_bytes());
     trailer.extend_from_slice(&(footer.len() as u64).to_le_bytes());
     trailer.extend_from_slice(&crc(&footer).to_le_bytes());
-    trailer.extend_from_slice(&SEGMENT_FORMAT_VERSION.to_le_bytes());
+    trailer.extend_from_slice(&version.to_le_bytes());
     trailer.extend_from_slice(TRAILER_MAGIC);
     parts.push(&footer);
     parts.push(&trailer);
@@ -1259,8 +1274,60 @@ mod tests {
         // A version this reader does not know is refused, not guessed at.
         let mut future = bytes.to_vec();
         future[8..12].copy_from_slice(&(SEGMENT_FORMAT_VERSION + 1).to_le_bytes());
-        let e = Segment::from_buffer("v4".into(), Buffer::from_vec(future)).unwrap_err();
-        assert!(matches!(e, Error::UnsupportedFormatVersion { found: 4, .. }), "{e}");
+        let e = Segment::from_buffer("future".into(), Buffer::from_vec(future)).unwrap_err();
+        assert!(
+            matches!(e, Error::UnsupportedFormatVersion { found, .. } if found == SEGMENT_FORMAT_VERSION + 1),
+            "{e}"
+        );
+    }
+
+    /// Version 4 is written only for segments with float16 or int8 vector columns; others
+    /// stay version 3, readable by builds that know nothing of those encodings.
+    #[test]
+    fn only_segments_with_stored_vector_forms_are_version_4() {
+        use basalt_vector::StoredForm;
+        for (form, want) in
+            [(StoredForm::Float32, 3u32), (StoredForm::Int8, 4), (StoredForm::Float16, 4)]
+        {
+            let fs = MemFs::new();
+            let schema = Arc::new(Schema::new(vec![
+                Field::new("_id", DataType::UInt64, false),
+                crate::types::vector_field("v", 2, form, false),
+            ]));
+            let DataType::FixedSizeList(item, _) = crate::types::vector_type(2) else {
+                unreachable!()
+            };
+            let v = arrow_array::FixedSizeListArray::new(
+                item,
+                2,
+                Arc::new(arrow_array::Float32Array::from(vec![0.5, 1.0, -2.0, 4.0])),
+                None,
+            );
+            let b = RecordBatch::try_new(
+                schema.clone(),
+                vec![Arc::new(arrow_array::UInt64Array::from(vec![1u64, 2])), Arc::new(v)],
+            )
+            .unwrap();
+            write_segment(
+                &fs,
+                Path::new("/s"),
+                1,
+                1,
+                &[0, 1],
+                &schema,
+                std::slice::from_ref(&b),
+                WriteOptions::default(),
+            )
+            .unwrap();
+            let bytes = fs.map(Path::new("/s")).unwrap();
+            let header = u32::from_le_bytes(bytes.as_slice()[8..12].try_into().unwrap());
+            let trailer = u32::from_le_bytes(
+                bytes.as_slice()[bytes.len() - 12..bytes.len() - 8].try_into().unwrap(),
+            );
+            assert_eq!((header, trailer), (want, want), "{form:?}");
+            let seg = Segment::open(&fs, Path::new("/s")).unwrap();
+            assert_eq!(read_all(&seg).unwrap(), b, "{form:?}");
+        }
     }
 
     /// A segment written by format version 2 (uniform 32 KiB frames, no decimal frames),
