@@ -654,22 +654,34 @@ mod avx2 {
                 rows.row(picks.get(i + 2)),
                 rows.row(picks.get(i + 3)),
             ];
-            // Ask for the rows a few tiles ahead now, so their lines are on the way while
-            // this tile computes (contiguous blocks only; hints never fault).
+            // Ask for the rows a few tiles ahead, so their lines are on the way while these
+            // rows compute (contiguous blocks only; hints never fault). The lines are spread
+            // over the group's query tiles: issued in one burst they fill the core's miss
+            // buffers and stall it, so a batch's arithmetic waited for memory instead of
+            // overlapping it.
+            let mut ahead = (std::ptr::null::<i8>(), 0usize, 0usize);
             if let Picks::All(_) = picks
                 && i + 4 + PREFETCH_ROWS <= n
             {
                 // The addresses are inside the block (the picks up to `n` are).
-                let (ahead, row_bytes) = rows.bytes(i + PREFETCH_ROWS);
+                let (at, row_bytes) = rows.bytes(i + PREFETCH_ROWS);
+                let tiles = nq.div_ceil(2) + usize::from(norms.is_some());
+                ahead = (at, 4 * row_bytes, (4 * row_bytes).div_ceil(64 * tiles) * 64);
+            }
+            let mut prefetch = || {
+                let (at, left, step) = &mut ahead;
                 let mut off = 0;
-                while off < 4 * row_bytes {
+                while off < *step && off < *left {
                     // Prefetching is a hint that never faults.
-                    _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(off));
+                    _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(off));
                     off += 64;
                 }
-            }
+                *at = at.wrapping_add(off);
+                *left = left.saturating_sub(off);
+            };
             let mut q = 0;
             if let Some(nr) = norms.as_deref_mut() {
+                prefetch();
                 // The first query alone, with the rows' norms in the same pass.
                 // SAFETY: query 0 exists; every pointer addresses `dim` readable values.
                 let (s, m) = unsafe { tile::<S, 4, 1, DIFF, true>(dim, r, [qp]) };
@@ -680,6 +692,7 @@ mod avx2 {
                 q = 1;
             }
             while q + 2 <= nq {
+                prefetch();
                 // SAFETY: queries q and q + 1 exist (q + 2 <= nq).
                 let qs = unsafe { [qp.add(q * dim), qp.add((q + 1) * dim)] };
                 // SAFETY: every pointer addresses `dim` readable values.
@@ -691,6 +704,7 @@ mod avx2 {
                 q += 2;
             }
             if q < nq {
+                prefetch();
                 // SAFETY: query q exists.
                 let qs = unsafe { [qp.add(q * dim)] };
                 // SAFETY: as above.
