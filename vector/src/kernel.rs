@@ -665,7 +665,10 @@ mod avx2 {
             {
                 // The addresses are inside the block (the picks up to `n` are).
                 let (at, row_bytes) = rows.bytes(i + PREFETCH_ROWS);
-                let tiles = nq.div_ceil(2) + usize::from(norms.is_some());
+                // The tiles below: the first query alone with the norms, then pairs, then
+                // one left over.
+                let first = usize::from(norms.is_some());
+                let tiles = first + (nq - first).div_ceil(2);
                 ahead = (at, 4 * row_bytes, (4 * row_bytes).div_ceil(64 * tiles) * 64);
             }
             let mut prefetch = || {

@@ -158,45 +158,32 @@ pub fn run(
             });
         }
     }
-    for (label, _) in QUANTISED {
-        let id = format!("VEC-L2-{label}");
-        let mut cells = BTreeMap::new();
-        for k in engines {
-            let c = match (k, figures.get(k).and_then(|f| f.secs.get(&id))) {
-                (Kind::Basalt, Some(s)) => Cell::Secs(*s),
-                (Kind::Basalt, None) => Cell::Error("did not run (see failures)".into()),
-                _ => Cell::Na("no quantised search".into()),
-            };
-            cells.insert(*k, c);
-        }
-        lines.push(Line {
-            id,
-            name: format!("Top-10 L2 on a {label} copy + exact rescoring, {rows} × {DIM}"),
-            group: Group::Vector,
-            mode: "median",
-            ranked: false,
-            cells,
-            mismatch: None,
-        });
-    }
-    for (label, form, precision) in STORED {
-        let id = format!("VEC-L2-{label}");
-        let mut cells = BTreeMap::new();
-        for k in engines {
-            let c = match (k, figures.get(k).and_then(|f| f.secs.get(&id))) {
-                (Kind::Basalt, Some(s)) => Cell::Secs(*s),
-                (Kind::Basalt, None) => Cell::Error("did not run (see failures)".into()),
-                _ => Cell::Na("no stored quantised vectors".into()),
-            };
-            cells.insert(*k, c);
-        }
+    // Basalt-only rows (not ranked): the quantised copies, then the stored forms.
+    let quantised = QUANTISED.iter().map(|(label, _)| {
+        let name = format!("Top-10 L2 on a {label} copy + exact rescoring, {rows} × {DIM}");
+        (format!("VEC-L2-{label}"), name, "no quantised search")
+    });
+    let stored = STORED.iter().map(|(label, form, precision)| {
         let how = match precision {
             basalt::Precision::Exact => "exact".to_string(),
             p => format!("{p:?}"),
         };
+        let name = format!("Top-10 L2 over a {} column ({how}), {rows} × {DIM}", form.name());
+        (format!("VEC-L2-{label}"), name, "no stored quantised vectors")
+    });
+    for (id, name, na) in quantised.chain(stored) {
+        let mut cells = BTreeMap::new();
+        for k in engines {
+            let c = match (k, figures.get(k).and_then(|f| f.secs.get(&id))) {
+                (Kind::Basalt, Some(s)) => Cell::Secs(*s),
+                (Kind::Basalt, None) => Cell::Error("did not run (see failures)".into()),
+                _ => Cell::Na(na.into()),
+            };
+            cells.insert(*k, c);
+        }
         lines.push(Line {
             id,
-            name: format!("Top-10 L2 over a {} column ({how}), {rows} × {DIM}", form.name()),
+            name,
             group: Group::Vector,
             mode: "median",
             ranked: false,
