@@ -336,13 +336,7 @@ impl TableSnapshot {
                 let copy = z.copy(rows, dim);
                 let mut approx = queries.heaps(z.candidates);
                 search_positions(queries, copy.rows(), picks, &mut approx);
-                for (qi, (a, heap)) in approx.iter().zip(heaps.iter_mut()).enumerate() {
-                    let mut cands: Vec<u32> = a.entries().map(|(_, p)| p as u32).collect();
-                    cands.sort_unstable();
-                    let one = queries.one(qi).ok_or_else(|| self.not_vectors())?;
-                    let exact = std::slice::from_mut(heap);
-                    search_block(&one, rows, ids.values(), Picks::Some(&cands), exact);
-                }
+                self.rescore(queries, &approx, Rows::F32(rows), ids.values(), heaps)?;
             }
         }
         // The NULL vectors among the candidates.
@@ -390,12 +384,24 @@ impl TableSnapshot {
         };
         let mut approx = queries.heaps(candidates);
         search_positions(queries, rows.ranking_rows(), picks, &mut approx);
+        self.rescore(queries, &approx, rows.rows(), ids, heaps)
+    }
+
+    /// Scores each query's candidates (the row positions in its `approx` heap) exactly on
+    /// `rows` and offers them to its heap in `heaps`.
+    fn rescore(
+        &self,
+        queries: &Queries,
+        approx: &[TopK],
+        rows: Rows<'_>,
+        ids: &[u64],
+        heaps: &mut [TopK],
+    ) -> Result<()> {
         for (qi, (a, heap)) in approx.iter().zip(heaps.iter_mut()).enumerate() {
             let mut cands: Vec<u32> = a.entries().map(|(_, p)| p as u32).collect();
             cands.sort_unstable();
             let one = queries.one(qi).ok_or_else(|| self.not_vectors())?;
-            let exact = std::slice::from_mut(heap);
-            search_rows(&one, rows.rows(), ids, Picks::Some(&cands), exact);
+            search_rows(&one, rows, ids, Picks::Some(&cands), std::slice::from_mut(heap));
         }
         Ok(())
     }

@@ -331,15 +331,20 @@ fn basalt_figures(
     let all: Vec<&[f32]> = (0..11).map(q).collect();
     let exact =
         t.batch_topk_with("vec", &all, 10, Metric::L2, None, Precision::Exact).map_err(err)?;
+    // One query's median time on `table` at `precision`, and recall@10 over all 11 queries.
+    let measure = |table: &basalt::Table, precision: Precision| -> Res<(f64, f64)> {
+        let run =
+            || table.batch_topk_with("vec", &[q(0)], 10, Metric::L2, None, precision).map_err(err);
+        let (secs, _) = timed(warmup, iterations, run)?;
+        let got =
+            table.batch_topk_with("vec", &all, 10, Metric::L2, None, precision).map_err(err)?;
+        Ok((secs, recall(&got, &exact)))
+    };
     for (label, precision) in QUANTISED {
         let s = std::time::Instant::now();
         t.batch_topk_with("vec", &[q(0)], 10, Metric::L2, None, precision).map_err(err)?;
         let build = s.elapsed().as_secs_f64();
-        let run =
-            || t.batch_topk_with("vec", &[q(0)], 10, Metric::L2, None, precision).map_err(err);
-        let (secs, _) = timed(warmup, iterations, run)?;
-        let got = t.batch_topk_with("vec", &all, 10, Metric::L2, None, precision).map_err(err)?;
-        let recall = recall(&got, &exact);
+        let (secs, recall) = measure(&t, precision)?;
         f.secs.insert(format!("VEC-L2-{label}"), secs);
         note.push_str(&format!(
             "- Basalt top-10 L2 on the {label} copy ({precision:?}, exact rescoring): {:.1} ms, \
@@ -369,11 +374,7 @@ fn basalt_figures(
                 st
             }
         };
-        let run =
-            || st.batch_topk_with("vec", &[q(0)], 10, Metric::L2, None, precision).map_err(err);
-        let (secs, _) = timed(warmup, iterations, run)?;
-        let got = st.batch_topk_with("vec", &all, 10, Metric::L2, None, precision).map_err(err)?;
-        let recall = recall(&got, &exact);
+        let (secs, recall) = measure(&st, precision)?;
         f.secs.insert(format!("VEC-L2-{label}"), secs);
         note.push_str(&format!(
             "- Basalt top-10 L2 over a column stored as {} ({precision:?}): {:.1} ms, recall@10 \
