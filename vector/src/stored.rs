@@ -223,15 +223,6 @@ impl<'a> RowCodes<'a> {
             norms: self.norms,
         }
     }
-
-    /// Writes the values of rows `rows` (positions) into `out`, row after row.
-    ///
-    /// Panics if a position is outside the block or `out` is too short (caller bugs).
-    pub fn values_of(&self, dim: usize, rows: impl Iterator<Item = usize>, out: &mut [f32]) {
-        for (o, r) in out.chunks_exact_mut(dim).zip(rows) {
-            dequantize_row(&self.codes[r * dim..(r + 1) * dim], self.scales[r], self.offsets[r], o);
-        }
-    }
 }
 
 /// Σ xⱼ² of each row of codes, for [`RowCodes::norms`].
@@ -336,7 +327,9 @@ mod tests {
             let norms = row_norms(dim, &codes, &scales, &offsets);
             let rc = RowCodes { codes: &codes, scales: &scales, offsets: &offsets, norms: &norms };
             let mut back = vec![0f32; rows.len()];
-            rc.values_of(dim, 0..nrows, &mut back);
+            for (r, o) in back.chunks_exact_mut(dim).enumerate() {
+                dequantize_row(&codes[r * dim..(r + 1) * dim], scales[r], offsets[r], o);
+            }
             let qc = QueryCodes::new(dim, queries);
             for sum in [Sum::Products, Sum::DiffSquares] {
                 let mut got = Vec::new();
