@@ -68,6 +68,12 @@ impl Isa {
     pub fn portable() -> Isa {
         Isa { kind: Kind::Portable, vnni: false }
     }
+
+    /// This ISA without AVX-VNNI (tests of the AVX2 integer path on CPUs that have it).
+    #[cfg(test)]
+    pub(crate) fn without_vnni(self) -> Isa {
+        Isa { vnni: false, ..self }
+    }
 }
 
 /// Which rows of a block a pass covers: the first `n`, or the listed row indices.

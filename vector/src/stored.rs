@@ -333,13 +333,14 @@ mod tests {
             let qc = QueryCodes::new(dim, queries);
             for sum in [Sum::Products, Sum::DiffSquares] {
                 let mut got = Vec::new();
-                for isa in [Isa::detect(), Isa::portable()] {
+                for isa in [Isa::detect(), Isa::detect().without_vnni(), Isa::portable()] {
                     let mut out = vec![0f32; nrows * 2];
                     let block = int8::Codes::of(rc.ranking_rows()).unwrap();
                     int8::sums(isa, sum, block, Picks::All(nrows), &qc, &mut out, None);
                     got.push(out);
                 }
-                prop_assert_eq!(&got[0], &got[1]);
+                prop_assert_eq!(&got[0], &got[2]);
+                prop_assert_eq!(&got[1], &got[2]);
                 let mut exact = vec![0f32; nrows * 2];
                 let b = Block { dim, rows: Rows::F32(&back), picks: Picks::All(nrows) };
                 crate::kernel::sums(Isa::portable(), sum, b, queries, &mut exact, None);

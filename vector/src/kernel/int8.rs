@@ -13,8 +13,10 @@
 //! With AVX-VNNI (detected at run time) 32 codes of a row meet 32 codes of a query in one
 //! `vpdpbusd` (unsigned × signed bytes, four products per 32-bit lane): the row's codes are
 //! made unsigned by flipping their sign bit (uⱼ = cⱼ + 128) and the excess, 128·Σ q̂ⱼ, is
-//! taken off after. Elsewhere a scalar loop computes the same integers, so both paths
-//! return identical sums.
+//! taken off after. With AVX2 alone (AMD Zen 3, older Intel) the same uⱼ and q̂ⱼ are
+//! widened to 16 bits and meet in `vpmaddwd` (two products per 32-bit lane, 16 codes per
+//! instruction). Elsewhere a scalar loop computes the same integers, so every path returns
+//! identical sums.
 //!
 //! Owns the arithmetic only, like its parent.
 
@@ -177,7 +179,12 @@ pub fn sums(
         // AVX-VNNI; every pick indexes a whole row inside `codes` (asserted above), every
         // query a whole row of `queries.codes`, `dots` holds a sum per pair and `dim` is
         // within `MAX_DIM`.
-        unsafe { vnni::walk(dim, codes, picks, queries, &mut dots) };
+        unsafe { simd::walk_vnni(dim, codes, picks, queries, &mut dots) };
+        done = true;
+    } else if isa.kind == super::Kind::Avx2Fma && dim <= MAX_DIM {
+        // SAFETY: `Kind::Avx2Fma` is only chosen by `Isa::detect` after the CPU reported
+        // AVX2; the rest as above.
+        unsafe { simd::walk_avx2(dim, codes, picks, queries, &mut dots) };
         done = true;
     }
     let mut wide = Vec::new();
@@ -277,7 +284,7 @@ impl Query {
 pub const MAX_DIM: usize = 1 << 15;
 
 #[cfg(target_arch = "x86_64")]
-mod vnni {
+mod simd {
     use std::arch::x86_64::*;
 
     use super::{MAX_DIM, Picks, QueryCodes};
@@ -285,14 +292,46 @@ mod vnni {
     /// How far ahead (in rows) a contiguous block is prefetched.
     const PREFETCH_ROWS: usize = 16;
 
+    /// [`walk`] with `vpdpbusd`.
+    ///
+    /// # Safety
+    /// AVX2 and AVX-VNNI must be available; the rest as [`walk`].
+    #[target_feature(enable = "avx2,avxvnni")]
+    pub(super) unsafe fn walk_vnni(
+        dim: usize,
+        codes: &[i8],
+        picks: Picks<'_>,
+        queries: &QueryCodes,
+        dots: &mut [i32],
+    ) {
+        // SAFETY: forwarded from the caller.
+        unsafe { walk::<Vnni>(dim, codes, picks, queries, dots) }
+    }
+
+    /// [`walk`] with `vpmaddwd`.
+    ///
+    /// # Safety
+    /// AVX2 must be available; the rest as [`walk`].
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn walk_avx2(
+        dim: usize,
+        codes: &[i8],
+        picks: Picks<'_>,
+        queries: &QueryCodes,
+        dots: &mut [i32],
+    ) {
+        // SAFETY: forwarded from the caller.
+        unsafe { walk::<Madd>(dim, codes, picks, queries, dots) }
+    }
+
     /// Every picked row against every query: `dots[i * nq + q]` gets Σ uⱼ·q̂ⱼ of picked
     /// row `i` and query `q`. Rows go 4 at a time, queries 2 at a time.
     ///
     /// # Safety
-    /// AVX2 and AVX-VNNI must be available; every pick must index a whole row of `codes`;
-    /// `dots` must hold `picks.len() * queries.len()` sums; `dim <= MAX_DIM`.
-    #[target_feature(enable = "avx2,avxvnni")]
-    pub(super) unsafe fn walk(
+    /// The instructions `K` uses must be available; every pick must index a whole row of
+    /// `codes`; `dots` must hold `picks.len() * queries.len()` sums; `dim <= MAX_DIM`.
+    #[inline(always)]
+    unsafe fn walk<K: Dots>(
         dim: usize,
         codes: &[i8],
         picks: Picks<'_>,
@@ -329,7 +368,8 @@ mod vnni {
             let mut q = 0;
             while q + 2 <= nq {
                 // SAFETY: queries q and q + 1 exist; every pointer addresses `dim` codes.
-                let t = unsafe { tile::<4, 2>(dim, r, [qp.add(q * dim), qp.add((q + 1) * dim)]) };
+                let t =
+                    unsafe { K::tile::<4, 2>(dim, r, [qp.add(q * dim), qp.add((q + 1) * dim)]) };
                 for (a, s) in t.iter().enumerate() {
                     dots[(i + a) * nq + q..(i + a) * nq + q + 2].copy_from_slice(s);
                 }
@@ -337,7 +377,7 @@ mod vnni {
             }
             if q < nq {
                 // SAFETY: query q exists.
-                let t = unsafe { tile::<4, 1>(dim, r, [qp.add(q * dim)]) };
+                let t = unsafe { K::tile::<4, 1>(dim, r, [qp.add(q * dim)]) };
                 for (a, s) in t.iter().enumerate() {
                     dots[(i + a) * nq + q] = s[0];
                 }
@@ -349,58 +389,141 @@ mod vnni {
             let r = unsafe { [rp.add(picks.get(i) * dim)] };
             for q in 0..nq {
                 // SAFETY: query q exists; both pointers address `dim` codes.
-                dots[i * nq + q] = unsafe { tile::<1, 1>(dim, r, [qp.add(q * dim)]) }[0][0];
+                dots[i * nq + q] = unsafe { K::tile::<1, 1>(dim, r, [qp.add(q * dim)]) }[0][0];
             }
             i += 1;
         }
     }
 
-    /// R rows × Q queries: Σ uⱼ·q̂ⱼ of each pair (in 32 bits: `dim <= MAX_DIM`); the tail
-    /// past the last multiple of 32 is summed one code at a time.
-    ///
-    /// # Safety
-    /// AVX2 and AVX-VNNI must be available; every pointer must address `dim` codes.
-    #[inline(always)]
-    unsafe fn tile<const R: usize, const Q: usize>(
-        dim: usize,
-        rows: [*const i8; R],
-        qs: [*const i8; Q],
-    ) -> [[i32; Q]; R] {
-        // SAFETY: the caller guarantees the CPU features and that every pointer reads `dim`
-        // codes; vector loads stay below `body <= dim`, the tail below `dim`.
-        unsafe {
-            let flip = _mm256_set1_epi8(i8::MIN);
-            let mut acc = [[_mm256_setzero_si256(); Q]; R];
-            let body = dim - dim % 32;
-            let mut j = 0;
-            while j < body {
-                let mut u = [_mm256_setzero_si256(); R];
-                for (u, row) in u.iter_mut().zip(&rows) {
-                    *u = _mm256_xor_si256(_mm256_loadu_si256(row.add(j).cast()), flip);
+    /// One way of summing a tile of rows × queries in integers: how `STEP` codes of a row
+    /// and of a query are loaded, and how they meet.
+    trait Dots {
+        /// Codes per step of the vector loop.
+        const STEP: usize;
+
+        /// Codes `p..p + STEP` of a row, as uⱼ = cⱼ + 128.
+        ///
+        /// # Safety
+        /// The instructions the implementation uses must be available; `p` must address
+        /// `STEP` readable codes.
+        unsafe fn row(p: *const i8) -> __m256i;
+
+        /// Codes `p..p + STEP` of a query.
+        ///
+        /// # Safety
+        /// As [`Dots::row`].
+        unsafe fn query(p: *const i8) -> __m256i;
+
+        /// `acc` plus the products of `u` (from [`Dots::row`]) and `y` (from
+        /// [`Dots::query`]), summed into 32-bit lanes.
+        ///
+        /// # Safety
+        /// The instructions the implementation uses must be available.
+        unsafe fn dot(acc: __m256i, u: __m256i, y: __m256i) -> __m256i;
+
+        /// R rows × Q queries: Σ uⱼ·q̂ⱼ of each pair (in 32 bits: `dim <= MAX_DIM`); the
+        /// tail past the last multiple of `STEP` is summed one code at a time.
+        ///
+        /// # Safety
+        /// The instructions the implementation uses must be available; every pointer must
+        /// address `dim` codes.
+        #[inline(always)]
+        unsafe fn tile<const R: usize, const Q: usize>(
+            dim: usize,
+            rows: [*const i8; R],
+            qs: [*const i8; Q],
+        ) -> [[i32; Q]; R] {
+            // SAFETY: the caller guarantees the CPU features and that every pointer reads
+            // `dim` codes; vector steps stay below `body <= dim`, the tail below `dim`.
+            unsafe {
+                let mut acc = [[_mm256_setzero_si256(); Q]; R];
+                let body = dim - dim % Self::STEP;
+                let mut j = 0;
+                while j < body {
+                    let mut u = [_mm256_setzero_si256(); R];
+                    for (u, row) in u.iter_mut().zip(&rows) {
+                        *u = Self::row(row.add(j));
+                    }
+                    for q in 0..Q {
+                        let y = Self::query(qs[q].add(j));
+                        for r in 0..R {
+                            acc[r][q] = Self::dot(acc[r][q], u[r], y);
+                        }
+                    }
+                    j += Self::STEP;
                 }
-                for q in 0..Q {
-                    let y = _mm256_loadu_si256(qs[q].add(j).cast());
-                    for r in 0..R {
-                        acc[r][q] = _mm256_dpbusd_avx_epi32(acc[r][q], u[r], y);
+                let mut res = [[0i32; Q]; R];
+                for (res, acc) in res.iter_mut().zip(&acc) {
+                    for (d, a) in res.iter_mut().zip(acc) {
+                        *d = hsum(*a);
                     }
                 }
-                j += 32;
-            }
-            let mut res = [[0i32; Q]; R];
-            for (res, acc) in res.iter_mut().zip(&acc) {
-                for (d, a) in res.iter_mut().zip(acc) {
-                    *d = hsum(*a);
-                }
-            }
-            for t in body..dim {
-                for (res, row) in res.iter_mut().zip(&rows) {
-                    let u = i32::from(*row.add(t)) + 128;
-                    for (d, q) in res.iter_mut().zip(&qs) {
-                        *d += u * i32::from(*q.add(t));
+                for t in body..dim {
+                    for (res, row) in res.iter_mut().zip(&rows) {
+                        let u = i32::from(*row.add(t)) + 128;
+                        for (d, q) in res.iter_mut().zip(&qs) {
+                            *d += u * i32::from(*q.add(t));
+                        }
                     }
                 }
+                res
             }
-            res
+        }
+    }
+
+    /// AVX-VNNI: 32 codes per `vpdpbusd` (unsigned row bytes × signed query bytes).
+    struct Vnni;
+
+    impl Dots for Vnni {
+        const STEP: usize = 32;
+
+        #[inline(always)]
+        unsafe fn row(p: *const i8) -> __m256i {
+            // SAFETY: the caller guarantees AVX2 and 32 readable codes.
+            unsafe { _mm256_xor_si256(_mm256_loadu_si256(p.cast()), _mm256_set1_epi8(i8::MIN)) }
+        }
+
+        #[inline(always)]
+        unsafe fn query(p: *const i8) -> __m256i {
+            // SAFETY: as above.
+            unsafe { _mm256_loadu_si256(p.cast()) }
+        }
+
+        #[inline(always)]
+        unsafe fn dot(acc: __m256i, u: __m256i, y: __m256i) -> __m256i {
+            // SAFETY: the caller guarantees AVX-VNNI.
+            unsafe { _mm256_dpbusd_avx_epi32(acc, u, y) }
+        }
+    }
+
+    /// AVX2: 16 codes per `vpmaddwd`, rows and queries widened to 16 bits (uⱼ ≤ 255 and
+    /// |q̂ⱼ| ≤ 127, so each pair of products fits a 32-bit lane exactly).
+    struct Madd;
+
+    impl Dots for Madd {
+        const STEP: usize = 16;
+
+        #[inline(always)]
+        unsafe fn row(p: *const i8) -> __m256i {
+            // SAFETY: the caller guarantees AVX2 and 16 readable codes.
+            unsafe {
+                _mm256_cvtepu8_epi16(_mm_xor_si128(
+                    _mm_loadu_si128(p.cast()),
+                    _mm_set1_epi8(i8::MIN),
+                ))
+            }
+        }
+
+        #[inline(always)]
+        unsafe fn query(p: *const i8) -> __m256i {
+            // SAFETY: as above.
+            unsafe { _mm256_cvtepi8_epi16(_mm_loadu_si128(p.cast())) }
+        }
+
+        #[inline(always)]
+        unsafe fn dot(acc: __m256i, u: __m256i, y: __m256i) -> __m256i {
+            // SAFETY: the caller guarantees AVX2.
+            unsafe { _mm256_add_epi32(acc, _mm256_madd_epi16(u, y)) }
         }
     }
 
@@ -460,7 +583,7 @@ mod tests {
             let block = Codes { codes: &codes, scale: Scale::Block { scale, offset }, norms: &own };
             let qc = QueryCodes::new(dim, queries);
             for sum in [Sum::DiffSquares, Sum::Products] {
-                for isa in [Isa::detect(), Isa::portable()] {
+                for isa in [Isa::detect(), Isa::detect().without_vnni(), Isa::portable()] {
                     let mut out = vec![0f32; picks.len() * nq];
                     let mut norms = vec![0f32; picks.len()];
                     let p = Picks::Some(&picks);
@@ -514,9 +637,11 @@ mod tests {
             let mut b = [0f32; 2];
             let (mut na, mut nb) = ([0f32; 2], [0f32; 2]);
             let all = Picks::All(2);
-            sums(Isa::detect(), Sum::DiffSquares, block, all, &qc, &mut a, Some(&mut na));
             sums(Isa::portable(), Sum::DiffSquares, block, all, &qc, &mut b, Some(&mut nb));
-            assert_eq!((a, na), (b, nb), "dim {dim}");
+            for isa in [Isa::detect(), Isa::detect().without_vnni()] {
+                sums(isa, Sum::DiffSquares, block, all, &qc, &mut a, Some(&mut na));
+                assert_eq!((a, na), (b, nb), "dim {dim}");
+            }
             assert_eq!(na[0], (127.0f64 * 127.0 * dim as f64) as f32);
             let (want, _) = reference(Sum::DiffSquares, &codes[..dim], (1.0, 0.0), &q);
             assert_eq!(a[0], want, "dim {dim}");
