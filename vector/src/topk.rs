@@ -290,6 +290,9 @@ fn scan(
     let cosine = queries.metric == Metric::Cosine;
     let mut out = vec![0f32; CHUNK.min(picks.len()) * nq];
     let mut norms = vec![0f32; if cosine { CHUNK.min(picks.len()) } else { 0 }];
+    // Cosine: ‖q‖ per query, and each (row, query) pair's ‖x‖·‖q‖ of a chunk.
+    let qnorms: Vec<f32> = queries.norms.iter().map(|n| n.sqrt()).collect();
+    let mut dens = vec![0f32; if cosine { out.len() } else { 0 }];
     let mut start = 0;
     while start < picks.len() {
         let n = CHUNK.min(picks.len() - start);
@@ -310,29 +313,44 @@ fn scan(
             }
         };
         let row_of = |i: usize| chunk.map_or(start + i, |c| c[i] as usize);
-        for (q, heap) in heaps.iter_mut().enumerate() {
-            // Rows scoring above the heap's worst cannot enter: one comparison each.
-            let mut worst = heap.worst();
-            let qnorm = queries.norms.get(q).map_or(1.0, |n| n.sqrt());
-            for i in 0..n {
-                let s = out[i * nq + q];
-                let score = match queries.metric {
-                    Metric::L2 | Metric::L2Squared => s,
-                    Metric::Dot => -s,
-                    Metric::Cosine => {
-                        let xx = norms[i];
-                        if xx == 0.0 {
-                            heap.unranked += 1;
-                            continue;
-                        }
-                        1.0 - s / (xx.sqrt() * qnorm)
-                    }
-                };
-                if score > worst {
+        if cosine {
+            // The chunk's sums become distances 1 − x·q / (‖x‖·‖q‖) in two flat loops the
+            // compiler vectorises: one square root per row (not per pair), then every
+            // division of the chunk eight at a time. (Zero rows divide by zero here and
+            // are counted as unranked below.)
+            for (i, den) in dens[..n * nq].chunks_exact_mut(nq).enumerate() {
+                let x = norms[i].sqrt();
+                for (d, qn) in den.iter_mut().zip(&qnorms) {
+                    *d = x * qn;
+                }
+            }
+            for (s, d) in out[..n * nq].iter_mut().zip(&dens[..n * nq]) {
+                *s = 1.0 - *s / d;
+            }
+        }
+        if queries.metric == Metric::Dot {
+            // Scores are negated products (closest = largest product).
+            for s in &mut out[..n * nq] {
+                *s = -*s;
+            }
+        }
+        // Rows scoring above a heap's worst cannot enter: one comparison per pair, reading
+        // the chunk's scores in the order the kernel wrote them. (The heaps keep the `k`
+        // smallest (score, id) pairs, so the order rows are offered in does not matter.)
+        let mut worst: Vec<f32> = heaps.iter().map(TopK::worst).collect();
+        for (i, scores) in out[..n * nq].chunks_exact(nq).enumerate() {
+            if cosine && norms[i] == 0.0 {
+                for heap in heaps.iter_mut() {
+                    heap.unranked += 1;
+                }
+                continue;
+            }
+            for (q, &score) in scores.iter().enumerate() {
+                if score > worst[q] {
                     continue;
                 }
-                heap.offer(score, id_of(row_of(i)));
-                worst = heap.worst();
+                heaps[q].offer(score, id_of(row_of(i)));
+                worst[q] = heaps[q].worst();
             }
         }
         start += n;
