@@ -233,6 +233,9 @@ impl TopK {
 /// Rows per kernel call: the sums of one chunk stay in L1.
 const CHUNK: usize = 256;
 
+/// Rows whose scores are compared with the heaps' bars in one flat loop.
+const GROUP: usize = 8;
+
 /// Scans one block of rows for every query: `rows` is row-major with the queries'
 /// dimension, `ids[r]` is row `r`'s `_id`, `picks` the candidate rows (a filter's
 /// selection, live non-NULL rows); `heaps` has one heap per query.
@@ -293,6 +296,8 @@ fn scan(
     // Cosine: ‖q‖ per query, and each (row, query) pair's ‖x‖·‖q‖ of a chunk.
     let qnorms: Vec<f32> = queries.norms.iter().map(|n| n.sqrt()).collect();
     let mut dens = vec![0f32; if cosine { out.len() } else { 0 }];
+    // Per (row of a group, query): the score a pair must not exceed to enter its heap.
+    let mut bar: Vec<f32> = heaps.iter().map(TopK::worst).collect::<Vec<_>>().repeat(GROUP);
     let mut start = 0;
     while start < picks.len() {
         let n = CHUNK.min(picks.len() - start);
@@ -334,24 +339,42 @@ fn scan(
                 *s = -*s;
             }
         }
-        // Rows scoring above a heap's worst cannot enter: one comparison per pair, reading
-        // the chunk's scores in the order the kernel wrote them. (The heaps keep the `k`
-        // smallest (score, id) pairs, so the order rows are offered in does not matter.)
-        let mut worst: Vec<f32> = heaps.iter().map(TopK::worst).collect();
-        for (i, scores) in out[..n * nq].chunks_exact(nq).enumerate() {
-            if cosine && norms[i] == 0.0 {
-                for heap in heaps.iter_mut() {
-                    heap.unranked += 1;
-                }
-                continue;
+        // Rows scoring above a heap's worst cannot enter. Rows go `GROUP` at a time: one
+        // flat comparison of the group's scores with each pair's bar (the vectorised
+        // common case: nothing enters), and only a group with a candidate, a NaN score or
+        // a zero row under cosine is walked pair by pair. (The heaps keep the `k` smallest
+        // (score, id) pairs, so the order rows are offered in does not matter.)
+        let mut i = 0;
+        while i < n {
+            let g = GROUP.min(n - i);
+            let scores = &out[i * nq..(i + g) * nq];
+            // A candidate, or NaN (which the heap counts as unranked).
+            let mut hit =
+                scores.iter().zip(&bar).fold(false, |a, (s, w)| a | (*s <= *w) | s.is_nan());
+            if cosine {
+                hit |= norms[i..i + g].iter().fold(false, |a, x| a | (*x == 0.0));
             }
-            for (q, &score) in scores.iter().enumerate() {
-                if score > worst[q] {
-                    continue;
+            if hit {
+                for (r, scores) in scores.chunks_exact(nq).enumerate() {
+                    if cosine && norms[i + r] == 0.0 {
+                        for heap in heaps.iter_mut() {
+                            heap.unranked += 1;
+                        }
+                        continue;
+                    }
+                    for (q, &score) in scores.iter().enumerate() {
+                        if score > bar[q] {
+                            continue;
+                        }
+                        heaps[q].offer(score, id_of(row_of(i + r)));
+                        let w = heaps[q].worst();
+                        for b in bar[q..].iter_mut().step_by(nq) {
+                            *b = w;
+                        }
+                    }
                 }
-                heaps[q].offer(score, id_of(row_of(i)));
-                worst[q] = heaps[q].worst();
             }
+            i += g;
         }
         start += n;
     }
