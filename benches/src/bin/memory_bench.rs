@@ -16,6 +16,7 @@
 //! Durability `ProcessSafe` (an acknowledged memory survives a killed process).
 //!
 //! `cargo run --release -p basalt-benches --bin memory-bench -- [--max N]`
+//! (`--recall-only N [--int8]` and `--writes-only N` run one part, for profiling).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -229,6 +230,24 @@ fn main() {
                 ms(p95)
             );
         }
+        let _ = std::fs::remove_dir_all(&root);
+        return;
+    }
+
+    // `--writes-only N`: N single `remember`s on a fresh store (W3's shape, for profiling),
+    // then W4 once with 16 writers.
+    if let Some(n) = args
+        .iter()
+        .position(|a| a == "--writes-only")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        let (_db, m) = open(&root.join("writes"));
+        let d = fill(&m, 0, n, &mut rng);
+        println!("{n} remembers: {:.0} ops/s", n as f64 / d.as_secs_f64());
+        let (_db, m) = open(&root.join("w4"));
+        let (ops, p95) = writers_x20(&Arc::new(m), 16, item);
+        println!("W4 16 writers × 20: {ops:.0} ops/s, p95 {}", ms(p95));
         let _ = std::fs::remove_dir_all(&root);
         return;
     }
