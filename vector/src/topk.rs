@@ -498,6 +498,52 @@ mod tests {
     }
 
     #[test]
+    fn rows_without_a_distance_count_wherever_they_fall() {
+        // 700 rows (chunks and groups with a tail) and k = 3, so the heaps fill early and
+        // most groups are passed over by the flat comparison; zero rows and rows holding a
+        // NaN are scattered among them.
+        let (dim, n) = (4usize, 700usize);
+        let mut s = 99u64;
+        let mut next = || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 40) as f32 / (1u64 << 24) as f32 * 4.0 - 2.0
+        };
+        let mut rows: Vec<f32> = (0..n * dim).map(|_| next()).collect();
+        let (mut zeros, mut nans) = (0u64, 0u64);
+        for r in 0..n {
+            if r % 37 == 5 {
+                rows[r * dim..(r + 1) * dim].fill(0.0);
+                zeros += 1;
+            } else if r % 53 == 7 {
+                rows[r * dim + 1] = f32::NAN;
+                nans += 1;
+            }
+        }
+        let ids: Vec<u64> = (0..n as u64).map(|i| i + 1).collect();
+        let all: Vec<u32> = (0..n as u32).collect();
+        let qv = [[1.0f32, -0.5, 0.25, 2.0], [-1.0, 0.5, 1.5, 0.0]];
+        for m in Metric::ALL {
+            let q = Queries::new(m, dim, &[&qv[0], &qv[1]]).unwrap();
+            for picks in [Picks::All(n), Picks::Some(&all)] {
+                let mut h = q.heaps(3);
+                search_block(&q, &rows, &ids, picks, &mut h);
+                let unranked = nans + if m == Metric::Cosine { zeros } else { 0 };
+                for heap in &h {
+                    assert_eq!(heap.unranked(), unranked, "{m}");
+                }
+                let got = q.finish(h);
+                for (qi, qq) in qv.iter().enumerate() {
+                    let want = brute(m, dim, &rows, &ids, &all, qq);
+                    let r = agrees(&got[qi], &want, 3, 1e-4, false);
+                    assert!(r.is_ok(), "{m} query {qi}: {r:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
     fn exact_ties_break_by_the_smaller_id() {
         let rows = vec![1.0f32, 0.0, 1.0, 0.0, 1.0, 0.0, 5.0, 5.0];
         let ids = [40u64, 7, 19, 2];
