@@ -193,26 +193,22 @@ fn recall(
     (pct(&mut t, 0.5), pct(&mut t, 0.95), agreement)
 }
 
+/// The number after option `name` in `args`, if given and valid.
+fn count_arg(args: &[String], name: &str) -> Option<usize> {
+    let at = args.iter().position(|a| a == name)?;
+    args.get(at + 1)?.parse().ok()
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let max: usize = args
-        .iter()
-        .position(|a| a == "--max")
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(100_000);
+    let max = count_arg(&args, "--max").unwrap_or(100_000);
     let root = std::env::temp_dir().join(format!("basalt-memory-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     let mut rng = Rng::new(7);
     // `--recall-only N [--int8]`: N items (written in batches), then recall timings only
     // (profiling): exact and int8 with the share of the exact top 5 found, or with `--int8`
     // int8 timings alone (no exact searches to compare with).
-    if let Some(n) = args
-        .iter()
-        .position(|a| a == "--recall-only")
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse::<usize>().ok())
-    {
+    if let Some(n) = count_arg(&args, "--recall-only") {
         let (_db, m) = open(&root.join("recall"));
         for start in (0..n).step_by(1000) {
             let items: Vec<NewMemory> =
@@ -236,12 +232,7 @@ fn main() {
 
     // `--writes-only N`: N single `remember`s on a fresh store (W3's shape, for profiling),
     // then W4 once with 16 writers.
-    if let Some(n) = args
-        .iter()
-        .position(|a| a == "--writes-only")
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse::<usize>().ok())
-    {
+    if let Some(n) = count_arg(&args, "--writes-only") {
         let (_db, m) = open(&root.join("writes"));
         let d = fill(&m, 0, n, &mut rng);
         println!("{n} remembers: {:.0} ops/s", n as f64 / d.as_secs_f64());
