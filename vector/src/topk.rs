@@ -25,8 +25,8 @@ pub struct Queries {
     dim: usize,
     /// Row-major `count × dim`.
     data: Vec<f32>,
-    /// Squared norms (cosine only, else empty).
-    norms: Vec<f32>,
+    /// Lengths ‖q‖ (cosine only, else empty).
+    lengths: Vec<f32>,
     isa: Isa,
     /// The queries quantised for int8 rows, made on the first scan of such rows.
     codes: std::sync::OnceLock<QueryCodes>,
@@ -56,12 +56,15 @@ impl Queries {
             data.extend_from_slice(q);
         }
         let isa = Isa::detect();
-        let mut norms = Vec::new();
+        let mut lengths = Vec::new();
         if metric == Metric::Cosine {
-            norms = vec![0.0; queries.len()];
-            kernel::squared_norms(isa, dim, &data, Picks::All(queries.len()), &mut norms);
+            lengths = vec![0.0; queries.len()];
+            kernel::squared_norms(isa, dim, &data, Picks::All(queries.len()), &mut lengths);
+            for l in &mut lengths {
+                *l = l.sqrt();
+            }
         }
-        Ok(Queries { metric, dim, data, norms, isa, codes: Default::default() })
+        Ok(Queries { metric, dim, data, lengths, isa, codes: Default::default() })
     }
 
     /// The metric.
@@ -87,9 +90,9 @@ impl Queries {
     /// Query `i` alone, as its own set (for rescoring its candidates).
     pub fn one(&self, i: usize) -> Option<Queries> {
         let data = self.data.get(i * self.dim..(i + 1) * self.dim)?.to_vec();
-        let norms = self.norms.get(i).map(|n| vec![*n]).unwrap_or_default();
+        let lengths = self.lengths.get(i).map(|n| vec![*n]).unwrap_or_default();
         let (metric, dim, isa) = (self.metric, self.dim, self.isa);
-        Some(Queries { metric, dim, data, norms, isa, codes: Default::default() })
+        Some(Queries { metric, dim, data, lengths, isa, codes: Default::default() })
     }
 
     /// The kernel's sums of a block with these queries (int8 rows meet the queries'
@@ -293,8 +296,7 @@ fn scan(
     let cosine = queries.metric == Metric::Cosine;
     let mut out = vec![0f32; CHUNK.min(picks.len()) * nq];
     let mut norms = vec![0f32; if cosine { CHUNK.min(picks.len()) } else { 0 }];
-    // Cosine: ‖q‖ per query, and each (row, query) pair's ‖x‖·‖q‖ of a chunk.
-    let qnorms: Vec<f32> = queries.norms.iter().map(|n| n.sqrt()).collect();
+    // Cosine: each (row, query) pair's ‖x‖·‖q‖ of a chunk.
     let mut dens = vec![0f32; if cosine { out.len() } else { 0 }];
     // Per (row of a group, query): the score a pair must not exceed to enter its heap.
     let mut bar: Vec<f32> = heaps.iter().map(TopK::worst).collect::<Vec<_>>().repeat(GROUP);
@@ -325,7 +327,7 @@ fn scan(
             // are counted as unranked below.)
             for (i, den) in dens[..n * nq].chunks_exact_mut(nq).enumerate() {
                 let x = norms[i].sqrt();
-                for (d, qn) in den.iter_mut().zip(&qnorms) {
+                for (d, qn) in den.iter_mut().zip(&queries.lengths) {
                     *d = x * qn;
                 }
             }
