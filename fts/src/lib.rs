@@ -9,7 +9,10 @@
 //! It must not know about tables, logs or SQL: *which* rows to add or delete and *when* to
 //! commit are decided by `basalt-storage`, which keeps the index in step with the data.
 
+mod bulk;
 mod lazy;
+
+pub use bulk::{BulkBuild, SEGMENT_DOCS, SEGMENT_TEXT_BYTES, TextColumn};
 
 use std::collections::BinaryHeap;
 use std::path::{Path, PathBuf};
@@ -308,15 +311,37 @@ impl FtsIndex {
     }
 
     /// Creates an empty index over `columns`, writable by `writer_threads` indexing threads
-    /// (use more than one only for a bulk build, then [`FtsIndex::set_writer_threads`]).
+    /// (more than one only to add many rows at once, then [`FtsIndex::set_writer_threads`];
+    /// an index over existing rows is built faster by [`FtsIndex::bulk`]).
     pub fn create(
         location: &Location,
         columns: &[String],
         tokenizer: Tokenizer,
         writer_threads: usize,
     ) -> Result<FtsIndex> {
+        let (index, path, lazy) = Self::create_index(location, columns)?;
+        Self::finish(index, columns, tokenizer, Some(writer_threads), path, lazy)
+    }
+
+    /// Starts building a new index over `columns` from existing rows: tantivy segments
+    /// are written straight from the rows given to [`BulkBuild::add`], on every core, and
+    /// [`BulkBuild::finish`] commits them once (see the `bulk` module).
+    pub fn bulk(
+        location: &Location,
+        columns: &[String],
+        tokenizer: Tokenizer,
+    ) -> Result<BulkBuild> {
+        let (index, path, lazy) = Self::create_index(location, columns)?;
+        BulkBuild::new(index, columns, tokenizer, path, lazy)
+    }
+
+    /// A new, empty tantivy index at `location` with the schema of `columns`.
+    fn create_index(
+        location: &Location,
+        columns: &[String],
+    ) -> Result<(Index, Option<PathBuf>, Option<lazy::LazyDir>)> {
         let (schema, ..) = schema_for(columns)?;
-        let (index, path, lazy) = match location {
+        Ok(match location {
             Location::Memory => (Index::create_in_ram(schema), None, None),
             Location::Dir(dir) => {
                 std::fs::create_dir_all(dir).map_err(|e| Error::Tantivy {
@@ -328,8 +353,7 @@ impl FtsIndex {
                     .map_err(tv("create the index"))?;
                 (index, Some(dir.clone()), Some(d))
             }
-        };
-        Self::finish(index, columns, tokenizer, Some(writer_threads), path, lazy)
+        })
     }
 
     /// Opens an existing index; `writable` opens its upkeep writer (one thread).

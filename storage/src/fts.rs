@@ -42,7 +42,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, RecordBatch, StringArray, UInt64Array};
 use arrow_schema::DataType;
-use basalt_fts::{FtsIndex, Hit, Location, Payload, Tokenizer};
+use basalt_fts::{FtsIndex, Hit, Location, Payload, TextColumn, Tokenizer};
 use parking_lot::{Mutex, RwLock};
 
 use super::{DbSnapshot, Store, TableSnapshot};
@@ -205,16 +205,31 @@ impl Store {
         if let Location::Dir(dir) = &location {
             self.vfs.remove_dir_all(dir)?;
         }
-        // Both cores index; this thread decodes the columns and feeds them.
-        let index = FtsIndex::create(&location, &names, tokenizer, 2).map_err(fts_err(&t.name))?;
+        // The rows are buffered column-wise and written as tantivy segments directly (one
+        // task per column on every core), then committed once.
+        let mut build = FtsIndex::bulk(&location, &names, tokenizer).map_err(fts_err(&t.name))?;
         let mut projection = vec![0];
         projection.extend(&pos);
         let snap = Arc::new(super::clone_table(t));
         for batch in snap.scan(&projection)? {
-            add_batch(&index, &t.name, &batch?)?;
+            let batch = batch?;
+            let ids = batch.column(0).as_primitive::<arrow_array::types::UInt64Type>();
+            let cols = text_columns(&batch)?;
+            let valid: Vec<Option<Vec<bool>>> =
+                cols.iter().map(|c| c.nulls().map(|n| n.iter().collect())).collect();
+            let views: Vec<TextColumn<'_>> = cols
+                .iter()
+                .zip(&valid)
+                .map(|(c, v)| TextColumn {
+                    data: c.value_data(),
+                    offsets: c.value_offsets(),
+                    valid: v.as_deref(),
+                })
+                .collect();
+            build.add_batch(ids.values(), &views).map_err(fts_err(&t.name))?;
         }
-        index.commit(Payload { lsn, next_row_id: t.next_row_id }).map_err(fts_err(&t.name))?;
-        index.set_writer_threads(1).map_err(fts_err(&t.name))?;
+        let index =
+            build.finish(Payload { lsn, next_row_id: t.next_row_id }).map_err(fts_err(&t.name))?;
         if let Location::Dir(dir) = &location {
             self.vfs.sync_dir(dir.parent().unwrap_or(dir))?;
         }

@@ -1,0 +1,1229 @@
+//! Bulk builds: tantivy segments written straight from buffered columns.
+//!
+//! Indexing existing rows through tantivy's document writer costs one document per row: a
+//! document is allocated and sent to an indexing thread, every token is hashed into the
+//! writer's term table and appended to an in-memory posting list, and at the end every
+//! list is read back, sorted by term and serialized. A bulk build knows all its rows up
+//! front, so it does the same work a column at a time:
+//!
+//! - rows are buffered per column (text bytes and spans) with their `_id`s, up to
+//!   [`SEGMENT_DOCS`] rows or [`SEGMENT_TEXT_BYTES`] of text per segment;
+//! - each indexed column is one task: its texts are tokenized (a text seen before — the
+//!   low-cardinality columns — is looked up in a small cache instead), its terms interned,
+//!   its occurrences `(term, doc, position)` collected in document order; the terms are
+//!   sorted once and the occurrences grouped by term with a counting sort, then written
+//!   through tantivy's own `FieldSerializer` into memory buffers;
+//! - `_id` (one term per row) is another task, and the `_id` fast field plus the document
+//!   store a third; the tasks run on every core, costliest first;
+//! - the buffers are copied into the segment's composite files in field order, the field
+//!   norms are written, and [`BulkBuild::finish`] writes `meta.json` listing the segments
+//!   with the commit payload.
+//!
+//! The files are the ones tantivy's writer produces for the same rows, byte for byte (a
+//! test compares them), so searches, scores, merges and later upkeep cannot tell a bulk
+//! built segment from another.
+//!
+//! This module must not serve any schema but the one [`crate::schema_for`] builds (text
+//! fields with positions; `_id` indexed, with field norms, and fast; nothing stored), nor
+//! build into an index that already has segments.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use parking_lot::Mutex;
+use tantivy::columnar::{ColumnType, ColumnarWriter, NumericalValue};
+use tantivy::directory::{CompositeWrite, FileSlice, TerminatingWrite};
+use tantivy::fieldnorm::{FieldNormReader, FieldNormsSerializer};
+use tantivy::index::{SegmentComponent, SegmentMeta};
+use tantivy::positions::PositionSerializer;
+use tantivy::postings::TermInfo;
+use tantivy::postings::serializer::PostingsSerializer;
+use tantivy::schema::{Field, IndexRecordOption, Schema};
+use tantivy::store::StoreWriter;
+use tantivy::termdict::TermDictionaryBuilder;
+use tantivy::tokenizer::{MAX_TOKEN_LEN, TextAnalyzer, Token, TokenStream};
+use tantivy::{Directory, DocId, Index, IndexMeta, Segment, TantivyDocument};
+use tantivy_common::CountingWriter;
+
+use crate::{Error, FtsIndex, Payload, Result, Tokenizer, lazy, tv};
+
+/// Rows per bulk-built segment (bounds the build's memory; a table this large gets several
+/// segments).
+pub const SEGMENT_DOCS: usize = 1 << 21;
+/// Text bytes (over all indexed columns) per bulk-built segment.
+pub const SEGMENT_TEXT_BYTES: usize = 256 << 20;
+/// Distinct texts a column's tokenization cache holds at most.
+const CACHE_TEXTS: usize = 1 << 16;
+/// Lookups after which a column's cache is dropped unless at least half of them hit.
+const CACHE_PROBE: u32 = 4096;
+/// A span's start marking a NULL text.
+const NULL: u32 = u32::MAX;
+
+/// An index being built from existing rows (see [`FtsIndex::bulk`]): feed every row with
+/// [`BulkBuild::add`], then [`BulkBuild::finish`] commits once. Nothing is searchable, and
+/// nothing is committed, before `finish`.
+pub struct BulkBuild {
+    index: Index,
+    columns: Vec<String>,
+    tokenizer: Tokenizer,
+    analyzer: TextAnalyzer,
+    id_field: Field,
+    fields: Vec<Field>,
+    path: Option<PathBuf>,
+    dir: Option<lazy::LazyDir>,
+    rows: Rows,
+    segments: Vec<SegmentMeta>,
+    /// Rows per segment ([`SEGMENT_DOCS`]; smaller in tests).
+    segment_rows: usize,
+    /// Texts a column's cache is tried on ([`CACHE_PROBE`]; smaller in tests).
+    cache_probe: u32,
+}
+
+impl std::fmt::Debug for BulkBuild {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BulkBuild")
+            .field("columns", &self.columns)
+            .field("buffered_rows", &self.rows.ids.len())
+            .field("segments", &self.segments.len())
+            .finish()
+    }
+}
+
+/// Rows buffered for the next segment.
+struct Rows {
+    ids: Vec<u64>,
+    cols: Vec<Column>,
+    text_bytes: usize,
+}
+
+/// One column's buffered texts.
+#[derive(Default)]
+struct Column {
+    data: String,
+    /// `(start, len)` into `data` per row; `start == NULL` for NULL.
+    spans: Vec<(u32, u32)>,
+}
+
+/// One batch of an indexed column in Arrow's string layout (see [`BulkBuild::add_batch`]).
+#[derive(Debug, Clone, Copy)]
+pub struct TextColumn<'a> {
+    /// The texts' bytes, concatenated (UTF-8).
+    pub data: &'a [u8],
+    /// Row `r`'s text is `data[offsets[r]..offsets[r + 1]]` (one more offset than rows).
+    pub offsets: &'a [i32],
+    /// Whether each row has a text (`None`: every row has one).
+    pub valid: Option<&'a [bool]>,
+}
+
+/// Rows `r..e` of `c` as one string, checked: UTF-8, every text on character boundaries.
+fn checked_rows<'a>(c: &TextColumn<'a>, r: usize, e: usize) -> Result<&'a str> {
+    let not_utf8 = || Error::Invalid("a text column batch that is not UTF-8".into());
+    let lo = c.offsets[r] as usize;
+    let chunk = std::str::from_utf8(&c.data[lo..c.offsets[e] as usize]).map_err(|_| not_utf8())?;
+    if c.offsets[r..=e].iter().all(|&o| chunk.is_char_boundary(o as usize - lo)) {
+        Ok(chunk)
+    } else {
+        Err(not_utf8())
+    }
+}
+
+impl Column {
+    /// Appends rows `r..e` of `c`, whose text is `chunk` (from [`checked_rows`]).
+    fn append(&mut self, c: &TextColumn<'_>, r: usize, e: usize, chunk: &str) {
+        let lo = c.offsets[r] as usize;
+        let base = self.data.len();
+        for i in r..e {
+            if c.valid.is_some_and(|v| !v[i]) {
+                self.spans.push((NULL, 0));
+            } else {
+                let (s, t) = (c.offsets[i] as usize - lo, c.offsets[i + 1] as usize - lo);
+                self.spans.push(((base + s) as u32, (t - s) as u32));
+            }
+        }
+        self.data.push_str(chunk);
+    }
+
+    fn text(&self, (start, len): (u32, u32)) -> Option<&str> {
+        if start == NULL {
+            return None;
+        }
+        self.data.get(start as usize..start as usize + len as usize)
+    }
+}
+
+fn io_err(action: &'static str) -> impl FnOnce(io::Error) -> Error {
+    move |e| Error::Tantivy { action, source: tantivy::TantivyError::from(e) }
+}
+
+impl BulkBuild {
+    pub(crate) fn new(
+        index: Index,
+        columns: &[String],
+        tokenizer: Tokenizer,
+        path: Option<PathBuf>,
+        dir: Option<lazy::LazyDir>,
+    ) -> Result<BulkBuild> {
+        let (_, id_field, fields) = crate::schema_for(columns)?;
+        if !index.searchable_segment_metas().map_err(tv("read the index metas"))?.is_empty() {
+            return Err(Error::Invalid("a bulk build needs an empty index".into()));
+        }
+        Ok(BulkBuild {
+            analyzer: tokenizer.analyzer()?,
+            index,
+            columns: columns.to_vec(),
+            tokenizer,
+            id_field,
+            fields,
+            path,
+            dir,
+            rows: Rows {
+                ids: Vec::new(),
+                cols: columns.iter().map(|_| Column::default()).collect(),
+                text_bytes: 0,
+            },
+            segments: Vec::new(),
+            segment_rows: SEGMENT_DOCS,
+            cache_probe: CACHE_PROBE,
+        })
+    }
+
+    /// Adds one row: its `_id` and the text of each indexed column in column order (`None`
+    /// for NULL; missing trailing columns are NULL). Rows become documents in the order
+    /// they are added.
+    pub fn add<'a>(
+        &mut self,
+        id: u64,
+        texts: impl IntoIterator<Item = Option<&'a str>>,
+    ) -> Result<()> {
+        let mut texts = texts.into_iter();
+        let row: Vec<Option<&str>> =
+            self.rows.cols.iter().map(|_| texts.next().flatten()).collect();
+        // Checked before anything is appended (an error changes nothing).
+        for (col, t) in self.rows.cols.iter().zip(&row) {
+            if let Some(t) = t
+                && u32::try_from(col.data.len() + t.len()).is_err()
+            {
+                return Err(Error::Invalid(format!(
+                    "a text of {} bytes is too long to index",
+                    t.len()
+                )));
+            }
+        }
+        for (col, t) in self.rows.cols.iter_mut().zip(row) {
+            let span = match t {
+                Some(t) => {
+                    let start = col.data.len() as u32;
+                    col.data.push_str(t);
+                    self.rows.text_bytes += t.len();
+                    (start, t.len() as u32)
+                }
+                None => (NULL, 0),
+            };
+            col.spans.push(span);
+        }
+        self.rows.ids.push(id);
+        if self.rows.ids.len() >= self.segment_rows || self.rows.text_bytes >= SEGMENT_TEXT_BYTES {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Adds a batch of rows given column-wise in Arrow's string layout: `ids[r]` is row
+    /// `r`'s `_id`, and each of `columns` (one per indexed column, in order) holds its
+    /// texts. The same as [`BulkBuild::add`] for each row, without a call per row.
+    pub fn add_batch(&mut self, ids: &[u64], columns: &[TextColumn<'_>]) -> Result<()> {
+        if columns.len() != self.rows.cols.len() {
+            return Err(Error::Invalid(format!(
+                "a batch of {} text columns for an index of {}",
+                columns.len(),
+                self.rows.cols.len()
+            )));
+        }
+        for c in columns {
+            let bad = c.offsets.len() != ids.len() + 1
+                || c.valid.is_some_and(|v| v.len() != ids.len())
+                || c.offsets.windows(2).any(|w| w[0] < 0 || w[1] < w[0])
+                || c.offsets.last().is_some_and(|&e| e as usize > c.data.len());
+            if bad {
+                return Err(Error::Invalid("a text column batch with broken offsets".into()));
+            }
+        }
+        let len = |c: &TextColumn<'_>, r: usize| (c.offsets[r + 1] - c.offsets[r]) as usize;
+        let mut r = 0;
+        while r < ids.len() {
+            // Rows [r, e) fit the segment being buffered (at least one row always does).
+            let room = self.segment_rows.saturating_sub(self.rows.ids.len()).max(1);
+            let (mut e, mut bytes) = (r, self.rows.text_bytes);
+            while e < ids.len() && e - r < room {
+                let row: usize = columns.iter().map(|c| len(c, e)).sum();
+                if e > r && bytes + row > SEGMENT_TEXT_BYTES {
+                    break;
+                }
+                bytes += row;
+                e += 1;
+            }
+            // Every column is checked before any is appended to (an error changes nothing).
+            let chunks =
+                columns.iter().map(|c| checked_rows(c, r, e)).collect::<Result<Vec<_>>>()?;
+            if let Some((_, big)) = self
+                .rows
+                .cols
+                .iter()
+                .zip(&chunks)
+                .find(|(col, chunk)| u32::try_from(col.data.len() + chunk.len()).is_err())
+            {
+                return Err(Error::Invalid(format!(
+                    "a text of {} bytes is too long to index",
+                    big.len()
+                )));
+            }
+            for ((col, c), chunk) in self.rows.cols.iter_mut().zip(columns).zip(chunks) {
+                col.append(c, r, e, chunk);
+            }
+            self.rows.ids.extend_from_slice(&ids[r..e]);
+            self.rows.text_bytes = bytes;
+            if self.rows.ids.len() >= self.segment_rows || bytes >= SEGMENT_TEXT_BYTES {
+                self.flush()?;
+            }
+            r = e;
+        }
+        Ok(())
+    }
+
+    /// Writes the buffered rows as one segment (not yet part of any commit).
+    fn flush(&mut self) -> Result<()> {
+        if self.rows.ids.is_empty() {
+            return Ok(());
+        }
+        let ascii_fast = self.tokenizer == Tokenizer::Default;
+        let cutter =
+            Cutter { analyzer: self.analyzer.clone(), ascii_fast, probe: self.cache_probe };
+        let meta = write_segment(&self.index, &cutter, self.id_field, &self.fields, &self.rows)?;
+        self.segments.push(meta);
+        self.rows.ids.clear();
+        self.rows.text_bytes = 0;
+        for c in &mut self.rows.cols {
+            c.data.clear();
+            c.spans.clear();
+        }
+        Ok(())
+    }
+
+    /// Writes the last segment, commits every segment with `payload` (synced) and returns
+    /// the open index, with its one-thread upkeep writer.
+    pub fn finish(mut self, payload: Payload) -> Result<FtsIndex> {
+        self.flush()?;
+        let meta = IndexMeta {
+            index_settings: self.index.settings().clone(),
+            persisted_custom_extensions: Vec::new(),
+            segments: std::mem::take(&mut self.segments),
+            schema: self.index.schema(),
+            opstamp: 0,
+            payload: Some(payload.encode()),
+        };
+        let mut json = serde_json::to_vec_pretty(&meta).map_err(|e| Error::Tantivy {
+            action: "encode the index metas",
+            source: tantivy::TantivyError::from(io::Error::other(e)),
+        })?;
+        json.push(b'\n');
+        let d = self.index.directory();
+        d.sync_directory().map_err(io_err("sync the index directory"))?;
+        d.atomic_write(Path::new("meta.json"), &json).map_err(io_err("commit"))?;
+        d.sync_directory().map_err(io_err("sync the index directory"))?;
+        FtsIndex::finish(self.index, &self.columns, self.tokenizer, Some(1), self.path, self.dir)
+    }
+}
+
+/// What one task made of one indexed field: its field norms and its sections of the
+/// term, postings and positions files.
+struct FieldPart {
+    field: Field,
+    norms: Vec<u8>,
+    /// `None` when the field has no term at all (it then gets no section, as in tantivy).
+    sections: Option<[Vec<u8>; 3]>,
+}
+
+/// Writes `rows` as a new segment of `index` (every file but `meta.json`).
+fn write_segment(
+    index: &Index,
+    cutter: &Cutter,
+    id_field: Field,
+    fields: &[Field],
+    rows: &Rows,
+) -> Result<SegmentMeta> {
+    let segment = index.new_segment();
+    let schema = index.schema();
+    let n = rows.ids.len();
+    let max_doc = u32::try_from(n).map_err(|_| Error::Invalid("too many rows".into()))?;
+
+    type Task<'s> = Box<dyn FnOnce() -> Result<Option<FieldPart>> + Send + 's>;
+    let mut tasks: Vec<(usize, Task<'_>)> = Vec::with_capacity(fields.len() + 2);
+    for (&field, col) in fields.iter().zip(&rows.cols) {
+        let mut cutter = cutter.clone();
+        let option = record_option(&schema, field);
+        let cost = col.data.len() + 8 * n;
+        tasks.push((
+            cost,
+            Box::new(move || {
+                let occ = tokenize(col, &mut cutter);
+                text_field(field, occ, option).map(Some).map_err(io_err("write postings"))
+            }),
+        ));
+    }
+    let option = record_option(&schema, id_field);
+    tasks.push((
+        24 * n,
+        Box::new(move || {
+            id_postings(id_field, &rows.ids, option).map(Some).map_err(io_err("write postings"))
+        }),
+    ));
+    let (seg, sch) = (&segment, &schema);
+    tasks.push((8 * n, Box::new(move || fast_and_store(seg, sch, &rows.ids).map(|()| None))));
+    tasks.sort_by_key(|t| std::cmp::Reverse(t.0));
+    let mut parts = Vec::with_capacity(fields.len() + 1);
+    for r in run_all(tasks.into_iter().map(|t| t.1).collect()) {
+        if let Some(p) = r? {
+            parts.push(p);
+        }
+    }
+    parts.sort_by_key(|p| p.field);
+
+    let open = |c: SegmentComponent| {
+        segment.open_write(c).map_err(|e| Error::Tantivy {
+            action: "create a segment file",
+            source: tantivy::TantivyError::from(e),
+        })
+    };
+    let mut norms = FieldNormsSerializer::from_write(open(SegmentComponent::FieldNorms)?)
+        .map_err(io_err("write field norms"))?;
+    for p in &parts {
+        norms.serialize_field(p.field, &p.norms).map_err(io_err("write field norms"))?;
+    }
+    norms.close().map_err(io_err("write field norms"))?;
+    let components =
+        [SegmentComponent::Terms, SegmentComponent::Postings, SegmentComponent::Positions];
+    for (i, c) in components.into_iter().enumerate() {
+        let mut w = CompositeWrite::wrap(open(c)?);
+        for p in &parts {
+            if let Some(sections) = &p.sections {
+                w.for_field(p.field).write_all(&sections[i]).map_err(io_err("write postings"))?;
+            }
+        }
+        w.close().map_err(io_err("write postings"))?;
+    }
+    Ok(segment.with_max_doc(max_doc).meta().clone())
+}
+
+fn record_option(schema: &Schema, field: Field) -> IndexRecordOption {
+    schema
+        .get_field_entry(field)
+        .field_type()
+        .index_record_option()
+        .unwrap_or(IndexRecordOption::Basic)
+}
+
+/// A task of [`run_all`].
+type Job<'s, T> = Box<dyn FnOnce() -> T + Send + 's>;
+
+/// Runs `tasks` on every core (this thread included), in order of submission, and returns
+/// their results in the same order.
+fn run_all<'s, T: Send>(tasks: Vec<Job<'s, T>>) -> Vec<T> {
+    let n = tasks.len();
+    let slots: Vec<Mutex<Option<Job<'s, T>>>> =
+        tasks.into_iter().map(|t| Mutex::new(Some(t))).collect();
+    let results: Vec<Mutex<Option<T>>> = (0..n).map(|_| Mutex::new(None)).collect();
+    let next = AtomicUsize::new(0);
+    let work = || {
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            if i >= n {
+                break;
+            }
+            if let Some(task) = slots[i].lock().take() {
+                *results[i].lock() = Some(task());
+            }
+        }
+    };
+    let threads = std::thread::available_parallelism().map_or(1, |p| p.get()).min(n);
+    std::thread::scope(|s| {
+        for _ in 1..threads {
+            s.spawn(work);
+        }
+        work();
+    });
+    results.into_iter().filter_map(|r| r.into_inner()).collect()
+}
+
+/// A 64-bit hash of a byte string (multiply-rotate over 8-byte words, then a finalizer).
+fn hash_bytes(seed: u64, b: &[u8]) -> u64 {
+    const K: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut h = seed ^ (b.len() as u64).wrapping_mul(K);
+    let mut words = b.chunks_exact(8);
+    for w in &mut words {
+        let v = w.try_into().map_or(0, u64::from_le_bytes);
+        h = (h ^ v).wrapping_mul(K).rotate_left(29);
+    }
+    let mut tail = [0u8; 8];
+    tail[..words.remainder().len()].copy_from_slice(words.remainder());
+    h = (h ^ u64::from_le_bytes(tail)).wrapping_mul(K);
+    h ^= h >> 32;
+    h = h.wrapping_mul(0xD6E8_FEB8_6659_FD93);
+    h ^ (h >> 29)
+}
+
+/// A [`Hasher`] over [`hash_bytes`] (the texts cache) that passes a `u64` key through
+/// unchanged (the interner's keys are already hashes).
+#[derive(Default)]
+struct FastHasher(u64);
+
+impl Hasher for FastHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        self.0 = hash_bytes(self.0, bytes);
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+}
+
+type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
+
+/// Interned terms of one field: ids in order of first appearance.
+///
+/// An open-addressing table of `u64` slots (the hash's high 32 bits beside the id + 1;
+/// 0 is empty), at most half full: a new term costs one cache line of the table, which
+/// matters for columns with a million distinct words.
+#[derive(Default)]
+struct Interner {
+    bytes: Vec<u8>,
+    /// `(start, len)` into `bytes` per term id.
+    spans: Vec<(u32, u32)>,
+    slots: Vec<u64>,
+}
+
+impl Interner {
+    fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    /// Makes room for `more` new terms without growing the table.
+    fn reserve(&mut self, more: usize) {
+        self.spans.reserve(more);
+        let want = ((self.len() + more) * 2).next_power_of_two();
+        if want > self.slots.len() {
+            self.rebuild(want);
+        }
+    }
+
+    fn rebuild(&mut self, size: usize) {
+        self.slots = vec![0; size];
+        let mask = size - 1;
+        for id in 0..self.spans.len() {
+            let h = hash_bytes(0, self.get(id as u32));
+            let mut i = h as usize & mask;
+            while self.slots[i] != 0 {
+                i = (i + 1) & mask;
+            }
+            self.slots[i] = (h >> 32 << 32) | (id as u64 + 1);
+        }
+    }
+
+    fn get(&self, id: u32) -> &[u8] {
+        let (s, l) = self.spans[id as usize];
+        &self.bytes[s as usize..s as usize + l as usize]
+    }
+
+    /// Loads the table slots of these hashes (independent loads the CPU overlaps), so the
+    /// interning that follows finds them in cache.
+    fn touch(&self, hashes: impl Iterator<Item = u64>) {
+        if self.slots.is_empty() {
+            return;
+        }
+        let mask = self.slots.len() - 1;
+        let acc = hashes.fold(0u64, |acc, h| acc ^ self.slots[h as usize & mask]);
+        std::hint::black_box(acc);
+    }
+
+    /// The id of term `b` (whose [`hash_bytes`] is `h`), new or not.
+    fn intern(&mut self, b: &[u8], h: u64) -> u32 {
+        if (self.len() + 1) * 2 > self.slots.len() {
+            self.rebuild((self.slots.len() * 2).max(1024));
+        }
+        let mask = self.slots.len() - 1;
+        let mut i = h as usize & mask;
+        loop {
+            let slot = self.slots[i];
+            if slot == 0 {
+                break;
+            }
+            if slot >> 32 == h >> 32 {
+                let id = (slot as u32).wrapping_sub(1);
+                if self.get(id) == b {
+                    return id;
+                }
+            }
+            i = (i + 1) & mask;
+        }
+        let id = self.spans.len() as u32;
+        self.slots[i] = (h >> 32 << 32) | (u64::from(id) + 1);
+        self.spans.push((self.bytes.len() as u32, b.len() as u32));
+        self.bytes.extend_from_slice(b);
+        id
+    }
+}
+
+/// A tokenized column: its terms, every occurrence `[term, doc, position]` in document
+/// order, each document's field norm id, and the token count.
+struct Occurrences {
+    terms: Interner,
+    occ: Vec<[u32; 3]>,
+    norms: Vec<u8>,
+    tokens: u64,
+}
+
+/// Cuts texts into terms exactly as the index's analyzer does.
+#[derive(Clone)]
+struct Cutter {
+    analyzer: TextAnalyzer,
+    /// Texts a column's cache is tried on before it is dropped (unless half of them hit).
+    probe: u32,
+    /// Whether ASCII texts may take the inlined path (the default tokenizer: runs of ASCII
+    /// letters and digits, lowercased, dropped at [`crate::MAX_TOKEN_BYTES`] bytes or more —
+    /// what `SimpleTokenizer`, `RemoveLongFilter` and `LowerCaser` do to ASCII text).
+    ascii_fast: bool,
+}
+
+impl Cutter {
+    /// Calls `emit(term, position)` for each term of `text`, as tantivy's writer indexes
+    /// them (tokens over [`MAX_TOKEN_LEN`] bytes are dropped).
+    fn cut(&mut self, text: &str, emit: &mut impl FnMut(&[u8], u32)) {
+        if self.ascii_fast && text.is_ascii() {
+            let b = text.as_bytes();
+            let mut lower = [0u8; crate::MAX_TOKEN_BYTES];
+            let (mut i, mut pos) = (0, 0u32);
+            while i < b.len() {
+                if !b[i].is_ascii_alphanumeric() {
+                    i += 1;
+                    continue;
+                }
+                let start = i;
+                while i < b.len() && b[i].is_ascii_alphanumeric() {
+                    i += 1;
+                }
+                let len = i - start;
+                if len < crate::MAX_TOKEN_BYTES {
+                    for (l, c) in lower.iter_mut().zip(&b[start..i]) {
+                        *l = c.to_ascii_lowercase();
+                    }
+                    emit(&lower[..len], pos);
+                }
+                pos += 1;
+            }
+            return;
+        }
+        let mut stream = self.analyzer.token_stream(text);
+        stream.process(&mut |tok: &Token| {
+            if tok.text.len() <= MAX_TOKEN_LEN {
+                emit(tok.text.as_bytes(), tok.position as u32);
+            }
+        });
+    }
+}
+
+/// Documents cut ahead of interning when texts are mostly distinct: their terms' table
+/// slots are loaded together first, so the cache misses overlap instead of queueing.
+const BATCH: usize = 32;
+
+fn tokenize(col: &Column, cutter: &mut Cutter) -> Occurrences {
+    let n = col.spans.len();
+    let mut terms = Interner::default();
+    // Room for the most tokens word tokenizers can cut (one per two bytes); untouched
+    // capacity costs address space only.
+    let mut occ: Vec<[u32; 3]> = Vec::with_capacity(((col.data.len() + n) / 2).min(1 << 26));
+    let mut norms = Vec::with_capacity(n);
+    let mut tokens = 0u64;
+    // Texts seen before → their range in `cached`.
+    let mut cache: FastMap<&str, (u32, u32)> = FastMap::default();
+    let mut cached: Vec<(u32, u32)> = Vec::new();
+    let (mut lookups, mut hits) = (0u32, 0u32);
+    let mut scratch: Vec<(u32, u32)> = Vec::new();
+    let mut doc = 0;
+    // Texts repeat (or we do not know yet): one document at a time, through the cache.
+    while doc < n {
+        let d = doc as u32;
+        doc += 1;
+        let Some(text) = col.text(col.spans[d as usize]) else {
+            norms.push(FieldNormReader::fieldnorm_to_id(0));
+            continue;
+        };
+        lookups += 1;
+        let toks: &[(u32, u32)] = if let Some(&(s, e)) = cache.get(text) {
+            hits += 1;
+            &cached[s as usize..e as usize]
+        } else {
+            scratch.clear();
+            cutter.cut(text, &mut |b, p| scratch.push((terms.intern(b, hash_bytes(0, b)), p)));
+            if cache.len() < CACHE_TEXTS {
+                let s = cached.len() as u32;
+                cached.extend_from_slice(&scratch);
+                cache.insert(text, (s, cached.len() as u32));
+            }
+            &scratch
+        };
+        occ.extend(toks.iter().map(|&(t, p)| [t, d, p]));
+        norms.push(FieldNormReader::fieldnorm_to_id(toks.len() as u32));
+        tokens += toks.len() as u64;
+        if lookups == cutter.probe && hits < lookups / 2 {
+            break;
+        }
+    }
+    if doc < n {
+        // Mostly distinct texts: no cache, and room for about one new term per text
+        // (growing a large table rehashes every term it holds).
+        drop(cache);
+        terms.reserve(n - doc);
+    }
+    // (hash, start, len, position) of the batch's terms, their bytes, and each document's
+    // term count (`None`: NULL).
+    let mut pending: Vec<(u64, u32, u32, u32)> = Vec::new();
+    let mut bytes: Vec<u8> = Vec::new();
+    let mut counts: Vec<Option<u32>> = Vec::with_capacity(BATCH);
+    while doc < n {
+        let batch = doc..(doc + BATCH).min(n);
+        doc = batch.end;
+        pending.clear();
+        bytes.clear();
+        counts.clear();
+        for d in batch.clone() {
+            let Some(text) = col.text(col.spans[d]) else {
+                counts.push(None);
+                continue;
+            };
+            let before = pending.len();
+            cutter.cut(text, &mut |b, p| {
+                pending.push((hash_bytes(0, b), bytes.len() as u32, b.len() as u32, p));
+                bytes.extend_from_slice(b);
+            });
+            counts.push(Some((pending.len() - before) as u32));
+        }
+        terms.touch(pending.iter().map(|t| t.0));
+        let mut next = pending.iter();
+        for (d, count) in batch.zip(&counts) {
+            let Some(count) = *count else {
+                norms.push(FieldNormReader::fieldnorm_to_id(0));
+                continue;
+            };
+            for &(h, s, l, p) in next.by_ref().take(count as usize) {
+                let t = terms.intern(&bytes[s as usize..(s + l) as usize], h);
+                occ.push([t, d as u32, p]);
+            }
+            norms.push(FieldNormReader::fieldnorm_to_id(count));
+            tokens += u64::from(count);
+        }
+    }
+    Occurrences { terms, occ, norms, tokens }
+}
+
+/// Memory buffers for one field's sections of the term, postings and positions files.
+fn buffers() -> [CountingWriter<Vec<u8>>; 3] {
+    [(); 3].map(|()| CountingWriter::wrap(Vec::new()))
+}
+
+fn finish_buffers(b: [CountingWriter<Vec<u8>>; 3]) -> [Vec<u8>; 3] {
+    b.map(CountingWriter::finish)
+}
+
+fn norms_reader(norms: &[u8]) -> io::Result<FieldNormReader> {
+    FieldNormReader::open(FileSlice::from(norms.to_vec())).map_err(io::Error::other)
+}
+
+/// The first eight bytes of a term as a big-endian number (zero-padded): ordering by it,
+/// then by the whole term, is the terms' byte order.
+fn prefix_key(b: &[u8]) -> u64 {
+    let mut k = [0u8; 8];
+    let l = b.len().min(8);
+    k[..l].copy_from_slice(&b[..l]);
+    u64::from_be_bytes(k)
+}
+
+/// Writes one field's term dictionary, postings and positions — what tantivy's
+/// `FieldSerializer` writes, term by term, with one saving: a term in fewer documents than
+/// a block (128) never gets a full block, so the BM25 block maxima `FieldSerializer`
+/// prepares for every term are never used for it; such terms go through a postings
+/// serializer without field norms, which skips that preparation (the bytes are the same).
+/// A term with at least a block of documents gets a fresh serializer with the field norms.
+struct TermWriter<'a> {
+    dict: TermDictionaryBuilder<&'a mut CountingWriter<Vec<u8>>>,
+    postings_write: &'a mut CountingWriter<Vec<u8>>,
+    postings_start: u64,
+    positions: Option<PositionSerializer<&'a mut CountingWriter<Vec<u8>>>>,
+    /// For terms in fewer than a block of documents (never holds a full block, so its
+    /// last encoded document stays 0 between terms, as a cleared serializer's does).
+    small: PostingsSerializer,
+    /// The current term's serializer when it has a block of documents or more.
+    big: Option<PostingsSerializer>,
+    option: IndexRecordOption,
+    norms: FieldNormReader,
+    avg_fieldnorm: f32,
+    info: TermInfo,
+}
+
+/// Documents per postings block (tantivy's `COMPRESSION_BLOCK_SIZE`).
+const BLOCK: u32 = 128;
+
+impl<'a> TermWriter<'a> {
+    fn create(
+        option: IndexRecordOption,
+        total_tokens: u64,
+        norms: FieldNormReader,
+        [terms, postings, positions]: &'a mut [CountingWriter<Vec<u8>>; 3],
+    ) -> io::Result<TermWriter<'a>> {
+        postings.write_all(&total_tokens.to_le_bytes())?;
+        let postings_start = postings.written_bytes();
+        let avg_fieldnorm = total_tokens as f32 / norms.num_docs() as f32;
+        Ok(TermWriter {
+            dict: TermDictionaryBuilder::create(terms)?,
+            postings_write: postings,
+            postings_start,
+            positions: option.has_positions().then(|| PositionSerializer::new(positions)),
+            small: PostingsSerializer::new(avg_fieldnorm, option, None),
+            big: None,
+            option,
+            norms,
+            avg_fieldnorm,
+            info: TermInfo::default(),
+        })
+    }
+
+    fn serializer(&mut self) -> &mut PostingsSerializer {
+        self.big.as_mut().unwrap_or(&mut self.small)
+    }
+
+    /// Starts a term in `doc_freq` documents (`record_tf`: whether frequencies are kept).
+    fn new_term(&mut self, doc_freq: u32, record_tf: bool) {
+        let addr = (self.postings_write.written_bytes() - self.postings_start) as usize;
+        let pos = self.positions.as_ref().map_or(0, |p| p.written_bytes() as usize);
+        self.info = TermInfo { doc_freq: 0, postings_range: addr..addr, positions_range: pos..pos };
+        self.big = (doc_freq >= BLOCK).then(|| {
+            PostingsSerializer::new(self.avg_fieldnorm, self.option, Some(self.norms.clone()))
+        });
+        self.serializer().new_term(doc_freq, record_tf);
+    }
+
+    fn write_doc(&mut self, doc: DocId, tf: u32, position_deltas: &[u32]) {
+        self.info.doc_freq += 1;
+        self.serializer().write_doc(doc, tf);
+        if let Some(p) = &mut self.positions {
+            p.write_positions_delta(position_deltas);
+        }
+    }
+
+    fn close_term(&mut self, term: &[u8]) -> io::Result<()> {
+        let doc_freq = self.info.doc_freq;
+        let w = &mut *self.postings_write;
+        self.big.as_mut().unwrap_or(&mut self.small).close_term(doc_freq, w)?;
+        self.info.postings_range.end =
+            (self.postings_write.written_bytes() - self.postings_start) as usize;
+        if let Some(p) = &mut self.positions {
+            p.close_term()?;
+            self.info.positions_range.end = p.written_bytes() as usize;
+        }
+        self.dict.insert(term, &self.info)
+    }
+
+    fn close(self) -> io::Result<()> {
+        if let Some(p) = self.positions {
+            p.close()?;
+        }
+        self.dict.finish().map(|_| ())
+    }
+}
+
+/// Serializes a text field's postings, as tantivy's writer would from the same documents.
+fn text_field(field: Field, o: Occurrences, option: IndexRecordOption) -> io::Result<FieldPart> {
+    let Occurrences { terms, occ, norms, tokens } = o;
+    let nt = terms.len();
+    if nt == 0 {
+        return Ok(FieldPart { field, norms, sections: None });
+    }
+    let mut order: Vec<(u64, u32)> =
+        (0..nt as u32).map(|t| (prefix_key(terms.get(t)), t)).collect();
+    order.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| terms.get(a.1).cmp(terms.get(b.1))));
+    let mut rank = vec![0u32; nt];
+    for (r, &(_, t)) in order.iter().enumerate() {
+        rank[t as usize] = r as u32;
+    }
+    // Counting sort of the occurrences by term rank (stable: documents and positions stay
+    // in order within a term).
+    let mut start = vec![0usize; nt + 1];
+    for o in &occ {
+        start[rank[o[0] as usize] as usize + 1] += 1;
+    }
+    for i in 0..nt {
+        start[i + 1] += start[i];
+    }
+    let mut fill = start.clone();
+    let mut grouped = vec![(0u32, 0u32); occ.len()];
+    for o in &occ {
+        let r = rank[o[0] as usize] as usize;
+        grouped[fill[r]] = (o[1], o[2]);
+        fill[r] += 1;
+    }
+    drop(occ);
+    let mut b = buffers();
+    let mut fs = TermWriter::create(option, tokens, norms_reader(&norms)?, &mut b)?;
+    let mut deltas = Vec::new();
+    for (r, &(_, t)) in order.iter().enumerate() {
+        let group = &grouped[start[r]..start[r + 1]];
+        let mut doc_freq = 0u32;
+        let mut prev = NULL;
+        for &(d, _) in group {
+            doc_freq += u32::from(d != prev);
+            prev = d;
+        }
+        fs.new_term(doc_freq, true);
+        let mut i = 0;
+        while i < group.len() {
+            let doc = group[i].0;
+            deltas.clear();
+            let mut prev_plus_one = 1u32;
+            while i < group.len() && group[i].0 == doc {
+                let plus_one = group[i].1.wrapping_add(1);
+                deltas.push(plus_one.wrapping_sub(prev_plus_one));
+                prev_plus_one = plus_one;
+                i += 1;
+            }
+            fs.write_doc(doc, deltas.len() as u32, &deltas);
+        }
+        fs.close_term(terms.get(t))?;
+    }
+    fs.close()?;
+    Ok(FieldPart { field, norms, sections: Some(finish_buffers(b)) })
+}
+
+/// Serializes the `_id` field's postings: one term (the big-endian id) per row.
+fn id_postings(field: Field, ids: &[u64], option: IndexRecordOption) -> io::Result<FieldPart> {
+    let norms = vec![FieldNormReader::fieldnorm_to_id(1); ids.len()];
+    if ids.is_empty() {
+        return Ok(FieldPart { field, norms, sections: None });
+    }
+    let mut pairs: Vec<(u64, u32)> = ids.iter().zip(0u32..).map(|(&id, d)| (id, d)).collect();
+    if !pairs.is_sorted() {
+        pairs.sort_unstable();
+    }
+    let mut b = buffers();
+    let mut fs = TermWriter::create(option, ids.len() as u64, norms_reader(&norms)?, &mut b)?;
+    let mut i = 0;
+    while i < pairs.len() {
+        let id = pairs[i].0;
+        fs.new_term(0, false);
+        while i < pairs.len() && pairs[i].0 == id {
+            fs.write_doc(pairs[i].1, 0, &[]);
+            i += 1;
+        }
+        fs.close_term(&id.to_be_bytes())?;
+    }
+    fs.close()?;
+    Ok(FieldPart { field, norms, sections: Some(finish_buffers(b)) })
+}
+
+/// Writes the segment's fast fields (`_id`) and its document store (one empty document per
+/// row: nothing is stored).
+fn fast_and_store(segment: &Segment, schema: &Schema, ids: &[u64]) -> Result<()> {
+    let open = |c: SegmentComponent| {
+        segment.open_write(c).map_err(|e| Error::Tantivy {
+            action: "create a segment file",
+            source: tantivy::TantivyError::from(e),
+        })
+    };
+    let mut columns = ColumnarWriter::default();
+    columns.record_column_type(crate::ID_FIELD, ColumnType::U64, false);
+    for (&id, doc) in ids.iter().zip(0u32..) {
+        columns.record_numerical(doc, crate::ID_FIELD, NumericalValue::U64(id));
+    }
+    let mut w = open(SegmentComponent::FastFields)?;
+    columns.serialize(ids.len() as u32, None, &mut w).map_err(io_err("write fast fields"))?;
+    w.terminate().map_err(io_err("write fast fields"))?;
+
+    let settings = segment.index().settings();
+    let mut store = StoreWriter::new(
+        open(SegmentComponent::Store)?,
+        settings.docstore_compression,
+        settings.docstore_blocksize,
+        settings.docstore_compress_dedicated_thread,
+    )
+    .map_err(io_err("write the document store"))?;
+    let empty = TantivyDocument::new();
+    for _ in ids {
+        store.store(&empty, schema).map_err(io_err("write the document store"))?;
+    }
+    store.close().map_err(io_err("write the document store"))
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::{Hit, Location};
+
+    const COMPONENTS: [SegmentComponent; 6] = [
+        SegmentComponent::Terms,
+        SegmentComponent::Postings,
+        SegmentComponent::Positions,
+        SegmentComponent::FieldNorms,
+        SegmentComponent::FastFields,
+        SegmentComponent::Store,
+    ];
+
+    type Row = (u64, Vec<Option<String>>);
+
+    fn names(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("c{i}")).collect()
+    }
+
+    /// The same rows indexed by tantivy's writer (one thread: one segment, rows in order).
+    fn by_writer(rows: &[Row], n_cols: usize, tok: Tokenizer) -> FtsIndex {
+        let ix = FtsIndex::create(&Location::Memory, &names(n_cols), tok, 1).unwrap();
+        ix.add_many(rows.iter().map(|(id, t)| (*id, t.iter().map(|t| t.as_deref())))).unwrap();
+        ix.commit(Payload { lsn: 3, next_row_id: 9 }).unwrap();
+        ix
+    }
+
+    fn by_bulk(rows: &[Row], n_cols: usize, tok: Tokenizer, segment_rows: usize) -> FtsIndex {
+        let mut b = FtsIndex::bulk(&Location::Memory, &names(n_cols), tok).unwrap();
+        b.segment_rows = segment_rows;
+        // Mostly distinct texts leave the cache after a few rows (both paths are tested).
+        b.cache_probe = 8;
+        for (id, t) in rows {
+            b.add(*id, t.iter().map(|t| t.as_deref())).unwrap();
+        }
+        b.finish(Payload { lsn: 3, next_row_id: 9 }).unwrap()
+    }
+
+    /// Every component file of every segment, in segment order.
+    fn files(ix: &FtsIndex) -> Vec<Vec<Vec<u8>>> {
+        let metas = ix.index.searchable_segment_metas().unwrap();
+        metas
+            .into_iter()
+            .map(|m| {
+                let seg = ix.index.segment(m);
+                COMPONENTS
+                    .iter()
+                    .map(|c| seg.open_read(c.clone()).unwrap().read_bytes().unwrap().to_vec())
+                    .collect()
+            })
+            .collect()
+    }
+
+    fn sorted(mut hits: Vec<Hit>) -> Vec<(u64, u32)> {
+        hits.sort_by_key(|h| h.id);
+        hits.iter().map(|h| (h.id, h.score.to_bits())).collect()
+    }
+
+    fn sample_rows(n: usize) -> Vec<Row> {
+        const CITIES: [&str; 4] = ["Paris", "New York", "Berlin", "São Paulo"];
+        (0..n as u64)
+            .map(|i| {
+                let name = format!("user_{i} Runs running-shoes {}", i % 7);
+                let city = (i % 5 != 0).then(|| CITIES[(i % 4) as usize].to_string());
+                let note = (i % 3 == 0).then(|| "the the the end".to_string());
+                (i + 1, vec![Some(name), city, note])
+            })
+            .collect()
+    }
+
+    #[test]
+    fn bulk_segments_are_the_writers_byte_for_byte() {
+        let rows = sample_rows(3000);
+        for tok in [Tokenizer::Default, Tokenizer::English, Tokenizer::Ngram] {
+            let a = by_writer(&rows, 3, tok);
+            let b = by_bulk(&rows, 3, tok, SEGMENT_DOCS);
+            let (fa, fb) = (files(&a), files(&b));
+            assert_eq!(fa.len(), 1);
+            assert_eq!(fb.len(), 1);
+            for (i, c) in COMPONENTS.iter().enumerate() {
+                assert!(fa[0][i] == fb[0][i], "{tok:?}: the {c} files differ");
+            }
+            assert_eq!(b.payload().unwrap(), Some(Payload { lsn: 3, next_row_id: 9 }));
+            assert_eq!(b.num_docs(), 3000);
+            let prefix = if tok == Tokenizer::Ngram { "ru" } else { "run*" };
+            for q in ["paris", "\"new york\"", prefix, "user_17", "the", "sao OR berlin"] {
+                assert_eq!(sorted(a.search(q, None).unwrap()), sorted(b.search(q, None).unwrap()));
+            }
+        }
+    }
+
+    #[test]
+    fn large_builds_split_into_segments_and_stay_maintainable() {
+        let rows = sample_rows(2500);
+        let b = by_bulk(&rows, 3, Tokenizer::Default, 1000);
+        assert_eq!(files(&b).len(), 3, "1000 + 1000 + 500 rows");
+        let a = by_writer(&rows, 3, Tokenizer::Default);
+        for q in ["paris", "user_2499", "\"new york\" AND 3"] {
+            assert_eq!(
+                sorted(a.search(q, None).unwrap()),
+                sorted(b.search(q, None).unwrap()),
+                "{q}"
+            );
+        }
+        // Upkeep after a bulk build: deletes by `_id` reach bulk-built documents.
+        b.delete(2).unwrap();
+        b.add(9000, &[Some("paris"), None, None]).unwrap();
+        b.commit(Payload { lsn: 4, next_row_id: 9001 }).unwrap();
+        let hits: Vec<u64> = b.search("c0:paris", None).unwrap().iter().map(|h| h.id).collect();
+        assert_eq!(hits, [9000]);
+        assert!(!b.search("user_1", None).unwrap().iter().any(|h| h.id == 2));
+    }
+
+    #[test]
+    fn empty_and_unordered_builds() {
+        let b = by_bulk(&[], 2, Tokenizer::Default, SEGMENT_DOCS);
+        assert_eq!(b.num_docs(), 0);
+        assert_eq!(b.payload().unwrap(), Some(Payload { lsn: 3, next_row_id: 9 }));
+        assert!(b.search("x", None).unwrap().is_empty());
+        // Ids out of order, and a column that is NULL everywhere.
+        let rows: Vec<Row> = [5u64, 1, 9, 3]
+            .iter()
+            .map(|&id| (id, vec![Some(format!("w{}", id % 2)), None]))
+            .collect();
+        let a = by_writer(&rows, 2, Tokenizer::Default);
+        let b = by_bulk(&rows, 2, Tokenizer::Default, SEGMENT_DOCS);
+        assert_eq!(files(&a), files(&b));
+        assert_eq!(sorted(b.search("w1", None).unwrap()).len(), 4);
+    }
+
+    #[test]
+    fn an_index_on_disk_survives_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let loc = Location::Dir(dir.path().join("ix"));
+        let mut b = FtsIndex::bulk(&loc, &names(1), Tokenizer::Default).unwrap();
+        for i in 0..100u64 {
+            b.add(i, [Some(if i % 2 == 0 { "even words" } else { "odd words" })]).unwrap();
+        }
+        drop(b.finish(Payload { lsn: 1, next_row_id: 100 }).unwrap());
+        let ix =
+            FtsIndex::open(&dir.path().join("ix"), &names(1), Tokenizer::Default, true).unwrap();
+        assert!(ix.files_intact());
+        assert_eq!(ix.payload().unwrap(), Some(Payload { lsn: 1, next_row_id: 100 }));
+        assert_eq!(ix.search("odd", None).unwrap().len(), 50);
+    }
+
+    /// `rows` as Arrow-layout batches of `batch` rows (with some leading garbage in the
+    /// data buffer, so offsets do not start at 0).
+    fn by_batches(rows: &[Row], n_cols: usize, batch: usize, segment_rows: usize) -> FtsIndex {
+        let mut b = FtsIndex::bulk(&Location::Memory, &names(n_cols), Tokenizer::Default).unwrap();
+        b.segment_rows = segment_rows;
+        b.cache_probe = 8;
+        for chunk in rows.chunks(batch) {
+            let ids: Vec<u64> = chunk.iter().map(|r| r.0).collect();
+            let mut cols = Vec::new();
+            for c in 0..n_cols {
+                let mut data = b"junk".to_vec();
+                let mut offsets = vec![data.len() as i32];
+                let mut valid = Vec::new();
+                for r in chunk {
+                    data.extend_from_slice(r.1[c].as_deref().unwrap_or("").as_bytes());
+                    offsets.push(data.len() as i32);
+                    valid.push(r.1[c].is_some());
+                }
+                cols.push((data, offsets, valid));
+            }
+            let views: Vec<TextColumn<'_>> = cols
+                .iter()
+                .map(|(d, o, v)| TextColumn { data: d, offsets: o, valid: Some(v) })
+                .collect();
+            b.add_batch(&ids, &views).unwrap();
+        }
+        b.finish(Payload { lsn: 3, next_row_id: 9 }).unwrap()
+    }
+
+    #[test]
+    fn batches_give_the_same_segments_as_rows() {
+        let rows = sample_rows(2500);
+        let one = by_bulk(&rows, 3, Tokenizer::Default, 1000);
+        for batch in [1, 7, 999, 2500] {
+            let b = by_batches(&rows, 3, batch, 1000);
+            assert!(files(&one) == files(&b), "batches of {batch}");
+        }
+    }
+
+    #[test]
+    fn bad_batches_are_refused_and_change_nothing() {
+        let rows = sample_rows(10);
+        let mut b = FtsIndex::bulk(&Location::Memory, &names(1), Tokenizer::Default).unwrap();
+        b.cache_probe = 8;
+        let col = |data, offsets, valid| TextColumn { data, offsets, valid };
+        let bad = [
+            col(b"ab\xffcd", &[0, 2, 5], None),      // not UTF-8
+            col("aé".as_bytes(), &[0, 2, 3], None),  // offset inside a character
+            col(b"abcd", &[0, 2, 9], None),          // past the data
+            col(b"abcd", &[0, 3, 2], None),          // decreasing
+            col(b"abcd", &[0, 2, 4], Some(&[true])), // validity of the wrong length
+        ];
+        for c in bad {
+            assert!(matches!(b.add_batch(&[1, 2], &[c]), Err(Error::Invalid(_))), "{c:?}");
+        }
+        let two = TextColumn { data: b"ab", offsets: &[0, 1, 2], valid: None };
+        assert!(
+            matches!(b.add_batch(&[1, 2], &[two, two]), Err(Error::Invalid(_))),
+            "column count"
+        );
+        for (id, t) in &rows {
+            b.add(*id, t.iter().take(1).map(|t| t.as_deref())).unwrap();
+        }
+        let b = b.finish(Payload { lsn: 3, next_row_id: 9 }).unwrap();
+        let one_col = by_bulk(
+            &rows.iter().map(|(id, t)| (*id, t[..1].to_vec())).collect::<Vec<_>>(),
+            1,
+            Tokenizer::Default,
+            SEGMENT_DOCS,
+        );
+        assert!(files(&b) == files(&one_col));
+    }
+
+    /// ASCII and other words, and words just under and at the long-token limit (64 bytes).
+    const WORDS: &[&str] = &[
+        "alpha",
+        "Beta",
+        "gamma",
+        "δέλτα",
+        "東京都",
+        "a-b",
+        "x",
+        "Running",
+        "MiXeD_9",
+        "ÄÖ",
+        "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+        "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb",
+    ];
+
+    fn rows_strategy() -> impl Strategy<Value = Vec<Row>> {
+        let text =
+            prop::collection::vec(prop::sample::select(WORDS), 0..6).prop_map(|w| w.join(" "));
+        let row = prop::collection::vec(prop::option::of(text), 2);
+        prop::collection::vec(row, 0..200).prop_map(|rows| {
+            rows.into_iter().enumerate().map(|(i, t)| ((i as u64 * 7919) % 1009, t)).collect()
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(40))]
+        #[test]
+        fn random_rows_give_the_writers_files(
+            rows in rows_strategy(),
+            tok in prop::sample::select(vec![Tokenizer::Default, Tokenizer::English, Tokenizer::Ngram]),
+        ) {
+            let a = by_writer(&rows, 2, tok);
+            let b = by_bulk(&rows, 2, tok, SEGMENT_DOCS);
+            let (fa, fb) = (files(&a), files(&b));
+            prop_assert_eq!(fa.len(), fb.len());
+            prop_assert!(fa == fb, "segment files differ");
+        }
+    }
+}
