@@ -6,22 +6,29 @@
 //! list is read back, sorted by term and serialized. A bulk build knows all its rows up
 //! front, so it does the same work a column at a time:
 //!
-//! - rows are buffered per column (text bytes and spans) with their `_id`s, up to
-//!   [`SEGMENT_DOCS`] rows or [`SEGMENT_TEXT_BYTES`] of text per segment;
-//! - each indexed column is one task: its texts are tokenized (a text seen before — the
-//!   low-cardinality columns — is looked up in a small cache instead), its terms interned,
-//!   its occurrences `(term, doc, position)` collected in document order; the terms are
-//!   sorted once and the occurrences grouped by term with a counting sort, then written
-//!   through tantivy's own `FieldSerializer` into memory buffers;
+//! - rows arrive one by one or in Arrow-layout batches and are buffered per column (text
+//!   bytes and spans) with their `_id`s, up to [`SEGMENT_DOCS`] rows or
+//!   [`SEGMENT_TEXT_BYTES`] of text per segment;
+//! - each indexed column of a segment is one task: its texts are tokenized (a text seen
+//!   before — the low-cardinality columns — is looked up in a small cache instead; mostly
+//!   distinct texts are cut a batch at a time and their terms' table slots loaded together),
+//!   its terms interned, its occurrences `(term, doc, position)` collected in document
+//!   order; the terms are sorted once and the occurrences grouped by term with a counting
+//!   sort, then written with tantivy's own postings, positions and term-dictionary
+//!   serializers into memory buffers;
 //! - `_id` (one term per row) is another task, and the `_id` fast field plus the document
-//!   store a third; the tasks run on every core, costliest first;
-//! - the buffers are copied into the segment's composite files in field order, the field
-//!   norms are written, and [`BulkBuild::finish`] writes `meta.json` listing the segments
-//!   with the commit payload.
+//!   store a third; the buffers are then copied into the segment's composite files in
+//!   field order and the field norms written;
+//! - the work is spread over the cores by segments: a build told how many rows to expect
+//!   ([`BulkBuild::expect_rows`]) hands each quarter of them to a background thread as
+//!   soon as it is buffered (while the caller is still reading the rest), otherwise the
+//!   buffered rows are split into one segment per core; tasks run costliest first;
+//! - [`BulkBuild::finish`] waits for every segment and writes `meta.json` listing them
+//!   with the commit payload — one commit.
 //!
-//! The files are the ones tantivy's writer produces for the same rows, byte for byte (a
-//! test compares them), so searches, scores, merges and later upkeep cannot tell a bulk
-//! built segment from another.
+//! Each segment's files are the ones tantivy's writer produces for the same rows, byte for
+//! byte (tests compare them), so searches, scores, merges and later upkeep cannot tell a
+//! bulk-built segment from another.
 //!
 //! This module must not serve any schema but the one [`crate::schema_for`] builds (text
 //! fields with positions; `_id` indexed, with field norms, and fast; nothing stored), nor
@@ -30,6 +37,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{self, Write};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -55,6 +63,11 @@ use crate::{Error, FtsIndex, Payload, Result, Tokenizer, lazy, tv};
 pub const SEGMENT_DOCS: usize = 1 << 21;
 /// Text bytes (over all indexed columns) per bulk-built segment.
 pub const SEGMENT_TEXT_BYTES: usize = 256 << 20;
+/// Segments written at once from the buffered rows are at least this many rows each.
+const PIECE_ROWS: usize = 1 << 16;
+/// At most this many segments are written at once (tantivy's default merge policy merges
+/// eight segments of a size; a build must not leave work like that behind).
+const MAX_PIECES: usize = 4;
 /// Distinct texts a column's tokenization cache holds at most.
 const CACHE_TEXTS: usize = 1 << 16;
 /// Lookups after which a column's cache is dropped unless at least half of them hit.
@@ -75,11 +88,17 @@ pub struct BulkBuild {
     path: Option<PathBuf>,
     dir: Option<lazy::LazyDir>,
     rows: Rows,
-    segments: Vec<SegmentMeta>,
+    /// Written (or being written) segments, in row order.
+    segments: Pieces,
+    /// Rows per segment written in the background while rows are still being added (see
+    /// [`BulkBuild::expect_rows`]); `None`: segments are written when the buffer is full.
+    background_rows: Option<usize>,
     /// Rows per segment ([`SEGMENT_DOCS`]; smaller in tests).
     segment_rows: usize,
     /// Texts a column's cache is tried on ([`CACHE_PROBE`]; smaller in tests).
     cache_probe: u32,
+    /// Rows per piece below which buffered rows are not split ([`PIECE_ROWS`]).
+    piece_rows: usize,
 }
 
 impl std::fmt::Debug for BulkBuild {
@@ -87,8 +106,46 @@ impl std::fmt::Debug for BulkBuild {
         f.debug_struct("BulkBuild")
             .field("columns", &self.columns)
             .field("buffered_rows", &self.rows.ids.len())
-            .field("segments", &self.segments.len())
+            .field("segments", &self.segments.0.len())
             .finish()
+    }
+}
+
+/// Segments of a build: written, or being written by a background thread (joined when
+/// the build is finished or dropped, so no thread outlives it).
+struct Pieces(Vec<Piece>);
+
+enum Piece {
+    Done(Vec<SegmentMeta>),
+    Writing(std::thread::JoinHandle<Result<Vec<SegmentMeta>>>),
+}
+
+impl Pieces {
+    /// Every segment, in row order, once all are written.
+    fn wait(&mut self) -> Result<Vec<SegmentMeta>> {
+        let mut metas = Vec::new();
+        let mut first_error = None;
+        for piece in self.0.drain(..) {
+            let done = match piece {
+                Piece::Done(m) => Ok(m),
+                Piece::Writing(h) => h
+                    .join()
+                    .unwrap_or_else(|_| Err(Error::Invalid("a bulk build thread panicked".into()))),
+            };
+            match done {
+                Ok(m) => metas.extend(m),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        first_error.map_or(Ok(metas), Err)
+    }
+}
+
+impl Drop for Pieces {
+    fn drop(&mut self) {
+        let _ = self.wait();
     }
 }
 
@@ -97,6 +154,16 @@ struct Rows {
     ids: Vec<u64>,
     cols: Vec<Column>,
     text_bytes: usize,
+}
+
+impl Rows {
+    fn empty(columns: usize) -> Rows {
+        Rows {
+            ids: Vec::new(),
+            cols: (0..columns).map(|_| Column::default()).collect(),
+            text_bytes: 0,
+        }
+    }
 }
 
 /// One column's buffered texts.
@@ -179,14 +246,12 @@ impl BulkBuild {
             fields,
             path,
             dir,
-            rows: Rows {
-                ids: Vec::new(),
-                cols: columns.iter().map(|_| Column::default()).collect(),
-                text_bytes: 0,
-            },
-            segments: Vec::new(),
+            rows: Rows::empty(columns.len()),
+            segments: Pieces(Vec::new()),
+            background_rows: None,
             segment_rows: SEGMENT_DOCS,
             cache_probe: CACHE_PROBE,
+            piece_rows: PIECE_ROWS,
         })
     }
 
@@ -225,9 +290,54 @@ impl BulkBuild {
             col.spans.push(span);
         }
         self.rows.ids.push(id);
-        if self.rows.ids.len() >= self.segment_rows || self.rows.text_bytes >= SEGMENT_TEXT_BYTES {
-            self.flush()?;
+        self.full()
+    }
+
+    /// Tells the build about how many rows it will be given (a table's row count): with
+    /// several cores, segments of a share of them are then written by background threads
+    /// while later rows are still being added, instead of all after the last one.
+    pub fn expect_rows(&mut self, rows: u64) {
+        let threads = std::thread::available_parallelism().map_or(1, |p| p.get());
+        let rows = usize::try_from(rows).unwrap_or(usize::MAX);
+        if threads > 1 && rows >= 2 * self.piece_rows {
+            let piece = rows.div_ceil(MAX_PIECES).max(self.piece_rows).min(self.segment_rows);
+            self.background_rows = Some(piece);
         }
+    }
+
+    /// Rows a segment takes at most.
+    fn segment_limit(&self) -> usize {
+        self.background_rows.unwrap_or(self.segment_rows)
+    }
+
+    /// Writes the buffered rows if they make a segment.
+    fn full(&mut self) -> Result<()> {
+        if self.rows.ids.len() >= self.segment_limit() || self.rows.text_bytes >= SEGMENT_TEXT_BYTES
+        {
+            if self.background_rows.is_some() {
+                self.detach()?;
+            } else {
+                self.flush()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn cutter(&self) -> Cutter {
+        let ascii_fast = self.tokenizer == Tokenizer::Default;
+        Cutter { analyzer: self.analyzer.clone(), ascii_fast, probe: self.cache_probe }
+    }
+
+    /// Hands the buffered rows to a background thread that writes them as one segment.
+    fn detach(&mut self) -> Result<()> {
+        let rows = std::mem::replace(&mut self.rows, Rows::empty(self.fields.len()));
+        let (index, cutter, id_field) = (self.index.clone(), self.cutter(), self.id_field);
+        let fields = self.fields.clone();
+        let handle = std::thread::Builder::new()
+            .name("basalt-fts-build".into())
+            .spawn(move || write_segments(&index, &cutter, id_field, &fields, &rows, 1, 1))
+            .map_err(io_err("start a build thread"))?;
+        self.segments.0.push(Piece::Writing(handle));
         Ok(())
     }
 
@@ -255,7 +365,7 @@ impl BulkBuild {
         let mut r = 0;
         while r < ids.len() {
             // Rows [r, e) fit the segment being buffered (at least one row always does).
-            let room = self.segment_rows.saturating_sub(self.rows.ids.len()).max(1);
+            let room = self.segment_limit().saturating_sub(self.rows.ids.len()).max(1);
             let (mut e, mut bytes) = (r, self.rows.text_bytes);
             while e < ids.len() && e - r < room {
                 let row: usize = columns.iter().map(|c| len(c, e)).sum();
@@ -285,30 +395,34 @@ impl BulkBuild {
             }
             self.rows.ids.extend_from_slice(&ids[r..e]);
             self.rows.text_bytes = bytes;
-            if self.rows.ids.len() >= self.segment_rows || bytes >= SEGMENT_TEXT_BYTES {
-                self.flush()?;
-            }
+            self.full()?;
             r = e;
         }
         Ok(())
     }
 
-    /// Writes the buffered rows as one segment (not yet part of any commit).
+    /// Writes the buffered rows as segments (not yet part of any commit), on every core:
+    /// split in pieces when no background thread is writing the others.
     fn flush(&mut self) -> Result<()> {
         if self.rows.ids.is_empty() {
             return Ok(());
         }
-        let ascii_fast = self.tokenizer == Tokenizer::Default;
-        let cutter =
-            Cutter { analyzer: self.analyzer.clone(), ascii_fast, probe: self.cache_probe };
-        let meta = write_segment(&self.index, &cutter, self.id_field, &self.fields, &self.rows)?;
-        self.segments.push(meta);
-        self.rows.ids.clear();
-        self.rows.text_bytes = 0;
-        for c in &mut self.rows.cols {
-            c.data.clear();
-            c.spans.clear();
-        }
+        let threads = std::thread::available_parallelism().map_or(1, |p| p.get());
+        let pieces = match self.background_rows {
+            Some(_) => 1,
+            None => threads.min(MAX_PIECES).min(self.rows.ids.len() / self.piece_rows).max(1),
+        };
+        let rows = std::mem::replace(&mut self.rows, Rows::empty(self.fields.len()));
+        let metas = write_segments(
+            &self.index,
+            &self.cutter(),
+            self.id_field,
+            &self.fields,
+            &rows,
+            pieces,
+            threads,
+        )?;
+        self.segments.0.push(Piece::Done(metas));
         Ok(())
     }
 
@@ -319,7 +433,7 @@ impl BulkBuild {
         let meta = IndexMeta {
             index_settings: self.index.settings().clone(),
             persisted_custom_extensions: Vec::new(),
-            segments: std::mem::take(&mut self.segments),
+            segments: self.segments.wait()?,
             schema: self.index.schema(),
             opstamp: 0,
             payload: Some(payload.encode()),
@@ -346,51 +460,90 @@ struct FieldPart {
     sections: Option<[Vec<u8>; 3]>,
 }
 
-/// Writes `rows` as a new segment of `index` (every file but `meta.json`).
-fn write_segment(
+/// Writes `rows` as new segments of `index` (every file but `meta.json`): `pieces`
+/// segments of consecutive rows, so that every core has a share of every column (one
+/// column with most of the work would otherwise leave the other cores idle).
+fn write_segments(
     index: &Index,
     cutter: &Cutter,
     id_field: Field,
     fields: &[Field],
     rows: &Rows,
-) -> Result<SegmentMeta> {
-    let segment = index.new_segment();
+    pieces: usize,
+    threads: usize,
+) -> Result<Vec<SegmentMeta>> {
     let schema = index.schema();
     let n = rows.ids.len();
-    let max_doc = u32::try_from(n).map_err(|_| Error::Invalid("too many rows".into()))?;
+    let pieces = pieces.clamp(1, n.max(1));
+    let ranges: Vec<Range<usize>> =
+        (0..pieces).map(|i| i * n / pieces..(i + 1) * n / pieces).collect();
+    let segments: Vec<Segment> = ranges.iter().map(|_| index.new_segment()).collect();
 
-    type Task<'s> = Box<dyn FnOnce() -> Result<Option<FieldPart>> + Send + 's>;
-    let mut tasks: Vec<(usize, Task<'_>)> = Vec::with_capacity(fields.len() + 2);
-    for (&field, col) in fields.iter().zip(&rows.cols) {
-        let mut cutter = cutter.clone();
-        let option = record_option(&schema, field);
-        let cost = col.data.len() + 8 * n;
+    type Task<'s> = Job<'s, Result<Option<FieldPart>>>;
+    // (cost estimate, segment, task)
+    let mut tasks: Vec<(usize, usize, Task<'_>)> = Vec::new();
+    for (si, (range, segment)) in ranges.iter().zip(&segments).enumerate() {
+        let rn = range.len();
+        for (&field, col) in fields.iter().zip(&rows.cols) {
+            let mut cutter = cutter.clone();
+            let option = record_option(&schema, field);
+            let spans = &col.spans[range.clone()];
+            let cost = spans.iter().map(|s| s.1 as usize).sum::<usize>() + 8 * rn;
+            tasks.push((
+                cost,
+                si,
+                Box::new(move || {
+                    let occ = tokenize(col, spans, &mut cutter);
+                    text_field(field, occ, option).map(Some).map_err(io_err("write postings"))
+                }),
+            ));
+        }
+        let ids = &rows.ids[range.clone()];
+        let option = record_option(&schema, id_field);
         tasks.push((
-            cost,
+            24 * rn,
+            si,
             Box::new(move || {
-                let occ = tokenize(col, &mut cutter);
-                text_field(field, occ, option).map(Some).map_err(io_err("write postings"))
+                id_postings(id_field, ids, option).map(Some).map_err(io_err("write postings"))
             }),
         ));
+        let sch = &schema;
+        tasks.push((
+            8 * rn,
+            si,
+            Box::new(move || fast_and_store(segment, sch, ids).map(|()| None)),
+        ));
     }
-    let option = record_option(&schema, id_field);
-    tasks.push((
-        24 * n,
-        Box::new(move || {
-            id_postings(id_field, &rows.ids, option).map(Some).map_err(io_err("write postings"))
-        }),
-    ));
-    let (seg, sch) = (&segment, &schema);
-    tasks.push((8 * n, Box::new(move || fast_and_store(seg, sch, &rows.ids).map(|()| None))));
     tasks.sort_by_key(|t| std::cmp::Reverse(t.0));
-    let mut parts = Vec::with_capacity(fields.len() + 1);
-    for r in run_all(tasks.into_iter().map(|t| t.1).collect()) {
+    let owners: Vec<usize> = tasks.iter().map(|t| t.1).collect();
+    let mut parts: Vec<Vec<FieldPart>> = segments.iter().map(|_| Vec::new()).collect();
+    for (r, si) in
+        run_all(tasks.into_iter().map(|t| t.2).collect(), threads).into_iter().zip(owners)
+    {
         if let Some(p) = r? {
-            parts.push(p);
+            parts[si].push(p);
         }
     }
-    parts.sort_by_key(|p| p.field);
+    let jobs: Vec<Job<'_, Result<SegmentMeta>>> = segments
+        .iter()
+        .zip(parts)
+        .zip(&ranges)
+        .map(|((segment, parts), range)| {
+            Box::new(move || finish_segment(segment, parts, range.len())) as Job<'_, _>
+        })
+        .collect();
+    run_all(jobs, threads).into_iter().collect()
+}
 
+/// Writes a segment's field norms and its term, postings and positions files from the
+/// parts of its fields.
+fn finish_segment(
+    segment: &Segment,
+    mut parts: Vec<FieldPart>,
+    rows: usize,
+) -> Result<SegmentMeta> {
+    let max_doc = u32::try_from(rows).map_err(|_| Error::Invalid("too many rows".into()))?;
+    parts.sort_by_key(|p| p.field);
     let open = |c: SegmentComponent| {
         segment.open_write(c).map_err(|e| Error::Tantivy {
             action: "create a segment file",
@@ -414,7 +567,7 @@ fn write_segment(
         }
         w.close().map_err(io_err("write postings"))?;
     }
-    Ok(segment.with_max_doc(max_doc).meta().clone())
+    Ok(segment.clone().with_max_doc(max_doc).meta().clone())
 }
 
 fn record_option(schema: &Schema, field: Field) -> IndexRecordOption {
@@ -428,9 +581,9 @@ fn record_option(schema: &Schema, field: Field) -> IndexRecordOption {
 /// A task of [`run_all`].
 type Job<'s, T> = Box<dyn FnOnce() -> T + Send + 's>;
 
-/// Runs `tasks` on every core (this thread included), in order of submission, and returns
-/// their results in the same order.
-fn run_all<'s, T: Send>(tasks: Vec<Job<'s, T>>) -> Vec<T> {
+/// Runs `tasks` on up to `threads` threads (this one included), taken in order of
+/// submission, and returns their results in the same order.
+fn run_all<'s, T: Send>(tasks: Vec<Job<'s, T>>, threads: usize) -> Vec<T> {
     let n = tasks.len();
     let slots: Vec<Mutex<Option<Job<'s, T>>>> =
         tasks.into_iter().map(|t| Mutex::new(Some(t))).collect();
@@ -447,7 +600,7 @@ fn run_all<'s, T: Send>(tasks: Vec<Job<'s, T>>) -> Vec<T> {
             }
         }
     };
-    let threads = std::thread::available_parallelism().map_or(1, |p| p.get()).min(n);
+    let threads = threads.clamp(1, n.max(1));
     std::thread::scope(|s| {
         for _ in 1..threads {
             s.spawn(work);
@@ -639,12 +792,32 @@ impl Cutter {
 /// slots are loaded together first, so the cache misses overlap instead of queueing.
 const BATCH: usize = 32;
 
-fn tokenize(col: &Column, cutter: &mut Cutter) -> Occurrences {
-    let n = col.spans.len();
+/// Field norm ids (tantivy's one-byte code of a token count) of small counts, looked up
+/// instead of searched for each document.
+struct NormIds([u8; 256]);
+
+impl NormIds {
+    fn new() -> NormIds {
+        NormIds(std::array::from_fn(|n| FieldNormReader::fieldnorm_to_id(n as u32)))
+    }
+
+    fn id(&self, tokens: usize) -> u8 {
+        match self.0.get(tokens) {
+            Some(&id) => id,
+            None => FieldNormReader::fieldnorm_to_id(u32::try_from(tokens).unwrap_or(u32::MAX)),
+        }
+    }
+}
+
+/// Tokenizes the texts of `col` at `spans` (document `d` is `spans[d]`).
+fn tokenize(col: &Column, spans: &[(u32, u32)], cutter: &mut Cutter) -> Occurrences {
+    let n = spans.len();
+    let text_bytes: usize = spans.iter().map(|s| s.1 as usize).sum();
     let mut terms = Interner::default();
     // Room for the most tokens word tokenizers can cut (one per two bytes); untouched
     // capacity costs address space only.
-    let mut occ: Vec<[u32; 3]> = Vec::with_capacity(((col.data.len() + n) / 2).min(1 << 26));
+    let norm_ids = NormIds::new();
+    let mut occ: Vec<[u32; 3]> = Vec::with_capacity(((text_bytes + n) / 2).min(1 << 26));
     let mut norms = Vec::with_capacity(n);
     let mut tokens = 0u64;
     // Texts seen before → their range in `cached`.
@@ -657,8 +830,8 @@ fn tokenize(col: &Column, cutter: &mut Cutter) -> Occurrences {
     while doc < n {
         let d = doc as u32;
         doc += 1;
-        let Some(text) = col.text(col.spans[d as usize]) else {
-            norms.push(FieldNormReader::fieldnorm_to_id(0));
+        let Some(text) = col.text(spans[d as usize]) else {
+            norms.push(0);
             continue;
         };
         lookups += 1;
@@ -676,7 +849,7 @@ fn tokenize(col: &Column, cutter: &mut Cutter) -> Occurrences {
             &scratch
         };
         occ.extend(toks.iter().map(|&(t, p)| [t, d, p]));
-        norms.push(FieldNormReader::fieldnorm_to_id(toks.len() as u32));
+        norms.push(norm_ids.id(toks.len()));
         tokens += toks.len() as u64;
         if lookups == cutter.probe && hits < lookups / 2 {
             break;
@@ -700,7 +873,7 @@ fn tokenize(col: &Column, cutter: &mut Cutter) -> Occurrences {
         bytes.clear();
         counts.clear();
         for d in batch.clone() {
-            let Some(text) = col.text(col.spans[d]) else {
+            let Some(text) = col.text(spans[d]) else {
                 counts.push(None);
                 continue;
             };
@@ -715,23 +888,25 @@ fn tokenize(col: &Column, cutter: &mut Cutter) -> Occurrences {
         let mut next = pending.iter();
         for (d, count) in batch.zip(&counts) {
             let Some(count) = *count else {
-                norms.push(FieldNormReader::fieldnorm_to_id(0));
+                norms.push(0);
                 continue;
             };
             for &(h, s, l, p) in next.by_ref().take(count as usize) {
                 let t = terms.intern(&bytes[s as usize..(s + l) as usize], h);
                 occ.push([t, d as u32, p]);
             }
-            norms.push(FieldNormReader::fieldnorm_to_id(count));
+            norms.push(norm_ids.id(count as usize));
             tokens += u64::from(count);
         }
     }
     Occurrences { terms, occ, norms, tokens }
 }
 
-/// Memory buffers for one field's sections of the term, postings and positions files.
-fn buffers() -> [CountingWriter<Vec<u8>>; 3] {
-    [(); 3].map(|()| CountingWriter::wrap(Vec::new()))
+/// Memory buffers for one field's sections of the term, postings and positions files, of
+/// about the sizes they will reach (growing a large buffer copies it).
+fn buffers(terms: usize, occurrences: usize) -> [CountingWriter<Vec<u8>>; 3] {
+    [terms * 12, terms * 4 + occurrences * 2, occurrences * 2]
+        .map(|cap| CountingWriter::wrap(Vec::with_capacity(cap)))
 }
 
 fn finish_buffers(b: [CountingWriter<Vec<u8>>; 3]) -> [Vec<u8>; 3] {
@@ -875,7 +1050,7 @@ fn text_field(field: Field, o: Occurrences, option: IndexRecordOption) -> io::Re
         fill[r] += 1;
     }
     drop(occ);
-    let mut b = buffers();
+    let mut b = buffers(nt, grouped.len());
     let mut fs = TermWriter::create(option, tokens, norms_reader(&norms)?, &mut b)?;
     let mut deltas = Vec::new();
     for (r, &(_, t)) in order.iter().enumerate() {
@@ -916,7 +1091,7 @@ fn id_postings(field: Field, ids: &[u64], option: IndexRecordOption) -> io::Resu
     if !pairs.is_sorted() {
         pairs.sort_unstable();
     }
-    let mut b = buffers();
+    let mut b = buffers(ids.len(), 0);
     let mut fs = TermWriter::create(option, ids.len() as u64, norms_reader(&norms)?, &mut b)?;
     let mut i = 0;
     while i < pairs.len() {
@@ -1079,6 +1254,73 @@ mod tests {
         let hits: Vec<u64> = b.search("c0:paris", None).unwrap().iter().map(|h| h.id).collect();
         assert_eq!(hits, [9000]);
         assert!(!b.search("user_1", None).unwrap().iter().any(|h| h.id == 2));
+    }
+
+    /// Each segment of `b` holds the files tantivy's writer makes of its rows, the rows
+    /// are all there in order, and searches agree with one writer's segment of all rows.
+    fn assert_segments_are_the_writers(b: &FtsIndex, rows: &[Row]) {
+        let metas = b.index.searchable_segment_metas().unwrap();
+        let mut start = 0;
+        for (m, got) in metas.iter().zip(files(b)) {
+            let piece = &rows[start..start + m.max_doc() as usize];
+            assert!(files(&by_writer(piece, 3, Tokenizer::Default))[0] == got, "rows from {start}");
+            start += m.max_doc() as usize;
+        }
+        assert_eq!(start, rows.len());
+        let one = by_writer(rows, 3, Tokenizer::Default);
+        for q in ["paris", "user_2599", "\"new york\" AND 3", "the"] {
+            let (x, y) = (one.search(q, None).unwrap(), b.search(q, None).unwrap());
+            let ids = |h: &[Hit]| h.iter().map(|h| h.id).collect::<Vec<_>>();
+            assert_eq!(ids(&x), ids(&y), "{q}");
+            for (h, g) in x.iter().zip(&y) {
+                assert!((h.score - g.score).abs() <= 1e-4 * h.score.abs(), "{q}: {h:?} {g:?}");
+            }
+        }
+    }
+
+    fn threads() -> usize {
+        std::thread::available_parallelism().map_or(1, |p| p.get())
+    }
+
+    #[test]
+    fn rows_split_across_cores_give_one_writers_segment_per_piece() {
+        let rows = sample_rows(2600);
+        let mut b = FtsIndex::bulk(&Location::Memory, &names(3), Tokenizer::Default).unwrap();
+        (b.segment_rows, b.cache_probe, b.piece_rows) = (2000, 8, 300);
+        for (id, t) in &rows {
+            b.add(*id, t.iter().map(|t| t.as_deref())).unwrap();
+        }
+        let b = b.finish(Payload { lsn: 3, next_row_id: 9 }).unwrap();
+        // 2000 rows buffered, then 600: each split in up to `threads` (≤ 4) pieces.
+        let expect = threads().min(MAX_PIECES).min(6) + threads().min(MAX_PIECES).min(2);
+        assert_eq!(b.index.searchable_segment_metas().unwrap().len(), expect);
+        assert_segments_are_the_writers(&b, &rows);
+    }
+
+    #[test]
+    fn expected_rows_are_written_in_the_background_while_rows_arrive() {
+        let rows = sample_rows(2600);
+        let mut b = FtsIndex::bulk(&Location::Memory, &names(3), Tokenizer::Default).unwrap();
+        (b.cache_probe, b.piece_rows) = (8, 300);
+        b.expect_rows(rows.len() as u64);
+        for chunk in rows.chunks(100) {
+            for (id, t) in chunk {
+                b.add(*id, t.iter().map(|t| t.as_deref())).unwrap();
+            }
+        }
+        let b = b.finish(Payload { lsn: 3, next_row_id: 9 }).unwrap();
+        // Segments of 650 rows (a quarter) when there are cores to write them meanwhile.
+        let expect = if threads() > 1 { 4 } else { 1 };
+        assert_eq!(b.index.searchable_segment_metas().unwrap().len(), expect);
+        assert_segments_are_the_writers(&b, &rows);
+        // A build dropped unfinished waits for its threads and leaves nothing committed.
+        let mut d = FtsIndex::bulk(&Location::Memory, &names(3), Tokenizer::Default).unwrap();
+        d.piece_rows = 300;
+        d.expect_rows(rows.len() as u64);
+        for (id, t) in &rows[..1500] {
+            d.add(*id, t.iter().map(|t| t.as_deref())).unwrap();
+        }
+        drop(d);
     }
 
     #[test]

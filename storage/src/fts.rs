@@ -205,9 +205,11 @@ impl Store {
         if let Location::Dir(dir) = &location {
             self.vfs.remove_dir_all(dir)?;
         }
-        // The rows are buffered column-wise and written as tantivy segments directly (one
-        // task per column on every core), then committed once.
+        // The rows go to the index column-wise in the scan's batches; tantivy segments are
+        // written from them directly (a share of the rows per segment, by background threads
+        // while the scan goes on), then committed once.
         let mut build = FtsIndex::bulk(&location, &names, tokenizer).map_err(fts_err(&t.name))?;
+        build.expect_rows(t.count());
         let mut projection = vec![0];
         projection.extend(&pos);
         let snap = Arc::new(super::clone_table(t));
