@@ -1073,6 +1073,38 @@ mod tests {
         assert_eq!(s.fts.rebuilds.load(Ordering::Relaxed), 0, "reopened from its commit");
     }
 
+    /// A table large enough for a bulk build in several background segments: the index
+    /// finds what the reference matcher finds, upkeep reaches bulk-built rows, and a
+    /// reopen trusts the build's commit.
+    #[test]
+    fn a_large_build_in_background_segments_is_exact_and_kept_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = || Store::open(Arc::new(OsFs), dir.path(), dir.path(), opts()).unwrap();
+        let s = open();
+        s.create_table("t", &schema()).unwrap();
+        let mut rng = Rng(5);
+        let rows: Vec<[Option<String>; 2]> = (0..140_000)
+            .map(|i| [rng.text().map(|t| format!("{t} w{}", i % 1000)), rng.text()])
+            .collect();
+        let r = s.insert("t", &[batch(&rows)]).unwrap();
+        let mut model: Model = r.ids().zip(rows).collect();
+        s.create_fts_index("t", &["name", "city"], "default").unwrap();
+        for w in ["paris", "w17"] {
+            assert_eq!(found(&s, w, None), expected(&model, w, None), "{w}");
+        }
+        s.delete("t", &[1, 2, 70_001]).unwrap();
+        for id in [1, 2, 70_001] {
+            model.remove(&id);
+        }
+        assert_eq!(found(&s, "w0", None), expected(&model, "w0", None));
+        s.close().unwrap();
+        drop(s);
+        let s = open();
+        assert_eq!(s.fts.rebuilds.load(Ordering::Relaxed), 0, "reopened from its commit");
+        assert_eq!(found(&s, "w0", None), expected(&model, "w0", None));
+        assert_eq!(found(&s, "rome", Some("city")), expected(&model, "rome", Some(1)));
+    }
+
     #[test]
     fn index_follows_random_writes_in_memory() {
         for seed in [1, 7, 99] {
