@@ -65,8 +65,9 @@ pub const SEGMENT_DOCS: usize = 1 << 21;
 pub const SEGMENT_TEXT_BYTES: usize = 256 << 20;
 /// Segments written at once from the buffered rows are at least this many rows each.
 const PIECE_ROWS: usize = 1 << 16;
-/// At most this many segments are written at once (tantivy's default merge policy merges
-/// eight segments of a size; a build must not leave work like that behind).
+/// At most this many segments are written at once, and a build told its row count writes
+/// them in quarters (tantivy's default merge policy merges eight segments of a size; a
+/// build must not leave work like that behind).
 const MAX_PIECES: usize = 4;
 /// Distinct texts a column's tokenization cache holds at most.
 const CACHE_TEXTS: usize = 1 << 16;
@@ -121,6 +122,22 @@ enum Piece {
 }
 
 impl Pieces {
+    /// Segments being written.
+    fn writing(&self) -> usize {
+        self.0.iter().filter(|p| matches!(p, Piece::Writing(_))).count()
+    }
+
+    /// Waits for the oldest segment being written (an error is returned at once).
+    fn wait_oldest(&mut self) -> Result<()> {
+        if let Some(p) = self.0.iter_mut().find(|p| matches!(p, Piece::Writing(_))) {
+            let Piece::Writing(h) = std::mem::replace(p, Piece::Done(Vec::new())) else {
+                return Ok(());
+            };
+            *p = Piece::Done(joined(h)?);
+        }
+        Ok(())
+    }
+
     /// Every segment, in row order, once all are written.
     fn wait(&mut self) -> Result<Vec<SegmentMeta>> {
         let mut metas = Vec::new();
@@ -128,9 +145,7 @@ impl Pieces {
         for piece in self.0.drain(..) {
             let done = match piece {
                 Piece::Done(m) => Ok(m),
-                Piece::Writing(h) => h
-                    .join()
-                    .unwrap_or_else(|_| Err(Error::Invalid("a bulk build thread panicked".into()))),
+                Piece::Writing(h) => joined(h),
             };
             match done {
                 Ok(m) => metas.extend(m),
@@ -141,6 +156,11 @@ impl Pieces {
         }
         first_error.map_or(Ok(metas), Err)
     }
+}
+
+/// What a segment-writing thread returned.
+fn joined(h: std::thread::JoinHandle<Result<Vec<SegmentMeta>>>) -> Result<Vec<SegmentMeta>> {
+    h.join().unwrap_or_else(|_| Err(Error::Invalid("a bulk build thread panicked".into())))
 }
 
 impl Drop for Pieces {
@@ -328,8 +348,13 @@ impl BulkBuild {
         Cutter { analyzer: self.analyzer.clone(), ascii_fast, probe: self.cache_probe }
     }
 
-    /// Hands the buffered rows to a background thread that writes them as one segment.
+    /// Hands the buffered rows to a background thread that writes them as one segment
+    /// (after the oldest such thread finishes, when [`MAX_PIECES`] are running: the rows
+    /// and working memory of the segments being written stay bounded).
     fn detach(&mut self) -> Result<()> {
+        while self.segments.writing() >= MAX_PIECES {
+            self.segments.wait_oldest()?;
+        }
         let rows = std::mem::replace(&mut self.rows, Rows::empty(self.fields.len()));
         let (index, cutter, id_field) = (self.index.clone(), self.cutter(), self.id_field);
         let fields = self.fields.clone();
@@ -1312,6 +1337,16 @@ mod tests {
         // Segments of 650 rows (a quarter) when there are cores to write them meanwhile.
         let expect = if threads() > 1 { 4 } else { 1 };
         assert_eq!(b.index.searchable_segment_metas().unwrap().len(), expect);
+        assert_segments_are_the_writers(&b, &rows);
+        // More segments than may be written at once: later ones wait for earlier ones.
+        let mut b = FtsIndex::bulk(&Location::Memory, &names(3), Tokenizer::Default).unwrap();
+        (b.cache_probe, b.piece_rows, b.segment_rows) = (8, 100, 200);
+        b.expect_rows(rows.len() as u64);
+        for (id, t) in &rows {
+            b.add(*id, t.iter().map(|t| t.as_deref())).unwrap();
+        }
+        let b = b.finish(Payload { lsn: 3, next_row_id: 9 }).unwrap();
+        assert_eq!(b.index.searchable_segment_metas().unwrap().len(), 13, "segments of 200 rows");
         assert_segments_are_the_writers(&b, &rows);
         // A build dropped unfinished waits for its threads and leaves nothing committed.
         let mut d = FtsIndex::bulk(&Location::Memory, &names(3), Tokenizer::Default).unwrap();
