@@ -205,12 +205,13 @@ pub struct TextColumn<'a> {
     pub valid: Option<&'a [bool]>,
 }
 
-/// Rows `r..e` of `c` as one string, checked: UTF-8, every text on character boundaries.
-fn checked_rows<'a>(c: &TextColumn<'a>, r: usize, e: usize) -> Result<&'a str> {
+/// The texts of a batch column as one string (from its first offset), checked: UTF-8, and
+/// every offset on a character boundary (offsets already checked against the data).
+fn checked_text<'a>(c: &TextColumn<'a>) -> Result<&'a str> {
     let not_utf8 = || Error::Invalid("a text column batch that is not UTF-8".into());
-    let lo = c.offsets[r] as usize;
-    let chunk = std::str::from_utf8(&c.data[lo..c.offsets[e] as usize]).map_err(|_| not_utf8())?;
-    if c.offsets[r..=e].iter().all(|&o| chunk.is_char_boundary(o as usize - lo)) {
+    let (lo, hi) = (c.offsets[0] as usize, c.offsets[c.offsets.len() - 1] as usize);
+    let chunk = std::str::from_utf8(&c.data[lo..hi]).map_err(|_| not_utf8())?;
+    if c.offsets.iter().all(|&o| chunk.is_char_boundary(o as usize - lo)) {
         Ok(chunk)
     } else {
         Err(not_utf8())
@@ -218,7 +219,7 @@ fn checked_rows<'a>(c: &TextColumn<'a>, r: usize, e: usize) -> Result<&'a str> {
 }
 
 impl Column {
-    /// Appends rows `r..e` of `c`, whose text is `chunk` (from [`checked_rows`]).
+    /// Appends rows `r..e` of `c`, whose text is `chunk` (a slice of [`checked_text`]).
     fn append(&mut self, c: &TextColumn<'_>, r: usize, e: usize, chunk: &str) {
         let lo = c.offsets[r] as usize;
         let base = self.data.len();
@@ -386,6 +387,8 @@ impl BulkBuild {
                 return Err(Error::Invalid("a text column batch with broken offsets".into()));
             }
         }
+        // The whole batch is checked before any of it is added (a bad batch adds nothing).
+        let texts = columns.iter().map(checked_text).collect::<Result<Vec<_>>>()?;
         let len = |c: &TextColumn<'_>, r: usize| (c.offsets[r + 1] - c.offsets[r]) as usize;
         let mut r = 0;
         while r < ids.len() {
@@ -400,9 +403,18 @@ impl BulkBuild {
                 bytes += row;
                 e += 1;
             }
-            // Every column is checked before any is appended to (an error changes nothing).
-            let chunks =
-                columns.iter().map(|c| checked_rows(c, r, e)).collect::<Result<Vec<_>>>()?;
+            // Rows r..e of each column (on character boundaries: checked above).
+            let chunks = columns
+                .iter()
+                .zip(&texts)
+                .map(|(c, t)| {
+                    let base = c.offsets[0];
+                    t.get((c.offsets[r] - base) as usize..(c.offsets[e] - base) as usize)
+                        .ok_or_else(|| {
+                            Error::Invalid("a text column batch that is not UTF-8".into())
+                        })
+                })
+                .collect::<Result<Vec<_>>>()?;
             if let Some((_, big)) = self
                 .rows
                 .cols
@@ -1446,6 +1458,12 @@ mod tests {
         for c in bad {
             assert!(matches!(b.add_batch(&[1, 2], &[c]), Err(Error::Invalid(_))), "{c:?}");
         }
+        // A bad row late in a batch that spans segments: nothing of the batch is added.
+        let mut small = FtsIndex::bulk(&Location::Memory, &names(1), Tokenizer::Default).unwrap();
+        small.segment_rows = 2;
+        let late = col(b"abcd\xff", &[0, 1, 2, 3, 5], None);
+        assert!(matches!(small.add_batch(&[1, 2, 3, 4], &[late]), Err(Error::Invalid(_))));
+        assert_eq!(small.finish(Payload::default()).unwrap().num_docs(), 0);
         let two = TextColumn { data: b"ab", offsets: &[0, 1, 2], valid: None };
         assert!(
             matches!(b.add_batch(&[1, 2], &[two, two]), Err(Error::Invalid(_))),
