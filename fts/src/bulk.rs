@@ -173,16 +173,16 @@ impl Drop for Pieces {
 struct Rows {
     ids: Vec<u64>,
     cols: Vec<Column>,
-    text_bytes: usize,
 }
 
 impl Rows {
     fn empty(columns: usize) -> Rows {
-        Rows {
-            ids: Vec::new(),
-            cols: (0..columns).map(|_| Column::default()).collect(),
-            text_bytes: 0,
-        }
+        Rows { ids: Vec::new(), cols: (0..columns).map(|_| Column::default()).collect() }
+    }
+
+    /// Text bytes buffered, over every column.
+    fn text_bytes(&self) -> usize {
+        self.cols.iter().map(|c| c.data.len()).sum()
     }
 }
 
@@ -303,7 +303,6 @@ impl BulkBuild {
                 Some(t) => {
                     let start = col.data.len() as u32;
                     col.data.push_str(t);
-                    self.rows.text_bytes += t.len();
                     (start, t.len() as u32)
                 }
                 None => (NULL, 0),
@@ -333,7 +332,8 @@ impl BulkBuild {
 
     /// Writes the buffered rows if they make a segment.
     fn full(&mut self) -> Result<()> {
-        if self.rows.ids.len() >= self.segment_limit() || self.rows.text_bytes >= SEGMENT_TEXT_BYTES
+        if self.rows.ids.len() >= self.segment_limit()
+            || self.rows.text_bytes() >= SEGMENT_TEXT_BYTES
         {
             if self.background_rows.is_some() {
                 self.detach()?;
@@ -394,7 +394,7 @@ impl BulkBuild {
         while r < ids.len() {
             // Rows [r, e) fit the segment being buffered (at least one row always does).
             let room = self.segment_limit().saturating_sub(self.rows.ids.len()).max(1);
-            let (mut e, mut bytes) = (r, self.rows.text_bytes);
+            let (mut e, mut bytes) = (r, self.rows.text_bytes());
             while e < ids.len() && e - r < room {
                 let row: usize = columns.iter().map(|c| len(c, e)).sum();
                 if e > r && bytes + row > SEGMENT_TEXT_BYTES {
@@ -431,7 +431,6 @@ impl BulkBuild {
                 col.append(c, r, e, chunk);
             }
             self.rows.ids.extend_from_slice(&ids[r..e]);
-            self.rows.text_bytes = bytes;
             self.full()?;
             r = e;
         }
@@ -851,9 +850,9 @@ fn tokenize(col: &Column, spans: &[(u32, u32)], cutter: &mut Cutter) -> Occurren
     let n = spans.len();
     let text_bytes: usize = spans.iter().map(|s| s.1 as usize).sum();
     let mut terms = Interner::default();
+    let norm_ids = NormIds::new();
     // Room for the most tokens word tokenizers can cut (one per two bytes); untouched
     // capacity costs address space only.
-    let norm_ids = NormIds::new();
     let mut occ: Vec<[u32; 3]> = Vec::with_capacity(((text_bytes + n) / 2).min(1 << 26));
     let mut norms = Vec::with_capacity(n);
     let mut tokens = 0u64;
