@@ -22,6 +22,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use arrow_array::{
+    ArrayRef, BooleanArray, FixedSizeListArray, Float32Array, Int64Array, RecordBatch, StringArray,
+    UInt64Array,
+};
+use arrow_buffer::NullBuffer;
 use arrow_schema::{DataType, Field, Schema};
 use serde_json::Value as Json;
 
@@ -586,38 +591,11 @@ impl MemoryStore {
     fn create_tables(&self) -> Res<()> {
         let tables = self.db.list_tables();
         if !tables.contains(&self.name) {
-            let t = self.db.create_table(
-                &self.name,
-                &Schema::new(vec![
-                    Field::new("key", DataType::Utf8, true),
-                    Field::new("namespace", DataType::Utf8, false),
-                    Field::new("text", DataType::Utf8, false),
-                    Field::new("metadata", DataType::Utf8, true),
-                    Field::new("embedding", crate::vector_type(self.config.dim), true),
-                    Field::new("hash", DataType::UInt64, false),
-                    Field::new("version", DataType::Int64, false),
-                    Field::new("created_ms", DataType::Int64, false),
-                    Field::new("updated_ms", DataType::Int64, false),
-                    Field::new("expires_ms", DataType::Int64, true),
-                    Field::new("archived", DataType::Boolean, false),
-                ]),
-            )?;
+            let t = self.db.create_table(&self.name, &items_schema(self.config.dim))?;
             t.create_fts_index(&["text"], Tokenizer::English)?;
         }
         if !tables.contains(&self.history) {
-            self.db.create_table(
-                &self.history,
-                &Schema::new(vec![
-                    Field::new("item", DataType::UInt64, false),
-                    Field::new("version", DataType::Int64, false),
-                    Field::new("op", DataType::Utf8, false),
-                    Field::new("old_text", DataType::Utf8, true),
-                    Field::new("new_text", DataType::Utf8, true),
-                    Field::new("old_metadata", DataType::Utf8, true),
-                    Field::new("new_metadata", DataType::Utf8, true),
-                    Field::new("at_ms", DataType::Int64, false),
-                ]),
-            )?;
+            self.db.create_table(&self.history, &history_schema())?;
         }
         Ok(())
     }
@@ -1003,28 +981,12 @@ impl MemoryStore {
                 if pending.is_empty() {
                     return Ok(());
                 }
-                let rows: Vec<Row> =
-                    pending.iter().map(|(_, p)| Self::new_row(namespace, None, p, now)).collect();
-                let ids = items.insert_rows(&rows)?;
-                for (j, (_, p)) in pending.iter().enumerate() {
+                let new: Vec<&Prepared> = pending.iter().map(|(_, p)| p).collect();
+                let ids = items.insert(&new_items_batch(namespace, &new, now, self.config.dim)?)?;
+                for (j, p) in new.iter().enumerate() {
                     self.note_hash(namespace, p.hash, ids.first + j as u64);
                 }
-                let hrows: Vec<Row> = pending
-                    .iter()
-                    .enumerate()
-                    .map(|(j, (_, p))| {
-                        let id = ids.first + j as u64;
-                        Self::history_row(
-                            id,
-                            1,
-                            "create",
-                            None,
-                            Some((&p.text, p.meta.as_deref())),
-                            now,
-                        )
-                    })
-                    .collect();
-                hist.insert_rows(&hrows)?;
+                hist.insert(&created_history_batch(ids.first, &new, now)?)?;
                 for (j, (slot, _)) in pending.drain(..).enumerate() {
                     out[slot] = Ok(ids.first + j as u64);
                 }
@@ -1530,6 +1492,100 @@ impl MemoryStore {
             })
             .collect())
     }
+}
+
+/// The items table's columns (after `_id`).
+fn items_schema(dim: usize) -> Schema {
+    Schema::new(vec![
+        Field::new("key", DataType::Utf8, true),
+        Field::new("namespace", DataType::Utf8, false),
+        Field::new("text", DataType::Utf8, false),
+        Field::new("metadata", DataType::Utf8, true),
+        Field::new("embedding", crate::vector_type(dim), true),
+        Field::new("hash", DataType::UInt64, false),
+        Field::new("version", DataType::Int64, false),
+        Field::new("created_ms", DataType::Int64, false),
+        Field::new("updated_ms", DataType::Int64, false),
+        Field::new("expires_ms", DataType::Int64, true),
+        Field::new("archived", DataType::Boolean, false),
+    ])
+}
+
+/// The history table's columns (after `_id`).
+fn history_schema() -> Schema {
+    Schema::new(vec![
+        Field::new("item", DataType::UInt64, false),
+        Field::new("version", DataType::Int64, false),
+        Field::new("op", DataType::Utf8, false),
+        Field::new("old_text", DataType::Utf8, true),
+        Field::new("new_text", DataType::Utf8, true),
+        Field::new("old_metadata", DataType::Utf8, true),
+        Field::new("new_metadata", DataType::Utf8, true),
+        Field::new("at_ms", DataType::Int64, false),
+    ])
+}
+
+fn arrow_err(e: arrow_schema::ArrowError) -> crate::Error {
+    crate::Error::from(basalt_storage::Error::arrow("memory store rows", e))
+}
+
+/// New items without a key (version 1) as one batch of the items table, built column by
+/// column: a single `remember` is one row, and going through [`Row`]s first (a string per
+/// column name and a value per cell, then the same arrays) was a measurable part of it.
+fn new_items_batch(namespace: &str, ps: &[&Prepared], now: i64, dim: usize) -> Res<RecordBatch> {
+    let n = ps.len();
+    let DataType::FixedSizeList(item, _) = crate::vector_type(dim) else {
+        return Err(arrow_err(arrow_schema::ArrowError::SchemaError("vector type".into())));
+    };
+    let mut values = Vec::with_capacity(n * dim);
+    let mut valid = Vec::with_capacity(n);
+    for p in ps {
+        match &p.vector {
+            Some(v) => values.extend_from_slice(v),
+            None => values.resize(values.len() + dim, 0.0),
+        }
+        valid.push(p.vector.is_some());
+    }
+    let nulls = valid.contains(&false).then(|| NullBuffer::from(valid));
+    let embedding = FixedSizeListArray::try_new(
+        item,
+        i32::try_from(dim)
+            .map_err(|_| arrow_err(arrow_schema::ArrowError::SchemaError("dim".into())))?,
+        Arc::new(Float32Array::from(values)),
+        nulls,
+    )
+    .map_err(arrow_err)?;
+    let ints = |v: i64| Arc::new(Int64Array::from(vec![v; n])) as ArrayRef;
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::new_null(n)),
+        Arc::new(StringArray::from_iter_values(std::iter::repeat_n(namespace, n))),
+        Arc::new(StringArray::from_iter_values(ps.iter().map(|p| p.text.as_str()))),
+        Arc::new(StringArray::from_iter(ps.iter().map(|p| p.meta.as_deref()))),
+        Arc::new(embedding),
+        Arc::new(UInt64Array::from_iter_values(ps.iter().map(|p| p.hash))),
+        ints(1),
+        ints(now),
+        ints(now),
+        Arc::new(Int64Array::from_iter(ps.iter().map(|p| p.expires))),
+        Arc::new(BooleanArray::from(vec![false; n])),
+    ];
+    RecordBatch::try_new(Arc::new(items_schema(dim)), columns).map_err(arrow_err)
+}
+
+/// The `create` history rows of new items with ids `first..`, as one batch.
+fn created_history_batch(first: u64, ps: &[&Prepared], now: i64) -> Res<RecordBatch> {
+    let n = ps.len();
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(UInt64Array::from_iter_values((0..n as u64).map(|j| first + j))),
+        Arc::new(Int64Array::from(vec![1; n])),
+        Arc::new(StringArray::from_iter_values(std::iter::repeat_n("create", n))),
+        Arc::new(StringArray::new_null(n)),
+        Arc::new(StringArray::from_iter_values(ps.iter().map(|p| p.text.as_str()))),
+        Arc::new(StringArray::new_null(n)),
+        Arc::new(StringArray::from_iter(ps.iter().map(|p| p.meta.as_deref()))),
+        Arc::new(Int64Array::from(vec![now; n])),
+    ];
+    RecordBatch::try_new(Arc::new(history_schema()), columns).map_err(arrow_err)
 }
 
 /// A checked new item.
