@@ -16,7 +16,8 @@
 //! Durability `ProcessSafe` (an acknowledged memory survives a killed process).
 //!
 //! `cargo run --release -p basalt-benches --bin memory-bench -- [--max N]`
-//! (`--recall-only N [--int8]` and `--writes-only N` run one part, for profiling).
+//! (`--recall-only N [--int8]`, `--writes-only N` and `--w4-only R` run one part, for
+//! profiling).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -239,6 +240,20 @@ fn main() {
         let (_db, m) = open(&root.join("w4"));
         let (ops, p95) = writers_x20(&Arc::new(m), 16, item);
         println!("W4 16 writers × 20: {ops:.0} ops/s, p95 {}", ms(p95));
+        let _ = std::fs::remove_dir_all(&root);
+        return;
+    }
+
+    // `--w4-only R`: W4 with 8, 16 and 32 writers, R times each on fresh stores (the
+    // concurrent write path alone, for profiling and repeated measurement).
+    if let Some(r) = count_arg(&args, "--w4-only") {
+        for writers in [8usize, 16, 32] {
+            for k in 0..r {
+                let (_db, m) = open(&root.join(format!("w4-{writers}-{k}")));
+                let (ops, p95) = writers_x20(&Arc::new(m), writers, item);
+                println!("W4 {writers} writers × 20: {ops:.0} ops/s, p95 {}", ms(p95));
+            }
+        }
         let _ = std::fs::remove_dir_all(&root);
         return;
     }

@@ -7,6 +7,8 @@
 //! and a registry row per store) through the public API, so durability, transactions and
 //! the full-text index are the engine's. It must not reach below the public API.
 //!
+//! Concurrent `remember`s are written a group per transaction (`group`).
+//!
 //! Change feed (`subscribe`, in `feed`), checkpoints (the database's, restored for the
 //! store's tables alone), TTL sweeping, strict namespaces and an OpenAI-compatible HTTP
 //! embedder (`http`, feature `http-embedder`) and a persistent embedding cache are here
@@ -15,6 +17,7 @@
 mod embed;
 mod feed;
 mod filter;
+mod group;
 #[cfg(feature = "http-embedder")]
 mod http;
 
@@ -27,7 +30,7 @@ use arrow_array::{
     UInt64Array,
 };
 use arrow_buffer::NullBuffer;
-use arrow_schema::{DataType, Field, Schema};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use serde_json::Value as Json;
 
 pub use embed::{CacheStats, CachedEmbedder, Embedder, HashEmbedder};
@@ -35,6 +38,8 @@ pub use feed::{MemoryEvent, MemoryEventKind, Subscription};
 pub use filter::Filter;
 #[cfg(feature = "http-embedder")]
 pub use http::{API_KEY_ENV, BASE_URL_ENV, HttpEmbedder};
+
+use group::{Lead, Outcome, Ticket, WriteGroup};
 
 use crate::{
     CmpOp, Connection, Database, Metric, Precision, Predicate, Row, Table, Tokenizer, Value,
@@ -389,6 +394,11 @@ pub struct MemoryStore {
     /// Registered namespaces seen so far (a cache of the table; misses read it again, so
     /// registrations through other handles count).
     known: parking_lot::Mutex<std::collections::BTreeSet<String>>,
+    /// The items and history tables' user columns, built once (the schema of every batch
+    /// a write makes).
+    schemas: (SchemaRef, SchemaRef),
+    /// Concurrent `remember`s, written a group at a time (see [`MemoryStore::remember`]).
+    group: WriteGroup<(String, Prepared), Res<u64>>,
 }
 
 impl std::fmt::Debug for MemoryStore {
@@ -407,9 +417,26 @@ fn now_ms() -> i64 {
 }
 
 /// Hash of the normalised text: lower case, runs of whitespace as one space, trimmed.
+///
+/// The FNV-1a of `text.split_whitespace().map(str::to_lowercase).join(" ")`, computed
+/// word by word without building that string: ASCII words are lowered byte by byte, other
+/// words through `str::to_lowercase` (which knows the context-dependent cases, such as a
+/// final sigma).
 pub fn content_hash(text: &str) -> u64 {
-    let norm: Vec<String> = text.split_whitespace().map(str::to_lowercase).collect();
-    embed::fnv1a(norm.join(" ").as_bytes())
+    let mut h = embed::Fnv1a::new();
+    for (i, word) in text.split_whitespace().enumerate() {
+        if i > 0 {
+            h.byte(b' ');
+        }
+        if word.is_ascii() {
+            for b in word.bytes() {
+                h.byte(b.to_ascii_lowercase());
+            }
+        } else {
+            h.bytes(word.to_lowercase().as_bytes());
+        }
+    }
+    h.finish()
 }
 
 impl MemoryStore {
@@ -422,9 +449,11 @@ impl MemoryStore {
             name: name.into(),
             history: format!("{name}__history"),
             namespaces: format!("{name}__namespaces"),
-            config,
             embedder: None,
             known: Default::default(),
+            schemas: (Arc::new(items_schema(config.dim)), Arc::new(history_schema())),
+            group: WriteGroup::default(),
+            config,
         };
         if store.config.dim == 0 {
             return Err(store.invalid("the vector dimension must be at least 1"));
@@ -591,11 +620,11 @@ impl MemoryStore {
     fn create_tables(&self) -> Res<()> {
         let tables = self.db.list_tables();
         if !tables.contains(&self.name) {
-            let t = self.db.create_table(&self.name, &items_schema(self.config.dim))?;
+            let t = self.db.create_table(&self.name, &self.schemas.0)?;
             t.create_fts_index(&["text"], Tokenizer::English)?;
         }
         if !tables.contains(&self.history) {
-            self.db.create_table(&self.history, &history_schema())?;
+            self.db.create_table(&self.history, &self.schemas.1)?;
         }
         Ok(())
     }
@@ -744,6 +773,7 @@ impl MemoryStore {
             .map(|m| {
                 let meta = self.check_new(namespace, &m)?;
                 Ok(Prepared {
+                    at: now,
                     hash: content_hash(&m.text),
                     text: m.text,
                     meta,
@@ -810,8 +840,6 @@ impl MemoryStore {
         p: &Prepared,
         now: i64,
     ) -> Res<Option<MemoryItem>> {
-        let mut live = live_conditions(now);
-        live.push(Predicate::eq("namespace", namespace));
         if self.config.dedupe_exact {
             let slot = self.dedupe_slot();
             let mut index = slot.lock();
@@ -846,6 +874,8 @@ impl MemoryStore {
         if let (Some(min), Some(v)) = (self.config.dedupe_near, &p.vector)
             && v.iter().any(|x| *x != 0.0)
         {
+            let mut live = live_conditions(now);
+            live.push(Predicate::eq("namespace", namespace));
             let near =
                 items.topk_where("embedding", v, 1, Metric::Cosine, &Predicate::And(live))?;
             if let Some(n) = near.first().filter(|n| 1.0 - n.distance >= min) {
@@ -856,7 +886,11 @@ impl MemoryStore {
     }
 
     fn dedupe_slot(&self) -> Arc<parking_lot::Mutex<Option<DedupeIndex>>> {
-        self.db.inner.memory_dedupe.lock().entry(self.name.clone()).or_default().clone()
+        let mut slots = self.db.inner.memory_dedupe.lock();
+        match slots.get(&self.name) {
+            Some(slot) => slot.clone(),
+            None => slots.entry(self.name.clone()).or_default().clone(),
+        }
     }
 
     /// Records inside a writing transaction that item `id` of `namespace` now has content
@@ -874,7 +908,7 @@ impl MemoryStore {
         items: &Table,
         hist: &Table,
         old: MemoryItem,
-        p: Prepared,
+        p: &Prepared,
         now: i64,
     ) -> Res<u64> {
         let version = old.version as i64 + 1;
@@ -951,10 +985,50 @@ impl MemoryStore {
     /// Adds a memory to `namespace` and returns its id — or, when it duplicates a live
     /// item of that namespace (see [`MemoryConfig::dedupe_exact`] and
     /// [`MemoryConfig::dedupe_near`]), updates that item (version + 1) and returns its id.
+    ///
+    /// The item is checked (and embedded) on the calling thread. Concurrent `remember`s on
+    /// one store are written together: one caller writes every item queued at that moment
+    /// in one transaction (one log write, one publish) while the others wait, and each
+    /// returns once its item is committed, at the store's durability. Items stay
+    /// independent — a duplicate among them updates the earlier one as it would in
+    /// sequence, and if a group's transaction fails its items are written again one
+    /// transaction each, so one item's failure is its own.
     pub fn remember(&self, namespace: &str, memory: NewMemory) -> Res<u64> {
-        self.remember_many(namespace, vec![memory])?
+        let now = now_ms();
+        let p = self
+            .prepare(namespace, vec![memory], now)?
             .pop()
-            .unwrap_or_else(|| Err(self.invalid("nothing to remember")))
+            .unwrap_or_else(|| Err(self.invalid("nothing to remember")))?;
+        let ticket = Arc::new(Ticket::new((namespace.to_string(), p)));
+        if !self.group.join(&ticket) {
+            match ticket.wait() {
+                Outcome::Done(r) => return r,
+                Outcome::Lead | Outcome::Waiting => {}
+            }
+        }
+        // This thread writes the group: every write queued now, its own among them.
+        let lead = Lead::take(&self.group, || {
+            Err(crate::Error::Transaction(
+                "the thread writing this memory's group panicked before reporting whether \
+                 it was stored"
+                    .into(),
+            ))
+        });
+        let inputs = lead.inputs();
+        let items: Vec<(&str, &Prepared)> = inputs.iter().map(|(n, p)| (n.as_str(), p)).collect();
+        let results: Vec<Res<u64>> = match self.txn(|_, t, h| self.write_new(t, h, &items)) {
+            Ok(ids) => ids.into_iter().map(Ok).collect(),
+            Err(e) if items.len() == 1 => vec![Err(e)],
+            // Which item failed is unknown: each is written on its own.
+            Err(_) => items
+                .iter()
+                .map(|it| {
+                    self.txn(|_, t, h| self.write_new(t, h, std::slice::from_ref(it)))
+                        .map(|ids| ids[0])
+                })
+                .collect(),
+        };
+        lead.finish(&ticket, results)
     }
 
     /// Adds many memories to `namespace` in one transaction (one embedder call for those
@@ -964,60 +1038,62 @@ impl MemoryStore {
     pub fn remember_many(&self, namespace: &str, memories: Vec<NewMemory>) -> Res<Vec<Res<u64>>> {
         let now = now_ms();
         let prepared = self.prepare(namespace, memories, now)?;
-        if prepared.iter().all(Result::is_err) {
-            return Ok(prepared.into_iter().map(|p| p.map(|_| 0)).collect());
+        let good: Vec<(&str, &Prepared)> =
+            prepared.iter().filter_map(|p| p.as_ref().ok().map(|p| (namespace, p))).collect();
+        let mut ids = if good.is_empty() {
+            Vec::new()
+        } else {
+            self.txn(|_, items, hist| self.write_new(items, hist, &good))?
         }
-        // New items are written together (one multi-row insert each for items and
-        // history); an item that duplicates a pending one flushes them first so the
-        // duplicate lookup sees it. Near dedupe compares with stored vectors, so with it
-        // on every item is written before the next is checked.
+        .into_iter();
+        Ok(prepared.into_iter().map(|p| p.map(|_| ids.next().unwrap_or_default())).collect())
+    }
+
+    /// Inside a transaction: writes checked new items (each with its namespace), in order,
+    /// and returns each one's id — the id of the live item it duplicates when it does
+    /// (that item updated, version + 1).
+    ///
+    /// New items are written together (one multi-row insert each for items and history);
+    /// an item with the content hash of a pending one writes those first so the duplicate
+    /// lookup sees them. Near dedupe compares with stored vectors, so with it on every
+    /// item is written before the next is checked.
+    fn write_new(&self, items: &Table, hist: &Table, new: &[(&str, &Prepared)]) -> Res<Vec<u64>> {
         let buffered = self.config.dedupe_near.is_none();
-        self.txn(|_, items, hist| {
-            let mut out: Vec<Res<u64>> = Vec::with_capacity(prepared.len());
-            let mut pending: Vec<(usize, Prepared)> = Vec::new(); // (slot in out, item)
-            let flush = |pending: &mut Vec<(usize, Prepared)>,
-                         out: &mut Vec<Res<u64>>|
-             -> Res<()> {
-                if pending.is_empty() {
-                    return Ok(());
-                }
-                let new: Vec<&Prepared> = pending.iter().map(|(_, p)| p).collect();
-                let ids = items.insert(&new_items_batch(namespace, &new, now, self.config.dim)?)?;
-                for (j, p) in new.iter().enumerate() {
-                    self.note_hash(namespace, p.hash, ids.first + j as u64);
-                }
-                hist.insert(&created_history_batch(ids.first, &new, now)?)?;
-                for (j, (slot, _)) in pending.drain(..).enumerate() {
-                    out[slot] = Ok(ids.first + j as u64);
-                }
-                Ok(())
-            };
-            for p in prepared {
-                let p = match p {
-                    Ok(p) => p,
-                    Err(e) => {
-                        out.push(Err(e));
-                        continue;
-                    }
-                };
-                let slot = out.len();
-                out.push(Ok(0));
-                if pending.iter().any(|(_, q)| q.hash == p.hash) {
-                    flush(&mut pending, &mut out)?;
-                }
-                match self.duplicate_of(items, namespace, &p, now)? {
-                    Some(old) => out[slot] = Ok(self.merge_into(items, hist, old, p, now)?),
-                    None => {
-                        pending.push((slot, p));
-                        if !buffered {
-                            flush(&mut pending, &mut out)?;
-                        }
+        let mut out = vec![0u64; new.len()];
+        // Positions in `new` of the items not yet written.
+        let mut pending: Vec<usize> = Vec::new();
+        let flush = |pending: &mut Vec<usize>, out: &mut [u64]| -> Res<()> {
+            if pending.is_empty() {
+                return Ok(());
+            }
+            let rows: Vec<(&str, &Prepared)> = pending.iter().map(|&i| new[i]).collect();
+            let batch = new_items_batch(&self.schemas.0, &rows, self.config.dim)?;
+            let ids = items.insert(&batch)?;
+            for (j, (ns, p)) in rows.iter().enumerate() {
+                self.note_hash(ns, p.hash, ids.first + j as u64);
+            }
+            hist.insert(&created_history_batch(&self.schemas.1, ids.first, &rows)?)?;
+            for (j, i) in pending.drain(..).enumerate() {
+                out[i] = ids.first + j as u64;
+            }
+            Ok(())
+        };
+        for (i, &(ns, p)) in new.iter().enumerate() {
+            if pending.iter().any(|&j| new[j].1.hash == p.hash) {
+                flush(&mut pending, &mut out)?;
+            }
+            match self.duplicate_of(items, ns, p, p.at)? {
+                Some(old) => out[i] = self.merge_into(items, hist, old, p, p.at)?,
+                None => {
+                    pending.push(i);
+                    if !buffered {
+                        flush(&mut pending, &mut out)?;
                     }
                 }
             }
-            flush(&mut pending, &mut out)?;
-            Ok(out)
-        })
+        }
+        flush(&mut pending, &mut out)?;
+        Ok(out)
     }
 
     /// Writes the memory under `key` in `namespace`: creates it, or replaces the text,
@@ -1529,17 +1605,19 @@ fn arrow_err(e: arrow_schema::ArrowError) -> crate::Error {
     crate::Error::from(basalt_storage::Error::arrow("memory store rows", e))
 }
 
-/// New items without a key (version 1) as one batch of the items table, built column by
-/// column: a single `remember` is one row, and going through [`Row`]s first (a string per
-/// column name and a value per cell, then the same arrays) was a measurable part of it.
-fn new_items_batch(namespace: &str, ps: &[&Prepared], now: i64, dim: usize) -> Res<RecordBatch> {
+/// New items without a key (version 1), each with its namespace, as one batch of the
+/// items table (`schema`: its user columns), built column by column: a single `remember` is
+/// one row, and going through [`Row`]s first (a string per column name and a value per
+/// cell, then the same arrays) was a measurable part of it.
+fn new_items_batch(schema: &SchemaRef, ps: &[(&str, &Prepared)], dim: usize) -> Res<RecordBatch> {
     let n = ps.len();
-    let DataType::FixedSizeList(item, _) = crate::vector_type(dim) else {
-        return Err(arrow_err(arrow_schema::ArrowError::SchemaError("vector type".into())));
+    let (item, size) = match schema.field_with_name("embedding").map(|f| f.data_type()) {
+        Ok(DataType::FixedSizeList(item, size)) if *size as usize == dim => (item.clone(), *size),
+        _ => return Err(arrow_err(arrow_schema::ArrowError::SchemaError("vector type".into()))),
     };
     let mut values = Vec::with_capacity(n * dim);
     let mut valid = Vec::with_capacity(n);
-    for p in ps {
+    for (_, p) in ps {
         match &p.vector {
             Some(v) => values.extend_from_slice(v),
             None => values.resize(values.len() + dim, 0.0),
@@ -1547,49 +1625,51 @@ fn new_items_batch(namespace: &str, ps: &[&Prepared], now: i64, dim: usize) -> R
         valid.push(p.vector.is_some());
     }
     let nulls = valid.contains(&false).then(|| NullBuffer::from(valid));
-    let embedding = FixedSizeListArray::try_new(
-        item,
-        i32::try_from(dim)
-            .map_err(|_| arrow_err(arrow_schema::ArrowError::SchemaError("dim".into())))?,
-        Arc::new(Float32Array::from(values)),
-        nulls,
-    )
-    .map_err(arrow_err)?;
-    let ints = |v: i64| Arc::new(Int64Array::from(vec![v; n])) as ArrayRef;
+    let embedding =
+        FixedSizeListArray::try_new(item, size, Arc::new(Float32Array::from(values)), nulls)
+            .map_err(arrow_err)?;
+    let at = || Arc::new(Int64Array::from_iter_values(ps.iter().map(|(_, p)| p.at))) as ArrayRef;
     let columns: Vec<ArrayRef> = vec![
         Arc::new(StringArray::new_null(n)),
-        Arc::new(StringArray::from_iter_values(std::iter::repeat_n(namespace, n))),
-        Arc::new(StringArray::from_iter_values(ps.iter().map(|p| p.text.as_str()))),
-        Arc::new(StringArray::from_iter(ps.iter().map(|p| p.meta.as_deref()))),
+        Arc::new(StringArray::from_iter_values(ps.iter().map(|(ns, _)| *ns))),
+        Arc::new(StringArray::from_iter_values(ps.iter().map(|(_, p)| p.text.as_str()))),
+        Arc::new(StringArray::from_iter(ps.iter().map(|(_, p)| p.meta.as_deref()))),
         Arc::new(embedding),
-        Arc::new(UInt64Array::from_iter_values(ps.iter().map(|p| p.hash))),
-        ints(1),
-        ints(now),
-        ints(now),
-        Arc::new(Int64Array::from_iter(ps.iter().map(|p| p.expires))),
+        Arc::new(UInt64Array::from_iter_values(ps.iter().map(|(_, p)| p.hash))),
+        Arc::new(Int64Array::from(vec![1; n])),
+        at(),
+        at(),
+        Arc::new(Int64Array::from_iter(ps.iter().map(|(_, p)| p.expires))),
         Arc::new(BooleanArray::from(vec![false; n])),
     ];
-    RecordBatch::try_new(Arc::new(items_schema(dim)), columns).map_err(arrow_err)
+    RecordBatch::try_new(schema.clone(), columns).map_err(arrow_err)
 }
 
-/// The `create` history rows of new items with ids `first..`, as one batch.
-fn created_history_batch(first: u64, ps: &[&Prepared], now: i64) -> Res<RecordBatch> {
+/// The `create` history rows of new items with ids `first..`, as one batch of the history
+/// table (`schema`: its user columns).
+fn created_history_batch(
+    schema: &SchemaRef,
+    first: u64,
+    ps: &[(&str, &Prepared)],
+) -> Res<RecordBatch> {
     let n = ps.len();
     let columns: Vec<ArrayRef> = vec![
         Arc::new(UInt64Array::from_iter_values((0..n as u64).map(|j| first + j))),
         Arc::new(Int64Array::from(vec![1; n])),
         Arc::new(StringArray::from_iter_values(std::iter::repeat_n("create", n))),
         Arc::new(StringArray::new_null(n)),
-        Arc::new(StringArray::from_iter_values(ps.iter().map(|p| p.text.as_str()))),
+        Arc::new(StringArray::from_iter_values(ps.iter().map(|(_, p)| p.text.as_str()))),
         Arc::new(StringArray::new_null(n)),
-        Arc::new(StringArray::from_iter(ps.iter().map(|p| p.meta.as_deref()))),
-        Arc::new(Int64Array::from(vec![now; n])),
+        Arc::new(StringArray::from_iter(ps.iter().map(|(_, p)| p.meta.as_deref()))),
+        Arc::new(Int64Array::from_iter_values(ps.iter().map(|(_, p)| p.at))),
     ];
-    RecordBatch::try_new(Arc::new(history_schema()), columns).map_err(arrow_err)
+    RecordBatch::try_new(schema.clone(), columns).map_err(arrow_err)
 }
 
 /// A checked new item.
 struct Prepared {
+    /// When it was checked: its creation (or update) time, ms since the epoch.
+    at: i64,
     text: String,
     hash: u64,
     meta: Option<String>,
@@ -1691,5 +1771,36 @@ fn item_of(r: &Row) -> MemoryItem {
             _ => None,
         },
         archived: matches!(r.get("archived"), Some(Value::Bool(true))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The definition [`content_hash`] computes without building the string.
+    fn reference(text: &str) -> u64 {
+        let norm: Vec<String> = text.split_whitespace().map(str::to_lowercase).collect();
+        embed::fnv1a(norm.join(" ").as_bytes())
+    }
+
+    #[test]
+    fn the_content_hash_normalises_case_and_whitespace() {
+        assert_eq!(content_hash("  Hello \t WORLD\n"), content_hash("hello world"));
+        assert_ne!(content_hash("hello world"), content_hash("helloworld"));
+        // Context-dependent lowering (a final capital sigma) agrees with `to_lowercase`.
+        for t in ["ΟΔΟΣ", "ΟΔΟΣ ΟΔΟΣ", "İstanbul", "ǅ x", "a\u{3000}b"] {
+            assert_eq!(content_hash(t), reference(t), "{t:?}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn the_content_hash_is_the_hash_of_the_normalised_text(
+            t in "[a-zA-Z ΣσςΟΔİǅ\u{3000}\t\n.,0-9é]{0,40}"
+        ) {
+            prop_assert_eq!(content_hash(&t), reference(&t));
+        }
     }
 }

@@ -399,6 +399,64 @@ fn exact_and_near_duplicates_turn_writes_into_updates() {
 }
 
 #[test]
+fn concurrent_remembers_are_each_written_once_in_their_namespace() {
+    // Concurrent writers' items are written in groups (one transaction for the items
+    // queued together); each must still be its own item, in its own namespace, with its
+    // own history, and duplicates inside a group must update the earlier item.
+    let dir = tempfile::tempdir().unwrap();
+    let written: Vec<Vec<(u64, String)>> = {
+        let db = Database::open(dir.path()).unwrap();
+        let m = Arc::new(store(&db));
+        let handles: Vec<_> = (0..8)
+            .map(|w| {
+                let m = m.clone();
+                std::thread::spawn(move || {
+                    (0..40)
+                        .map(|i| {
+                            let text = if i % 5 == 0 {
+                                format!("writer {w} repeats this")
+                            } else {
+                                format!("writer {w} fact {i}")
+                            };
+                            let id = m.remember(&format!("w/{w}"), NewMemory::text(&text)).unwrap();
+                            (id, text)
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    };
+    // Read back after a reopen: everything acknowledged was committed.
+    let db = Database::open(dir.path()).unwrap();
+    let m = store(&db);
+    let mut all = BTreeSet::new();
+    for (w, items) in written.iter().enumerate() {
+        let repeated: BTreeSet<u64> = items.iter().step_by(5).map(|(id, _)| *id).collect();
+        assert_eq!(repeated.len(), 1, "writer {w}: repeats are one item");
+        for (id, text) in items {
+            let item = m.get(*id).unwrap().unwrap();
+            assert_eq!(
+                (item.text.as_str(), item.namespace.as_str()),
+                (text.as_str(), &*format!("w/{w}"))
+            );
+            all.insert(*id);
+        }
+        let listed: BTreeSet<u64> =
+            m.list(&format!("w/{w}"), None, 100, None).unwrap().iter().map(|i| i.id).collect();
+        assert_eq!(listed, items.iter().map(|(id, _)| *id).collect(), "writer {w}");
+        assert_eq!(listed.len(), 33);
+        let r = *repeated.iter().next().unwrap();
+        assert_eq!(m.get(r).unwrap().unwrap().version, 8);
+        let h = m.history(r).unwrap();
+        assert_eq!(h.iter().map(|e| e.op.as_str()).collect::<Vec<_>>()[..2], ["create", "update"]);
+        assert_eq!(h.len(), 8);
+        assert_eq!(m.history(items[1].0).unwrap().len(), 1);
+    }
+    assert_eq!(all.len(), 8 * 33);
+}
+
+#[test]
 fn int8_recall_returns_exact_distances_of_the_same_items_here() {
     let db = Database::open_in_memory().unwrap();
     let m = MemoryStore::open(&db, "q", MemoryConfig::new("m", 16)).unwrap();
