@@ -19,7 +19,7 @@
 //! own, so the wake-up was the larger cost. Here one wake-up replaces a whole transaction.
 
 use std::sync::Arc;
-use std::thread::Thread;
+use std::thread::{Thread, ThreadId};
 
 use parking_lot::Mutex;
 
@@ -75,6 +75,8 @@ impl<I, R> Ticket<I, R> {
 struct Queue<I, R> {
     /// A thread leads a group (or has been told to).
     leading: bool,
+    /// The thread writing a group now (set and cleared by that thread).
+    leader: Option<ThreadId>,
     tickets: Vec<Arc<Ticket<I, R>>>,
 }
 
@@ -85,11 +87,20 @@ pub(super) struct WriteGroup<I, R> {
 
 impl<I, R> Default for WriteGroup<I, R> {
     fn default() -> Self {
-        WriteGroup { queue: Mutex::new(Queue { leading: false, tickets: Vec::new() }) }
+        WriteGroup {
+            queue: Mutex::new(Queue { leading: false, leader: None, tickets: Vec::new() }),
+        }
     }
 }
 
 impl<I, R> WriteGroup<I, R> {
+    /// Whether the calling thread is writing a group right now: a write it makes meanwhile
+    /// (from a commit hook the group's commit runs) must not queue, or it would wait for
+    /// itself.
+    pub(super) fn led_by_this_thread(&self) -> bool {
+        self.queue.lock().leader == Some(std::thread::current().id())
+    }
+
     /// Queues a write; true if its thread leads now (nobody did), false if it is to
     /// [`Ticket::wait`].
     pub(super) fn join(&self, ticket: &Arc<Ticket<I, R>>) -> bool {
@@ -111,7 +122,10 @@ impl<'a, I, R> Lead<'a, I, R> {
     /// Takes every queued write (the caller's own among them: it joined and was told to
     /// lead). `abandoned` is the outcome of each if the lead unwinds before finishing.
     pub(super) fn take(group: &'a WriteGroup<I, R>, abandoned: fn() -> R) -> Self {
-        let tickets = std::mem::take(&mut group.queue.lock().tickets);
+        let mut q = group.queue.lock();
+        q.leader = Some(std::thread::current().id());
+        let tickets = std::mem::take(&mut q.tickets);
+        drop(q);
         Lead { group, tickets, abandoned, finished: false }
     }
 
@@ -151,6 +165,7 @@ impl<I, R> Drop for Lead<'_, I, R> {
         }
         // Tell the oldest queued write to lead the next group, or give the lead up.
         let mut q = self.group.queue.lock();
+        q.leader = None;
         match q.tickets.first() {
             Some(next) => next.set(Outcome::Lead),
             None => q.leading = false,
@@ -225,7 +240,9 @@ mod tests {
             (Arc::new(Ticket::new(1)), Arc::new(Ticket::new(2)), Arc::new(Ticket::new(3)));
         assert!(group.join(&a));
         assert!(!group.join(&b) && !group.join(&c), "later writes wait");
+        assert!(!group.led_by_this_thread());
         let lead = Lead::take(&group, || Err("abandoned".into()));
+        assert!(group.led_by_this_thread(), "a nested write would know");
         assert_eq!(lead.inputs(), vec![1, 2, 3], "one group, in queue order");
         let d = Arc::new(Ticket::new(4));
         assert!(!group.join(&d), "a write queued during the lead waits for the next group");
@@ -237,6 +254,7 @@ mod tests {
         assert_eq!(lead.inputs(), vec![4]);
         assert_eq!(lead.finish(&d, vec![Ok(40)]), Ok(40));
         assert!(!group.queue.lock().leading);
+        assert!(!group.led_by_this_thread());
     }
 
     #[test]

@@ -999,6 +999,10 @@ impl MemoryStore {
             .prepare(namespace, vec![memory], now)?
             .pop()
             .unwrap_or_else(|| Err(self.invalid("nothing to remember")))?;
+        if self.group.led_by_this_thread() {
+            // Written from a commit hook of this thread's group: on its own.
+            return self.txn(|_, t, h| self.write_new(t, h, &[(namespace, &p)])).map(|ids| ids[0]);
+        }
         let ticket = Arc::new(Ticket::new((namespace.to_string(), p)));
         if !self.group.join(&ticket) {
             match ticket.wait() {
@@ -1019,6 +1023,11 @@ impl MemoryStore {
         let results: Vec<Res<u64>> = match self.txn(|_, t, h| self.write_new(t, h, &items)) {
             Ok(ids) => ids.into_iter().map(Ok).collect(),
             Err(e) if items.len() == 1 => vec![Err(e)],
+            // Waiting for another writer timed out: so would each item; none waits again.
+            Err(crate::Error::Storage(basalt_storage::Error::LockTimeout { path, waited })) => {
+                let timeout = || basalt_storage::Error::LockTimeout { path: path.clone(), waited };
+                items.iter().map(|_| Err(timeout().into())).collect()
+            }
             // Which item failed is unknown: each is written on its own.
             Err(_) => items
                 .iter()

@@ -457,6 +457,27 @@ fn concurrent_remembers_are_each_written_once_in_their_namespace() {
 }
 
 #[test]
+fn a_commit_hook_may_remember_on_the_store_that_committed() {
+    // The hook runs on the thread that wrote the group, which must not queue behind itself.
+    let db = Database::open_in_memory().unwrap();
+    let m = Arc::new(store(&db));
+    let once = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (hm, once2) = (m.clone(), once.clone());
+    db.set_commit_hook(Some(Arc::new(move |_| {
+        if !once2.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            hm.remember("hook", NewMemory::text("written from a commit hook")).unwrap();
+        }
+    })));
+    let first = m.remember("a", NewMemory::text("the first memory")).unwrap();
+    db.set_commit_hook(None);
+    assert!(once.load(std::sync::atomic::Ordering::SeqCst));
+    let hooked = m.list("hook", None, 10, None).unwrap();
+    assert_eq!(hooked.len(), 1);
+    assert_ne!(hooked[0].id, first);
+    assert_eq!(m.remember("a", NewMemory::text("a later one")).unwrap(), hooked[0].id + 1);
+}
+
+#[test]
 fn int8_recall_returns_exact_distances_of_the_same_items_here() {
     let db = Database::open_in_memory().unwrap();
     let m = MemoryStore::open(&db, "q", MemoryConfig::new("m", 16)).unwrap();
