@@ -125,7 +125,16 @@ pub struct Record {
 impl Record {
     /// The record's operations as bytes (everything of the body after the LSN).
     fn encode_ops(&self) -> Result<Vec<u8>> {
-        let mut out = Vec::with_capacity(256);
+        // Sized for the rows' buffers, so encoding a record does not grow it step by step.
+        let bytes: usize = self
+            .ops
+            .iter()
+            .map(|op| match op {
+                Op::Insert { batch, .. } => batch.get_array_memory_size(),
+                Op::Delete { ids, .. } => 8 * ids.len(),
+            })
+            .sum();
+        let mut out = Vec::with_capacity(256 + bytes);
         out.extend_from_slice(&(self.ops.len() as u32).to_le_bytes());
         for op in &self.ops {
             match op {
@@ -238,7 +247,8 @@ fn columns_have_layout(batch: &RecordBatch) -> bool {
     batch.columns().iter().all(|c| match c.data_type() {
         D::Boolean | D::Utf8 | D::Binary => true,
         D::FixedSizeList(f, _) if f.data_type() == &D::Float32 => {
-            c.to_data().child_data().first().is_some_and(|v| v.null_count() == 0)
+            use arrow_array::cast::AsArray;
+            c.as_fixed_size_list_opt().is_some_and(|l| l.values().null_count() == 0)
         }
         dt => dt.primitive_width().is_some(),
     })
@@ -250,6 +260,7 @@ fn columns_have_layout(batch: &RecordBatch) -> bool {
 /// than a one-row commit costs otherwise.
 fn encode_columns(batch: &RecordBatch, out: &mut Vec<u8>) {
     use arrow_array::cast::AsArray;
+    use arrow_array::types::Float32Type;
     use arrow_schema::DataType as D;
     let n = batch.num_rows();
     out.extend_from_slice(&(n as u32).to_le_bytes());
@@ -285,11 +296,19 @@ fn encode_columns(batch: &RecordBatch, out: &mut Vec<u8>) {
                 strings(out, a.value_offsets(), a.values().as_slice());
             }
             D::FixedSizeList(_, dim) => {
-                let d = c.to_data();
                 let dim = *dim as usize;
-                let v = &d.child_data()[0];
-                let start = (v.offset() + d.offset() * dim) * 4;
-                out.extend_from_slice(&v.buffers()[0].as_slice()[start..start + n * dim * 4]);
+                // The values of a (sliced) list array start at its first row.
+                match c.as_fixed_size_list().values().as_primitive_opt::<Float32Type>() {
+                    Some(v) => out.extend_from_slice(&v.values().inner()[..n * dim * 4]),
+                    None => {
+                        let d = c.to_data();
+                        let v = &d.child_data()[0];
+                        let start = (v.offset() + d.offset() * dim) * 4;
+                        out.extend_from_slice(
+                            &v.buffers()[0].as_slice()[start..start + n * dim * 4],
+                        );
+                    }
+                }
             }
             dt => {
                 let typed: Option<&[u8]> = arrow_array::downcast_primitive_array!(

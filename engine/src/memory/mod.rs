@@ -397,6 +397,8 @@ pub struct MemoryStore {
     /// The items and history tables' user columns, built once (the schema of every batch
     /// a write makes).
     schemas: (SchemaRef, SchemaRef),
+    /// The columns whose value is the same for every new item, built once.
+    constants: Constants,
     /// Concurrent `remember`s, written a group at a time (see [`MemoryStore::remember`]).
     group: WriteGroup<(String, Prepared), Res<u64>>,
 }
@@ -453,6 +455,7 @@ impl MemoryStore {
             known: Default::default(),
             schemas: (Arc::new(items_schema(config.dim)), Arc::new(history_schema())),
             group: WriteGroup::default(),
+            constants: Constants::new(),
             config,
         };
         if store.config.dim == 0 {
@@ -1076,12 +1079,13 @@ impl MemoryStore {
                 return Ok(());
             }
             let rows: Vec<(&str, &Prepared)> = pending.iter().map(|&i| new[i]).collect();
-            let batch = new_items_batch(&self.schemas.0, &rows, self.config.dim)?;
+            let (c, (items_schema, history_schema)) = (&self.constants, &self.schemas);
+            let batch = new_items_batch(items_schema, c, &rows, self.config.dim)?;
             let ids = items.insert(&batch)?;
             for (j, (ns, p)) in rows.iter().enumerate() {
                 self.note_hash(ns, p.hash, ids.first + j as u64);
             }
-            hist.insert(&created_history_batch(&self.schemas.1, ids.first, &rows)?)?;
+            hist.insert(&created_history_batch(history_schema, c, ids.first, &rows)?)?;
             for (j, i) in pending.drain(..).enumerate() {
                 out[i] = ids.first + j as u64;
             }
@@ -1618,7 +1622,12 @@ fn arrow_err(e: arrow_schema::ArrowError) -> crate::Error {
 /// items table (`schema`: its user columns), built column by column: a single `remember` is
 /// one row, and going through [`Row`]s first (a string per column name and a value per
 /// cell, then the same arrays) was a measurable part of it.
-fn new_items_batch(schema: &SchemaRef, ps: &[(&str, &Prepared)], dim: usize) -> Res<RecordBatch> {
+fn new_items_batch(
+    schema: &SchemaRef,
+    constants: &Constants,
+    ps: &[(&str, &Prepared)],
+    dim: usize,
+) -> Res<RecordBatch> {
     let n = ps.len();
     let (item, size) = match schema.field_with_name("embedding").map(|f| f.data_type()) {
         Ok(DataType::FixedSizeList(item, size)) if *size as usize == dim => (item.clone(), *size),
@@ -1637,19 +1646,19 @@ fn new_items_batch(schema: &SchemaRef, ps: &[(&str, &Prepared)], dim: usize) -> 
     let embedding =
         FixedSizeListArray::try_new(item, size, Arc::new(Float32Array::from(values)), nulls)
             .map_err(arrow_err)?;
-    let at = || Arc::new(Int64Array::from_iter_values(ps.iter().map(|(_, p)| p.at))) as ArrayRef;
+    let at: ArrayRef = Arc::new(Int64Array::from_iter_values(ps.iter().map(|(_, p)| p.at)));
     let columns: Vec<ArrayRef> = vec![
-        Arc::new(StringArray::new_null(n)),
+        constants.get(&constants.null_text, n)?,
         Arc::new(StringArray::from_iter_values(ps.iter().map(|(ns, _)| *ns))),
         Arc::new(StringArray::from_iter_values(ps.iter().map(|(_, p)| p.text.as_str()))),
         Arc::new(StringArray::from_iter(ps.iter().map(|(_, p)| p.meta.as_deref()))),
         Arc::new(embedding),
         Arc::new(UInt64Array::from_iter_values(ps.iter().map(|(_, p)| p.hash))),
-        Arc::new(Int64Array::from(vec![1; n])),
-        at(),
-        at(),
+        constants.get(&constants.one, n)?,
+        at.clone(),
+        at,
         Arc::new(Int64Array::from_iter(ps.iter().map(|(_, p)| p.expires))),
-        Arc::new(BooleanArray::from(vec![false; n])),
+        constants.get(&constants.no, n)?,
     ];
     RecordBatch::try_new(schema.clone(), columns).map_err(arrow_err)
 }
@@ -1658,21 +1667,60 @@ fn new_items_batch(schema: &SchemaRef, ps: &[(&str, &Prepared)], dim: usize) -> 
 /// table (`schema`: its user columns).
 fn created_history_batch(
     schema: &SchemaRef,
+    constants: &Constants,
     first: u64,
     ps: &[(&str, &Prepared)],
 ) -> Res<RecordBatch> {
     let n = ps.len();
     let columns: Vec<ArrayRef> = vec![
         Arc::new(UInt64Array::from_iter_values((0..n as u64).map(|j| first + j))),
-        Arc::new(Int64Array::from(vec![1; n])),
-        Arc::new(StringArray::from_iter_values(std::iter::repeat_n("create", n))),
-        Arc::new(StringArray::new_null(n)),
+        constants.get(&constants.one, n)?,
+        constants.get(&constants.create, n)?,
+        constants.get(&constants.null_text, n)?,
         Arc::new(StringArray::from_iter_values(ps.iter().map(|(_, p)| p.text.as_str()))),
-        Arc::new(StringArray::new_null(n)),
+        constants.get(&constants.null_text, n)?,
         Arc::new(StringArray::from_iter(ps.iter().map(|(_, p)| p.meta.as_deref()))),
         Arc::new(Int64Array::from_iter_values(ps.iter().map(|(_, p)| p.at))),
     ];
     RecordBatch::try_new(schema.clone(), columns).map_err(arrow_err)
+}
+
+/// Columns with one value for every new item and its `create` history row, built once
+/// for [`Constants::ROWS`] rows and sliced for each write (one-row writes built them anew
+/// every time, a few allocations each).
+struct Constants {
+    /// NULL text (`key`, and the old text and metadata of a `create`).
+    null_text: ArrayRef,
+    /// 1 (`version`).
+    one: ArrayRef,
+    /// false (`archived`).
+    no: ArrayRef,
+    /// "create" (the history `op`).
+    create: ArrayRef,
+}
+
+impl Constants {
+    const ROWS: usize = 256;
+
+    fn new() -> Constants {
+        let n = Self::ROWS;
+        Constants {
+            null_text: Arc::new(StringArray::new_null(n)),
+            one: Arc::new(Int64Array::from(vec![1; n])),
+            no: Arc::new(BooleanArray::from(vec![false; n])),
+            create: Arc::new(StringArray::from_iter_values(std::iter::repeat_n("create", n))),
+        }
+    }
+
+    /// `column` (one of this struct's) for `n` rows.
+    fn get(&self, column: &ArrayRef, n: usize) -> Res<ArrayRef> {
+        if n <= Self::ROWS {
+            return Ok(column.slice(0, n));
+        }
+        // Longer writes repeat the first row.
+        let first = arrow_array::UInt32Array::from(vec![0u32; n]);
+        arrow_select::take::take(column.as_ref(), &first, None).map_err(arrow_err)
+    }
 }
 
 /// A checked new item.

@@ -478,6 +478,32 @@ fn a_commit_hook_may_remember_on_the_store_that_committed() {
 }
 
 #[test]
+fn a_batch_longer_than_the_cached_constant_columns_is_written_whole() {
+    // New items' constant columns (key, version, archived, the history's op) are sliced
+    // from columns built once for 256 rows; longer batches build their own.
+    let db = Database::open_in_memory().unwrap();
+    let m = store(&db);
+    for n in [1usize, 256, 300] {
+        let ns = format!("batch/{n}");
+        let batch: Vec<NewMemory> =
+            (0..n).map(|i| NewMemory::text(&format!("batch {n} item {i}"))).collect();
+        let ids: Vec<u64> =
+            m.remember_many(&ns, batch).unwrap().into_iter().map(Result::unwrap).collect();
+        for (i, id) in ids.iter().enumerate() {
+            let item = m.get(*id).unwrap().unwrap();
+            assert_eq!(
+                (item.key.as_deref(), item.version, item.archived, item.text.as_str()),
+                (None, 1, false, &*format!("batch {n} item {i}")),
+            );
+        }
+        let h = m.history(ids[n - 1]).unwrap();
+        assert_eq!(h.len(), 1);
+        assert_eq!((h[0].op.as_str(), h[0].version, h[0].old_text.as_deref()), ("create", 1, None));
+        assert_eq!(m.list(&ns, None, 1000, None).unwrap().len(), n);
+    }
+}
+
+#[test]
 fn int8_recall_returns_exact_distances_of_the_same_items_here() {
     let db = Database::open_in_memory().unwrap();
     let m = MemoryStore::open(&db, "q", MemoryConfig::new("m", 16)).unwrap();
