@@ -125,7 +125,8 @@ pub struct Record {
 impl Record {
     /// The record's operations as bytes (everything of the body after the LSN).
     fn encode_ops(&self) -> Result<Vec<u8>> {
-        // Sized for the rows' buffers, so encoding a record does not grow it step by step.
+        // Sized for the rows' buffers, so encoding a small record does not grow it step by
+        // step. (Capped: the buffers of a sliced batch can be far larger than its rows.)
         let bytes: usize = self
             .ops
             .iter()
@@ -134,7 +135,7 @@ impl Record {
                 Op::Delete { ids, .. } => 8 * ids.len(),
             })
             .sum();
-        let mut out = Vec::with_capacity(256 + bytes);
+        let mut out = Vec::with_capacity(256 + bytes.min(1 << 20));
         out.extend_from_slice(&(self.ops.len() as u32).to_le_bytes());
         for op in &self.ops {
             match op {

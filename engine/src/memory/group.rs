@@ -1,9 +1,9 @@
 //! Write groups: concurrent writes of one memory store handed to one writer.
 //!
-//! Each `remember` is its own serializable transaction. When many threads write at once,
-//! they would each take the writer token in turn, and each commit would pay its own log
-//! write, publish and memtable append; on few cores the waiting threads also lose their
-//! time slices queuing for the token. A write group instead lets the first caller *lead*:
+//! Written one serializable transaction each, concurrent `remember`s would each take the
+//! writer token in turn, and each commit would pay its own log write, publish and
+//! memtable append; on few cores the waiting threads also lose their time slices queuing
+//! for the token. A write group instead lets the first caller *lead*:
 //! it takes every write queued at that moment and writes them in one transaction, while
 //! the others sleep until their outcome is set. Writes queued meanwhile form the next
 //! group, led by the oldest of them, whom the leader wakes when it is done (so no thread
