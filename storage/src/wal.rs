@@ -124,7 +124,14 @@ pub struct Record {
 
 impl Record {
     /// The record's operations as bytes (everything of the body after the LSN).
+    #[cfg(test)]
     fn encode_ops(&self) -> Result<Vec<u8>> {
+        self.encode_ops_after(0)
+    }
+
+    /// The record's operations as bytes, after `head` zero bytes (room for the frame
+    /// header, so [`Wal::append`] need not copy the encoding to frame it).
+    fn encode_ops_after(&self, head: usize) -> Result<Vec<u8>> {
         // Sized for the rows' buffers, so encoding a small record does not grow it step by
         // step. (Capped: the buffers of a sliced batch can be far larger than its rows.)
         let bytes: usize = self
@@ -135,7 +142,8 @@ impl Record {
                 Op::Delete { ids, .. } => 8 * ids.len(),
             })
             .sum();
-        let mut out = Vec::with_capacity(256 + bytes.min(1 << 20));
+        let mut out = Vec::with_capacity(head + 256 + bytes.min(1 << 20));
+        out.resize(head, 0);
         out.extend_from_slice(&(self.ops.len() as u32).to_le_bytes());
         for op in &self.ops {
             match op {
@@ -561,21 +569,24 @@ impl Wal {
     /// Adds a record to the log buffer; returns its LSN. Not on disk until
     /// [`Wal::write_to`] (or [`Wal::sync_to`]) covers it.
     pub fn append(&self, rec: &Record) -> Result<u64> {
-        let ops = rec.encode_ops()?;
+        // The frame: length, checksum, LSN, then the operations, encoded after room for
+        // the header so that into an empty buffer (the usual case: it empties at every
+        // write) the record moves instead of being copied.
+        let mut framed = rec.encode_ops_after(16)?;
         let mut p = self.pending.lock();
         let lsn = p.next_lsn;
+        let len = (framed.len() - 16 + 8) as u32;
+        let lsn_bytes = lsn.to_le_bytes();
+        let sum = crc32c::crc32c_append(crc(&lsn_bytes), &framed[16..]);
+        framed[..4].copy_from_slice(&len.to_le_bytes());
+        framed[4..8].copy_from_slice(&sum.to_le_bytes());
+        framed[8..16].copy_from_slice(&lsn_bytes);
         if p.bytes.is_empty() {
             p.first = lsn;
+            p.bytes = framed;
+        } else {
+            p.bytes.extend_from_slice(&framed);
         }
-        let len = (ops.len() + 8) as u32;
-        let lsn_bytes = lsn.to_le_bytes();
-        let sum = crc32c::crc32c_append(crc(&lsn_bytes), &ops);
-        // One allocation for the record (the buffer starts empty after each write).
-        p.bytes.reserve(16 + ops.len());
-        p.bytes.extend_from_slice(&len.to_le_bytes());
-        p.bytes.extend_from_slice(&sum.to_le_bytes());
-        p.bytes.extend_from_slice(&lsn_bytes);
-        p.bytes.extend_from_slice(&ops);
         p.next_lsn += 1;
         Ok(lsn)
     }

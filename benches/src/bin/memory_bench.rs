@@ -245,13 +245,22 @@ fn main() {
     }
 
     // `--w4-only R`: W4 with 8, 16 and 32 writers, R times each on fresh stores (the
-    // concurrent write path alone, for profiling and repeated measurement).
+    // concurrent write path alone, for profiling and repeated measurement), with the
+    // number of transactions (log records) the 20 × N writes took.
     if let Some(r) = count_arg(&args, "--w4-only") {
         for writers in [8usize, 16, 32] {
             for k in 0..r {
-                let (_db, m) = open(&root.join(format!("w4-{writers}-{k}")));
+                let (db, m) = open(&root.join(format!("w4-{writers}-{k}")));
+                // Log positions before and after: how many transactions the writes took.
+                let before = db.create_feed("before").expect("feed");
                 let (ops, p95) = writers_x20(&Arc::new(m), writers, item);
-                println!("W4 {writers} writers × 20: {ops:.0} ops/s, p95 {}", ms(p95));
+                let commits = db.create_feed("after").expect("feed") - before;
+                println!(
+                    "W4 {writers} writers × 20: {ops:.0} ops/s, p95 {}, {commits} commits \
+                     ({:.1} writes each)",
+                    ms(p95),
+                    (writers * 20) as f64 / commits.max(1) as f64
+                );
             }
         }
         let _ = std::fs::remove_dir_all(&root);
