@@ -140,7 +140,11 @@ impl<'a, I, R> Lead<'a, I, R> {
     /// dropped): they queue their next writes meanwhile, and the next group is larger.
     /// Passing it first was measured slower (`memory-bench --w4-only 3`, three alternating
     /// runs: 16 writers 20–30k vs 26–35k ops/s, 32 writers 21–29k vs 30–47k).
-    pub(super) fn finish(mut self, own: &Arc<Ticket<I, R>>, results: Vec<R>) -> R {
+    pub(super) fn finish(mut self, own: &Arc<Ticket<I, R>>, mut results: Vec<R>) -> R {
+        if results.len() != self.tickets.len() {
+            // Never hand a write another's result: all get `abandoned`.
+            results.clear();
+        }
         let mut mine = None;
         let mut results = results.into_iter();
         for t in &self.tickets {
@@ -250,9 +254,13 @@ mod tests {
         assert!(matches!(b.wait(), Outcome::Done(Ok(20))));
         assert!(matches!(c.wait(), Outcome::Done(Err(e)) if e == "bad"), "results are per write");
         assert!(matches!(d.wait(), Outcome::Lead), "the next queued write leads");
+        let e = Arc::new(Ticket::new(5));
+        assert!(!group.join(&e));
         let lead = Lead::take(&group, || Err("abandoned".into()));
-        assert_eq!(lead.inputs(), vec![4]);
-        assert_eq!(lead.finish(&d, vec![Ok(40)]), Ok(40));
+        assert_eq!(lead.inputs(), vec![4, 5]);
+        // Results that do not match the writes one to one are nobody's.
+        assert_eq!(lead.finish(&d, vec![Ok(40)]), Err("abandoned".into()));
+        assert!(matches!(e.wait(), Outcome::Done(Err(m)) if m == "abandoned"));
         assert!(!group.queue.lock().leading);
         assert!(!group.led_by_this_thread());
     }
