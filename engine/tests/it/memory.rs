@@ -457,6 +457,36 @@ fn concurrent_remembers_are_each_written_once_in_their_namespace() {
 }
 
 #[test]
+fn a_group_that_cannot_commit_fails_every_write_in_it_and_writes_none() {
+    // Another connection holds the writer token past the lock timeout: whichever caller
+    // writes the group times out, and every queued write must get that error (none lost,
+    // none reported as written).
+    let opts =
+        basalt::Options { lock_timeout: Duration::from_millis(200), ..basalt::Options::default() };
+    let db = Database::open_in_memory_with(opts).unwrap();
+    let m = Arc::new(store(&db));
+    let blocker = db.connect();
+    blocker.begin_immediate().unwrap();
+    let handles: Vec<_> = (0..6)
+        .map(|i| {
+            let m = m.clone();
+            std::thread::spawn(move || m.remember("blocked", NewMemory::text(&format!("fact {i}"))))
+        })
+        .collect();
+    for h in handles {
+        let e = h.join().unwrap().expect_err("the writer token is held");
+        assert!(matches!(e.as_storage(), Some(basalt::StorageError::LockTimeout { .. })), "{e}");
+    }
+    blocker.rollback().unwrap();
+    assert!(m.list("blocked", None, 10, None).unwrap().is_empty());
+    let id = m.remember("blocked", NewMemory::text("after the blocker")).unwrap();
+    assert_eq!(
+        m.list("blocked", None, 10, None).unwrap().iter().map(|i| i.id).collect::<Vec<_>>(),
+        vec![id]
+    );
+}
+
+#[test]
 fn a_commit_hook_may_remember_on_the_store_that_committed() {
     // The hook runs on the thread that wrote the group, which must not queue behind itself.
     let db = Database::open_in_memory().unwrap();
