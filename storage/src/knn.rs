@@ -265,7 +265,15 @@ impl TableSnapshot {
                 if keep.as_ref().is_some_and(|k| k.count_set_bits() == 0) {
                     return Ok(0);
                 }
-                let quant = quant_of(QuantSource::Memtable { batch: mb, col });
+                // The newest batch, when it is a tail view, is replaced by a longer view at
+                // every write, and a quantised copy would be built again for each: its rows
+                // (at most a tail's) are scanned exactly instead.
+                let open_tail = mb.is_tail() && i + 1 == self.memtable.batches().len();
+                let quant = if open_tail {
+                    None
+                } else {
+                    quant_of(QuantSource::Memtable { batch: mb, col })
+                };
                 self.search_arrays(b.column(col), b.column(0), keep, queries, quant, heaps)
             }
         }

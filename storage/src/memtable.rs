@@ -25,7 +25,7 @@ use arrow_array::{Array, RecordBatch, UInt64Array};
 
 use crate::deletes::DeleteVector;
 use crate::error::{Error, Result};
-use crate::tail::TailArena;
+use crate::tail::{TailArena, TailSize};
 
 /// Largest batch written into the open tail instead of being kept as a batch.
 pub const TAIL_PUSH_ROWS: usize = 16;
@@ -156,7 +156,8 @@ impl MemBatch {
     /// The view of the first `rows` rows of `arena`, whose last `added` rows were just
     /// appended after `prev` (the view of the rows before them; `None` for a new tail).
     /// The `_id` order is extended row by row: a tail holds at most
-    /// [`crate::tail::TAIL_ROWS`] rows, so keeping it is a small copy per append.
+    /// [`crate::tail::GROWN_TAIL_ROWS`] rows (and only a tail of in-order rows grows to
+    /// that), so keeping it is a small copy per append.
     fn tail_view(
         arena: Arc<TailArena>,
         rows: usize,
@@ -233,6 +234,11 @@ impl MemBatch {
             return Ok(crate::store::RowValue::Cell(cell));
         }
         Ok(crate::store::RowValue::Array(self.batch()?.column(col), row))
+    }
+
+    /// Whether this batch is a view of a tail (see [`crate::tail`]).
+    pub fn is_tail(&self) -> bool {
+        self.tail.is_some()
     }
 
     /// Number of rows, deleted ones included.
@@ -387,7 +393,17 @@ impl Memtable {
                 *last = Arc::new(MemBatch::tail_view(arena, rows, n, Some(last)));
                 return Ok(());
             }
-            if let Some(arena) = TailArena::start(&batch) {
+            // A run of appends that filled a tail gets a larger one (see `TailSize`).
+            let size = match self.batches.last() {
+                Some(last)
+                    if last.sorted
+                        && last.tail.as_ref().is_some_and(|t| last.rows == t.rows_cap()) =>
+                {
+                    TailSize::Grown
+                }
+                _ => TailSize::First,
+            };
+            if let Some(arena) = TailArena::start(&batch, size) {
                 // The previous tail, if any, is closed from here on and merges like any
                 // other batch.
                 self.settle()?;
@@ -740,7 +756,53 @@ mod tests {
         let b =
             RecordBatch::try_new(schema, vec![Arc::new(UInt64Array::from(vec![1])), Arc::new(v)])
                 .unwrap();
-        assert!(TailArena::start(&b).is_none());
+        assert!(TailArena::start(&b, TailSize::First).is_none());
+    }
+
+    /// The tail cap of the newest batch (`None`: not a tail view).
+    fn newest_tail_cap(m: &Memtable) -> Option<usize> {
+        m.batches().last().and_then(|b| b.tail.as_ref()).map(|t| t.rows_cap())
+    }
+
+    #[test]
+    fn a_run_of_appends_that_fills_a_tail_gets_a_grown_one() {
+        let first = crate::tail::TAIL_ROWS;
+        let grown = crate::tail::GROWN_TAIL_ROWS;
+        let mut m = Memtable::default();
+        let mut id = 0u64;
+        let push = |m: &mut Memtable, id: u64| m.push(wide_batch(&[id], id, 3)).unwrap();
+        for _ in 0..first {
+            id += 1;
+            push(&mut m, id);
+        }
+        assert_eq!(newest_tail_cap(&m), Some(first));
+        id += 1;
+        push(&mut m, id);
+        assert_eq!(newest_tail_cap(&m), Some(grown), "the next tail is grown");
+        for _ in 0..grown {
+            id += 1;
+            push(&mut m, id);
+        }
+        assert_eq!(newest_tail_cap(&m), Some(grown), "and so is the one after it");
+        // Every row findable, in order, across the closed tails and their merges.
+        for k in (1..=id).step_by(97) {
+            let (b, r) = m.find(k).unwrap();
+            let batch = m.batches()[b].batch().unwrap();
+            assert_eq!(ids_of(batch).unwrap().value(r), k);
+        }
+        let sorted = m.sorted_live().unwrap().unwrap();
+        assert_eq!(ids_of(&sorted).unwrap().values().to_vec(), (1..=id).collect::<Vec<_>>());
+
+        // A tail that took rows out of `_id` order (updates) is followed by a first-size
+        // one: the `_id` order a tail view keeps is copied at every append.
+        let mut m = Memtable::default();
+        for k in 0..first as u64 {
+            let id = if k == 5 { 1_000_000 } else { k + 1 };
+            push(&mut m, id);
+        }
+        assert!(!m.batches()[0].sorted);
+        push(&mut m, 2_000_000);
+        assert_eq!(newest_tail_cap(&m), Some(first));
     }
 
     fn batch_of(schema: &Arc<Schema>, rows: &[(u64, i32)]) -> RecordBatch {

@@ -41,15 +41,37 @@ use arrow_schema::{DataType, SchemaRef};
 
 use crate::encoding::Cell;
 
-/// Most rows a tail holds.
+/// Most rows a [`TailSize::First`] tail holds.
 pub const TAIL_ROWS: usize = 256;
+/// Most rows a [`TailSize::Grown`] tail holds.
+pub const GROWN_TAIL_ROWS: usize = 4096;
 /// Fewest rows worth a tail (wider rows are batched as they come).
 const MIN_TAIL_ROWS: usize = 16;
-/// Budget for the fixed-width part of a tail's rows.
+/// Budget for the fixed-width part of a tail's rows (first, grown).
 const TAIL_FIXED_BYTES: usize = 512 * 1024;
-/// Smallest and largest byte-string capacity per column.
+const GROWN_TAIL_FIXED_BYTES: usize = 8 * 1024 * 1024;
+/// Smallest and largest byte-string capacity per column (the largest: first, grown).
 const MIN_STRING_BYTES: usize = 16 * 1024;
 const MAX_STRING_BYTES: usize = 1024 * 1024;
+const GROWN_MAX_STRING_BYTES: usize = 8 * 1024 * 1024;
+
+/// How large a new tail is.
+///
+/// A table's first tail is small, so a table written a few rows at a time holds little
+/// memory. A tail started right after a *full* tail whose rows arrived in `_id` order (a
+/// run of appends) is sized for [`GROWN_TAIL_ROWS`] rows: every closed tail is copied by
+/// the memtable's tiered merges, and with 384-d vectors the merges of 256-row tails were
+/// the largest part of a long run of single-row inserts (each vector copied about four
+/// times by 20,000 rows, nearly all of it first-touch page faults of the merge output).
+/// Its memory is only touched as rows arrive (zeroed allocations of this size are fresh
+/// pages, or cleared reused ones).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TailSize {
+    /// At most [`TAIL_ROWS`] rows within 512 KiB of fixed-width values.
+    First,
+    /// At most [`GROWN_TAIL_ROWS`] rows within 8 MiB of fixed-width values.
+    Grown,
+}
 /// Alignment of every region. Arrow wants the value type's (at most 16, for `i128`
 /// decimals); no kernel here needs more. At 16 — the system allocator's own alignment —
 /// a zeroed region comes from `calloc`, which clears only reused memory (fresh pages are
@@ -172,7 +194,7 @@ impl TailArena {
     /// A tail for `batch`'s schema holding `batch` as its first rows, or `None` when the
     /// schema has a column a tail cannot hold, the rows are too wide for a useful tail, or
     /// `batch` does not fit.
-    pub fn start(batch: &RecordBatch) -> Option<Arc<Self>> {
+    pub fn start(batch: &RecordBatch, size: TailSize) -> Option<Arc<Self>> {
         let schema = batch.schema();
         let mut fixed = 0usize;
         for f in schema.fields() {
@@ -186,7 +208,11 @@ impl TailArena {
                 _ => return None,
             } + usize::from(f.is_nullable());
         }
-        let rows_cap = (TAIL_FIXED_BYTES / fixed.max(1)).min(TAIL_ROWS);
+        let (fixed_bytes, max_rows, max_string) = match size {
+            TailSize::First => (TAIL_FIXED_BYTES, TAIL_ROWS, MAX_STRING_BYTES),
+            TailSize::Grown => (GROWN_TAIL_FIXED_BYTES, GROWN_TAIL_ROWS, GROWN_MAX_STRING_BYTES),
+        };
+        let rows_cap = (fixed_bytes / fixed.max(1)).min(max_rows);
         if rows_cap < MIN_TAIL_ROWS.max(batch.num_rows()) {
             return None;
         }
@@ -198,7 +224,7 @@ impl TailArena {
                 DataType::Utf8 | DataType::Binary => {
                     let used = string_bytes(a.as_ref())?;
                     let want = used.saturating_mul(2 * rows_cap) / batch.num_rows().max(1);
-                    let values_cap = want.clamp(MIN_STRING_BYTES, MAX_STRING_BYTES);
+                    let values_cap = want.clamp(MIN_STRING_BYTES, max_string);
                     let offsets = Region::zeroed(4 * (rows_cap + 1))?;
                     (ColumnLayout::Bytes { offsets, values_cap }, Region::zeroed(values_cap)?)
                 }
