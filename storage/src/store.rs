@@ -1132,7 +1132,8 @@ impl TableSnapshot {
             }
         }
         let n = batch.num_rows();
-        let mut out = Vec::with_capacity(given.len());
+        // One slot more than the user columns: an insert puts `_id` in front.
+        let mut out = Vec::with_capacity(given.len() + 1);
         for (c, at) in self.schema.columns().iter().zip(given) {
             let f = &c.field;
             let col = match at {

@@ -291,16 +291,16 @@ impl Transaction {
         }
         let mut full = Vec::with_capacity(conformed.len());
         let mut id = first;
-        for (rows, cols) in conformed {
-            let ids: ArrayRef = Arc::new(UInt64Array::from_iter_values(id..id + rows as u64));
+        for (rows, mut cols) in conformed {
+            // (A `Vec`'s allocation becomes the buffer: no aligned allocation for a row.)
+            let ids = UInt64Array::from((id..id + rows as u64).collect::<Vec<_>>());
             id += rows as u64;
-            let mut all = Vec::with_capacity(cols.len() + 1);
-            all.push(ids);
-            all.extend(cols);
+            // `_id` first, in the conformed columns' vector (`conform` leaves room).
+            cols.insert(0, Arc::new(ids) as ArrayRef);
             full.push(
                 RecordBatch::try_new_with_options(
                     t.schema().full_schema().clone(),
-                    all,
+                    cols,
                     &arrow_array::RecordBatchOptions::new().with_row_count(Some(rows)),
                 )
                 .map_err(|e| Error::arrow(format!("insert into '{table}'"), e))?,

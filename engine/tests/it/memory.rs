@@ -9,7 +9,7 @@ use basalt::memory::{
     CachedEmbedder, Embedder, Filter, HashEmbedder, MemoryConfig, MemoryError, MemoryEventKind,
     MemoryStore, MemoryUpdate, NewMemory, Recall, RecallHit, RecallMode,
 };
-use serde_json::json;
+use serde_json::{Value as Json, json};
 
 const DIM: usize = 64;
 
@@ -515,8 +515,18 @@ fn a_batch_longer_than_the_cached_constant_columns_is_written_whole() {
     let m = store(&db);
     for n in [1usize, 256, 300] {
         let ns = format!("batch/{n}");
-        let batch: Vec<NewMemory> =
-            (0..n).map(|i| NewMemory::text(&format!("batch {n} item {i}"))).collect();
+        // Every other item has metadata; the `create` rows share the items' text,
+        // metadata and time columns.
+        let meta = |i: usize| i.is_multiple_of(2).then(|| json!({"n": n, "i": i}));
+        let batch: Vec<NewMemory> = (0..n)
+            .map(|i| {
+                let it = NewMemory::text(&format!("batch {n} item {i}"));
+                match meta(i) {
+                    Some(md) => it.metadata(md),
+                    None => it,
+                }
+            })
+            .collect();
         let ids: Vec<u64> =
             m.remember_many(&ns, batch).unwrap().into_iter().map(Result::unwrap).collect();
         for (i, id) in ids.iter().enumerate() {
@@ -525,11 +535,26 @@ fn a_batch_longer_than_the_cached_constant_columns_is_written_whole() {
                 (item.key.as_deref(), item.version, item.archived, item.text.as_str()),
                 (None, 1, false, &*format!("batch {n} item {i}")),
             );
+            if i == 0 || i + 1 == n {
+                let h = m.history(*id).unwrap();
+                assert_eq!(h.len(), 1);
+                let e = &h[0];
+                assert_eq!((e.op.as_str(), e.version, e.old_text.as_deref()), ("create", 1, None));
+                assert_eq!(e.new_text.as_deref(), Some(item.text.as_str()));
+                assert_eq!(e.new_metadata, meta(i).unwrap_or(Json::Null));
+                assert_eq!((&e.old_metadata, e.at_ms), (&Json::Null, item.created_ms));
+            }
         }
-        let h = m.history(ids[n - 1]).unwrap();
-        assert_eq!(h.len(), 1);
-        assert_eq!((h[0].op.as_str(), h[0].version, h[0].old_text.as_deref()), ("create", 1, None));
-        assert_eq!(m.list(&ns, None, 1000, None).unwrap().len(), n);
+        // A single `remember` too (the one-row path: constants and vector not copied).
+        let v: Vec<f32> = (0..DIM).map(|k| k as f32 / DIM as f32).collect();
+        let id = m.remember(&ns, NewMemory::text("alone").vector(v.clone())).unwrap();
+        let item = m.get(id).unwrap().unwrap();
+        assert_eq!((item.key.as_deref(), item.version, item.archived), (None, 1, false));
+        assert_eq!(item.vector.as_deref(), Some(&v[..]));
+        let h = m.history(id).unwrap();
+        assert_eq!((h[0].op.as_str(), h[0].new_text.as_deref()), ("create", Some("alone")));
+        assert_eq!(h[0].at_ms, item.created_ms);
+        assert_eq!(m.list(&ns, None, 1000, None).unwrap().len(), n + 1);
     }
 }
 
