@@ -126,12 +126,13 @@ impl Record {
     /// The record's operations as bytes (everything of the body after the LSN).
     #[cfg(test)]
     fn encode_ops(&self) -> Result<Vec<u8>> {
-        self.encode_ops_after(0)
+        self.encode_ops_after(0, Vec::new())
     }
 
     /// The record's operations as bytes, after `head` zero bytes (room for the frame
-    /// header, so [`Wal::append`] need not copy the encoding to frame it).
-    fn encode_ops_after(&self, head: usize) -> Result<Vec<u8>> {
+    /// header, so [`Wal::append`] need not copy the encoding to frame it), in `out`
+    /// (cleared first; [`Wal::append`] passes the buffer of an earlier write).
+    fn encode_ops_after(&self, head: usize, mut out: Vec<u8>) -> Result<Vec<u8>> {
         // Sized for the rows' buffers, so encoding a small record does not grow it step by
         // step. (Capped: the buffers of a sliced batch can be far larger than its rows.)
         let bytes: usize = self
@@ -142,7 +143,8 @@ impl Record {
                 Op::Delete { ids, .. } => 8 * ids.len(),
             })
             .sum();
-        let mut out = Vec::with_capacity(head + 256 + bytes.min(1 << 20));
+        out.clear();
+        out.reserve(head + 256 + bytes.min(1 << 20));
         out.resize(head, 0);
         out.extend_from_slice(&(self.ops.len() as u32).to_le_bytes());
         for op in &self.ops {
@@ -525,7 +527,15 @@ struct Pending {
     /// Encoded records not yet written to the file, and the LSN of the first of them.
     bytes: Vec<u8>,
     first: u64,
+    /// The emptied buffer of the last write, for the next record to be encoded into: a
+    /// record of a one-row write is a few KiB, and allocating it afresh every time (an
+    /// allocation that size takes the allocator's slow path) was most of
+    /// [`Wal::append`]'s time in a run of `remember`s.
+    spare: Vec<u8>,
 }
+
+/// Largest emptied buffer kept for the next record (a larger one is freed).
+const SPARE_BYTES: usize = 1 << 20;
 
 #[derive(Debug)]
 struct Output {
@@ -558,7 +568,12 @@ impl Wal {
         Self {
             vfs,
             dir,
-            pending: Mutex::new(Pending { next_lsn, bytes: Vec::new(), first: next_lsn }),
+            pending: Mutex::new(Pending {
+                next_lsn,
+                bytes: Vec::new(),
+                first: next_lsn,
+                spare: Vec::new(),
+            }),
             out: Mutex::new(Output { file: None, syncer: None }),
             written_lsn: AtomicU64::new(next_lsn - 1),
             synced_lsn: AtomicU64::new(next_lsn - 1),
@@ -572,7 +587,8 @@ impl Wal {
         // The frame: length, checksum, LSN, then the operations, encoded after room for
         // the header so that into an empty buffer (the usual case: it empties at every
         // write) the record moves instead of being copied.
-        let mut framed = rec.encode_ops_after(16)?;
+        let spare = std::mem::take(&mut self.pending.lock().spare);
+        let mut framed = rec.encode_ops_after(16, spare)?;
         let mut p = self.pending.lock();
         let lsn = p.next_lsn;
         let len = (framed.len() - 16 + 8) as u32;
@@ -586,6 +602,9 @@ impl Wal {
             p.bytes = framed;
         } else {
             p.bytes.extend_from_slice(&framed);
+            if framed.capacity() <= SPARE_BYTES {
+                p.spare = framed;
+            }
         }
         p.next_lsn += 1;
         Ok(lsn)
@@ -633,6 +652,11 @@ impl Wal {
             file.append(&buf)?;
         }
         self.written_lsn.fetch_max(last, Ordering::AcqRel);
+        if bytes.capacity() <= SPARE_BYTES {
+            let mut bytes = bytes;
+            bytes.clear();
+            self.pending.lock().spare = bytes;
+        }
         Ok(())
     }
 
@@ -815,6 +839,53 @@ mod tests {
         // ...but in an earlier file it is corruption.
         fs.put(Path::new("/w/0000000000000099.wal"), &full);
         assert!(collect(&fs, 0).unwrap_err().is_corruption());
+    }
+
+    #[test]
+    fn records_encoded_into_a_reused_buffer_replay_exactly() {
+        // Each write leaves its emptied buffer for the next record: records of different
+        // sizes, written one by one and several at a time, must not carry each other's
+        // bytes.
+        let fs = MemFs::new();
+        let wal = Wal::new(Arc::new(fs.clone()), "/w".into(), 1);
+        let s = Arc::new(Schema::new(vec![
+            Field::new("_id", DataType::UInt64, false),
+            Field::new("x", DataType::Int32, true),
+        ]));
+        let rows = |i: u64| -> Vec<u64> { (0..[1, 300, 2, 40][i as usize % 4]).collect() };
+        let record = |i: u64| {
+            let ids = rows(i);
+            let xs: Vec<i32> = ids.iter().map(|r| (*r as i32) * 7 + i as i32).collect();
+            let batch = RecordBatch::try_new(
+                s.clone(),
+                vec![Arc::new(UInt64Array::from(ids)), Arc::new(Int32Array::from(xs))],
+            )
+            .unwrap();
+            Record { ops: vec![Op::Insert { table_id: 7, batch }] }
+        };
+        for i in 1..=12u64 {
+            assert_eq!(wal.append(&record(i)).unwrap(), i);
+            // Four records buffered together, then the rest one write each.
+            if i >= 4 {
+                wal.write_to(i).unwrap();
+            }
+        }
+        wal.write_to(12).unwrap();
+        let mut seen = Vec::new();
+        replay(&fs, Path::new("/w"), 0, &|_| Some(s.clone()), |lsn, r| {
+            let [Op::Insert { batch, .. }] = &r.ops[..] else { panic!("unexpected {r:?}") };
+            assert_eq!(
+                batch,
+                &match &record(lsn).ops[0] {
+                    Op::Insert { batch, .. } => batch.clone(),
+                    Op::Delete { .. } => unreachable!(),
+                }
+            );
+            seen.push(lsn);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(seen, (1..=12).collect::<Vec<_>>());
     }
 
     #[test]
