@@ -132,7 +132,7 @@ fn indexed_columns(t: &TableSnapshot, entry: &FtsEntry) -> Result<(Vec<usize>, V
     for cid in &entry.columns {
         let p = (0..full.fields().len()).find(|&i| t.schema.column_id_at(i) == *cid).ok_or_else(
             || Error::InvalidInput {
-                table: t.name.clone(),
+                table: t.name.to_string(),
                 reason: format!("full-text index column id {cid} is not in the table"),
             },
         )?;

@@ -128,7 +128,7 @@ impl TableSnapshot {
     ) -> Result<VectorSearch> {
         let (col, dim) = self.vector_column(column)?;
         let queries = Queries::new(metric, dim, queries).map_err(|source| Error::VectorQuery {
-            table: self.name.clone(),
+            table: self.name.to_string(),
             column: column.to_string(),
             source,
         })?;
@@ -191,7 +191,7 @@ impl TableSnapshot {
     /// The full-schema position and dimension of a `VECTOR(D)` column.
     fn vector_column(&self, column: &str) -> Result<(usize, usize)> {
         let col = self.schema.index_of(column).ok_or_else(|| Error::ColumnNotFound {
-            table: self.name.clone(),
+            table: self.name.to_string(),
             column: column.to_string(),
         })?;
         match self.schema.full_schema().field(col).data_type() {
@@ -201,7 +201,7 @@ impl TableSnapshot {
                 Ok((col, *d as usize))
             }
             other => Err(Error::InvalidInput {
-                table: self.name.clone(),
+                table: self.name.to_string(),
                 reason: format!("column '{column}' is {other}, not a VECTOR column"),
             }),
         }
@@ -416,7 +416,7 @@ impl TableSnapshot {
 
     fn not_vectors(&self) -> Error {
         Error::InvalidInput {
-            table: self.name.clone(),
+            table: self.name.to_string(),
             reason: "vector column data is not a list of float32 vectors with _ids".into(),
         }
     }

@@ -109,8 +109,9 @@ pub struct MemBatch {
     deleted: Option<Arc<DeleteVector>>,
     /// Quantised copies of vector columns, by (column, kind): built by the first quantised
     /// search that wants one, shared by every snapshot's copy of this batch (its rows never
-    /// change; deletes are masks).
-    quantized: Arc<parking_lot::Mutex<QuantCopies>>,
+    /// change; deletes are masks). Made on first use: a tail view is a new batch at
+    /// every write.
+    quantized: OnceLock<Arc<parking_lot::Mutex<QuantCopies>>>,
 }
 
 type QuantCopies =
@@ -149,7 +150,7 @@ impl MemBatch {
             sorted: order.is_none(),
             order,
             deleted: None,
-            quantized: Default::default(),
+            quantized: OnceLock::new(),
         })
     }
 
@@ -206,7 +207,7 @@ impl MemBatch {
             sorted,
             order: if sorted { None } else { order.map(Into::into) },
             deleted,
-            quantized: Default::default(),
+            quantized: OnceLock::new(),
         }
     }
 
@@ -294,11 +295,12 @@ impl MemBatch {
         values: &[f32],
         dim: usize,
     ) -> Arc<basalt_vector::Quantized> {
-        if let Some(q) = self.quantized.lock().get(&(col, kind)) {
+        let copies = self.quantized.get_or_init(Default::default);
+        if let Some(q) = copies.lock().get(&(col, kind)) {
             return q.clone();
         }
         let q = Arc::new(basalt_vector::Quantized::encode(kind, values, dim));
-        self.quantized.lock().entry((col, kind)).or_insert(q).clone()
+        copies.lock().entry((col, kind)).or_insert(q).clone()
     }
 
     /// The live rows as a mask (`None`: every row is live).

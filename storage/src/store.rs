@@ -216,7 +216,8 @@ pub enum RowValue<'a> {
 #[derive(Debug, Clone)]
 pub struct TableSnapshot {
     id: u64,
-    name: String,
+    /// Shared: the snapshot is copied at every write to the table.
+    name: Arc<str>,
     schema: Arc<TableSchema>,
     next_row_id: u64,
     segments: Vec<LiveSegment>,
@@ -317,7 +318,7 @@ impl TableSnapshot {
             .iter()
             .map(|c| {
                 self.schema.index_of(c).ok_or_else(|| Error::ColumnNotFound {
-                    table: self.name.clone(),
+                    table: self.name.to_string(),
                     column: (*c).to_string(),
                 })
             })
@@ -333,7 +334,7 @@ impl TableSnapshot {
         let n = self.schema.full_schema().fields().len();
         match projection.iter().find(|&&p| p >= n) {
             Some(p) => Err(Error::InvalidInput {
-                table: self.name.clone(),
+                table: self.name.to_string(),
                 reason: format!("projection index {p} out of range (table has {n} columns)"),
             }),
             None => Ok(()),
@@ -366,14 +367,14 @@ impl TableSnapshot {
         let seg = self.segment_at(segment)?;
         let rows = seg.meta().row_groups.get(rg).map(|g| g.rows as usize).ok_or_else(|| {
             Error::InvalidInput {
-                table: self.name.clone(),
+                table: self.name.to_string(),
                 reason: format!("segment {segment} has no row group {rg}"),
             }
         })?;
         let len = len.unwrap_or(rows.saturating_sub(start));
         if start.checked_add(len).is_none_or(|end| end > rows) {
             return Err(Error::InvalidInput {
-                table: self.name.clone(),
+                table: self.name.to_string(),
                 reason: format!("rows {start}+{len} outside row group of {rows}"),
             });
         }
@@ -643,7 +644,7 @@ impl TableSnapshot {
             let b = b?;
             let ids = b.column(0).as_any().downcast_ref::<UInt64Array>().ok_or_else(|| {
                 Error::InvalidInput {
-                    table: self.name.clone(),
+                    table: self.name.to_string(),
                     reason: "_id column is not UInt64".into(),
                 }
             })?;
@@ -799,7 +800,7 @@ impl TableSnapshot {
                 let seg = self.segment_at(segment)?;
                 if seg.meta().row_groups.get(rg).is_none_or(|g| row >= g.rows as usize) {
                     return Err(Error::InvalidInput {
-                        table: self.name.clone(),
+                        table: self.name.to_string(),
                         reason: format!("segment {segment} has no row {row} in row group {rg}"),
                     });
                 }
@@ -916,7 +917,7 @@ impl TableSnapshot {
                 Pick::Listed(rows) => rows.binary_search(&row).ok().map(|i| (*src, i)),
             });
             picks.push(pick.ok_or_else(|| Error::InvalidInput {
-                table: self.name.clone(),
+                table: self.name.to_string(),
                 reason: "a wanted row lost its source".into(),
             })?);
         }
@@ -945,7 +946,7 @@ impl TableSnapshot {
         projection: &[usize],
         schema: &Schema,
     ) -> Result<Vec<ArrayRef>> {
-        let bad = |reason: String| Error::InvalidInput { table: self.name.clone(), reason };
+        let bad = |reason: String| Error::InvalidInput { table: self.name.to_string(), reason };
         let mut order: Vec<u32> = (0..locs.len() as u32).collect();
         order.sort_unstable_by_key(|&i| source_of(locs[i as usize]));
         let sorted: Vec<((usize, usize), usize)> =
@@ -1025,7 +1026,7 @@ impl TableSnapshot {
             .segments
             .get(segment)
             .ok_or_else(|| Error::InvalidInput {
-                table: self.name.clone(),
+                table: self.name.to_string(),
                 reason: format!("no segment {segment} (table has {})", self.segments.len()),
             })?
             .segment)
@@ -1063,7 +1064,7 @@ impl TableSnapshot {
 
     fn mem_batch(&self, batch: usize) -> Result<&crate::memtable::MemBatch> {
         self.memtable.batches().get(batch).map(|b| &**b).ok_or_else(|| Error::InvalidInput {
-            table: self.name.clone(),
+            table: self.name.to_string(),
             reason: format!("memtable batch {batch} does not exist in this snapshot"),
         })
     }
@@ -1077,7 +1078,7 @@ impl TableSnapshot {
             if f.is_nullable() {
                 Ok(new_null_array(f.data_type(), n))
             } else {
-                Err(Error::NullViolation { table: self.name.clone(), column: f.name().clone() })
+                Err(Error::NullViolation { table: self.name.to_string(), column: f.name().clone() })
             }
         })
     }
@@ -1094,7 +1095,7 @@ impl TableSnapshot {
         let mut olds = old.into_iter();
         self.conform_with(values, "_id cannot be updated", |f| {
             olds.next().ok_or_else(|| Error::InvalidInput {
-                table: self.name.clone(),
+                table: self.name.to_string(),
                 reason: format!("the old rows lack column '{}'", f.name()),
             })
         })
@@ -1110,8 +1111,8 @@ impl TableSnapshot {
         id_reason: &str,
         mut absent: impl FnMut(&Field) -> Result<ArrayRef>,
     ) -> Result<Vec<ArrayRef>> {
-        let table = &self.name;
-        let bad = |reason: String| Error::InvalidInput { table: table.clone(), reason };
+        let table = &*self.name;
+        let bad = |reason: String| Error::InvalidInput { table: table.to_string(), reason };
         let bschema = batch.schema();
         // The batch column of each user column.
         let mut given: Vec<Option<usize>> = vec![None; self.schema.columns().len()];
@@ -1120,7 +1121,7 @@ impl TableSnapshot {
                 Some(0) => return Err(bad(id_reason.into())),
                 None => {
                     return Err(Error::ColumnNotFound {
-                        table: table.clone(),
+                        table: table.to_string(),
                         column: f.name().clone(),
                     });
                 }
@@ -1145,7 +1146,7 @@ impl TableSnapshot {
             }
             if !f.is_nullable() && col.null_count() > 0 {
                 return Err(Error::NullViolation {
-                    table: table.clone(),
+                    table: table.to_string(),
                     column: f.name().clone(),
                 });
             }
@@ -1305,7 +1306,7 @@ impl predicate::Columns for RowGroupColumns<'_> {
     }
     fn column(&mut self, name: &str) -> Result<ArrayRef> {
         let i = self.table.schema.index_of(name).ok_or_else(|| Error::ColumnNotFound {
-            table: self.table.name.clone(),
+            table: self.table.name.to_string(),
             column: name.to_string(),
         })?;
         if let Some((_, a)) = self.decoded.iter().find(|(c, _)| *c == i) {
@@ -1320,7 +1321,7 @@ impl predicate::Columns for RowGroupColumns<'_> {
             DecodeMode::Codes,
         )?;
         let a = cols.pop().ok_or_else(|| Error::ColumnNotFound {
-            table: self.table.name.clone(),
+            table: self.table.name.to_string(),
             column: name.to_string(),
         })?;
         self.decoded.push((i, a.clone()));
@@ -1629,7 +1630,7 @@ impl DbSnapshot {
             .values()
             .map(|t| TableEntry {
                 id: t.id,
-                name: t.name.clone(),
+                name: t.name.to_string(),
                 schema: (*t.schema).clone(),
                 next_row_id: t.next_row_id,
                 segments: t.segments.iter().map(|s| s.entry.clone()).collect(),
@@ -1867,7 +1868,7 @@ impl Store {
                 };
                 // Changes to a table dropped since are garbage.
                 let Some(t) = state.table_by_id(table_id) else { continue };
-                let nt = updated.entry(t.name.clone()).or_insert_with(|| clone_table(t));
+                let nt = updated.entry(t.name.to_string()).or_insert_with(|| clone_table(t));
                 match op {
                     Op::Insert { batch, .. } => {
                         if batch.schema().fields() != nt.schema.full_schema().fields() {
@@ -2136,7 +2137,7 @@ impl Store {
         next.next_table_id += 1;
         let t = TableSnapshot {
             id,
-            name: name.to_string(),
+            name: name.into(),
             schema: Arc::new(ts),
             next_row_id: 1,
             segments: Vec::new(),
@@ -2188,7 +2189,7 @@ impl Store {
             .remove(from)
             .ok_or_else(|| Error::TableNotFound { table: from.to_string() })?;
         let mut t = clone_table(&t);
-        t.name = to.to_string();
+        t.name = to.into();
         next.tables.insert(to.to_string(), Arc::new(t));
         self.install_replacing(head, next, old, &[])
     }
@@ -2802,7 +2803,7 @@ impl Store {
             .tables
             .values()
             .filter(|t| !t.memtable.is_empty() || t.segments.iter().any(|s| s.deletes_dirty))
-            .map(|t| t.name.clone())
+            .map(|t| t.name.to_string())
             .collect();
         let mut superseded = Vec::new();
         for name in dirty {
@@ -3222,7 +3223,7 @@ fn state_from_manifest(vfs: &dyn Vfs, root: &Path, manifest: Manifest) -> Result
         let index = Arc::new(IdIndex::build(&segments));
         let snap = TableSnapshot {
             id: t.id,
-            name: t.name.clone(),
+            name: t.name.as_str().into(),
             schema: Arc::new(t.schema),
             next_row_id: t.next_row_id,
             segments,
