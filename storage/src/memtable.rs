@@ -157,8 +157,9 @@ impl MemBatch {
     /// The view of the first `rows` rows of `arena`, whose last `added` rows were just
     /// appended after `prev` (the view of the rows before them; `None` for a new tail).
     /// The `_id` order is extended row by row: a tail holds at most
-    /// [`crate::tail::GROWN_TAIL_ROWS`] rows (and only a tail of in-order rows grows to
-    /// that), so keeping it is a small copy per append.
+    /// [`crate::tail::GROWN_TAIL_ROWS`] rows, so keeping it is a copy of at most 16 KiB
+    /// per append (a grown tail follows a run of in-order rows, which need no order, but
+    /// updates may still land in it).
     fn tail_view(
         arena: Arc<TailArena>,
         rows: usize,

@@ -72,6 +72,7 @@ pub enum TailSize {
     /// At most [`GROWN_TAIL_ROWS`] rows within 8 MiB of fixed-width values.
     Grown,
 }
+
 /// Alignment of every region. Arrow wants the value type's (at most 16, for `i128`
 /// decimals); no kernel here needs more. At 16 — the system allocator's own alignment —
 /// a zeroed region comes from `calloc`, which clears only reused memory (fresh pages are
