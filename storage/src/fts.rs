@@ -296,7 +296,7 @@ impl Store {
         let mut next = (**head).clone();
         let mut nt = super::clone_table(&t);
         nt.fts = Some(Arc::new(entry.clone()));
-        next.tables.insert(table.to_string(), Arc::new(nt));
+        next.tables.insert(nt.name.clone(), Arc::new(nt));
         if let Err(e) = self.install(&mut head, next, false) {
             drop(index);
             if let Location::Dir(d) = self.fts_location(t.id, entry.dir_id) {
@@ -350,7 +350,7 @@ impl Store {
         let mut next = (**head).clone();
         let mut nt = super::clone_table(&t);
         nt.fts = None;
-        next.tables.insert(table.to_string(), Arc::new(nt));
+        next.tables.insert(nt.name.clone(), Arc::new(nt));
         self.install(&mut head, next, false)?;
         self.fts.forget(t.id);
         // Garbage now; the next writer open removes what this misses.

@@ -1597,7 +1597,9 @@ pub struct DbSnapshot {
     lsn: u64,
     /// Change feeds and their acknowledged LSNs.
     feeds: BTreeMap<String, u64>,
-    tables: BTreeMap<String, Arc<TableSnapshot>>,
+    /// Keys shared with the tables' own names and with transactions' copies: the map is
+    /// copied at every commit.
+    tables: BTreeMap<Arc<str>, Arc<TableSnapshot>>,
     /// Views: name → SQL text of the query.
     views: BTreeMap<String, String>,
 }
@@ -1607,9 +1609,16 @@ impl DbSnapshot {
     pub fn table(&self, name: &str) -> Result<&Arc<TableSnapshot>> {
         self.tables.get(name).ok_or_else(|| Error::TableNotFound { table: name.to_string() })
     }
+    /// A table with its name as this snapshot keys it (sharing that key costs no
+    /// allocation).
+    pub(crate) fn table_entry(&self, name: &str) -> Result<(&Arc<str>, &Arc<TableSnapshot>)> {
+        self.tables
+            .get_key_value(name)
+            .ok_or_else(|| Error::TableNotFound { table: name.to_string() })
+    }
     /// Table names, sorted.
     pub fn table_names(&self) -> Vec<String> {
-        self.tables.keys().cloned().collect()
+        self.tables.keys().map(|k| k.to_string()).collect()
     }
     /// Views: name → SQL text of the query, sorted by name.
     pub fn views(&self) -> &BTreeMap<String, String> {
@@ -1890,8 +1899,8 @@ impl Store {
             }
             Ok(())
         })?;
-        for (name, t) in updated {
-            state.tables.insert(name, Arc::new(t));
+        for t in updated.into_values() {
+            state.tables.insert(t.name.clone(), Arc::new(t));
         }
         state.lsn = state.lsn.max(end.last_lsn);
         Ok((state, end))
@@ -2145,7 +2154,7 @@ impl Store {
             index: Arc::new(IdIndex::default()),
             fts: None,
         };
-        next.tables.insert(name.to_string(), Arc::new(t));
+        next.tables.insert(t.name.clone(), Arc::new(t));
         self.install_replacing(head, next, old, &[id])
     }
 
@@ -2190,7 +2199,7 @@ impl Store {
             .ok_or_else(|| Error::TableNotFound { table: from.to_string() })?;
         let mut t = clone_table(&t);
         t.name = to.into();
-        next.tables.insert(to.to_string(), Arc::new(t));
+        next.tables.insert(t.name.clone(), Arc::new(t));
         self.install_replacing(head, next, old, &[])
     }
 
@@ -2298,7 +2307,7 @@ impl Store {
         let mut nt = (*t).clone();
         nt.schema = Arc::new(schema);
         let id = nt.id;
-        next.tables.insert(table.to_string(), Arc::new(nt));
+        next.tables.insert(nt.name.clone(), Arc::new(nt));
         self.install_catalog(&mut head, next, true, &[id])
     }
 
@@ -2722,7 +2731,7 @@ impl Store {
     /// state to publish once the writer lock is released (`None` when already published).
     pub(crate) fn apply_commit(
         &self,
-        tables: BTreeMap<String, Arc<TableSnapshot>>,
+        tables: BTreeMap<Arc<str>, Arc<TableSnapshot>>,
         ops: &[Op],
         bulk: &[(u64, IdRange)],
         spilled: bool,
@@ -2807,7 +2816,7 @@ impl Store {
             .collect();
         let mut superseded = Vec::new();
         for name in dirty {
-            let Some(t) = next.tables.get(&name).cloned() else { continue };
+            let Some(t) = next.tables.get(&*name).cloned() else { continue };
             let mut nt = clone_table(&t);
             // Deletes of existing segments: a new delete-file generation each.
             for ls in nt.segments.iter_mut().filter(|s| s.deletes_dirty) {
@@ -2832,7 +2841,7 @@ impl Store {
             }
             nt.memtable = Memtable::default();
             nt.index = Arc::new(IdIndex::build(&nt.segments));
-            next.tables.insert(name, Arc::new(nt));
+            next.tables.insert(nt.name.clone(), Arc::new(nt));
         }
         if let Some(wal) = &self.wal {
             next.wal_lsn = next.wal_lsn.max(wal.last_lsn());
@@ -2868,7 +2877,7 @@ impl Store {
         let next = (**head).clone();
         self.flush_into(&mut head, next)?;
         if self.opts.auto_compact {
-            let names: Vec<String> = head.tables.keys().cloned().collect();
+            let names: Vec<String> = head.tables.keys().map(|k| k.to_string()).collect();
             for name in names {
                 if compaction_runs(head.table(&name)?, false).is_empty() {
                     continue;
@@ -2943,7 +2952,7 @@ impl Store {
         nt.segments = new_segments;
         nt.index = Arc::new(IdIndex::build(&nt.segments));
         let mut next = (**head).clone();
-        next.tables.insert(table.to_string(), Arc::new(nt));
+        next.tables.insert(nt.name.clone(), Arc::new(nt));
         self.install(head, next, false)?;
         for f in old_files {
             // Garbage now (open snapshots keep their mappings); a miss is removed at open.
@@ -3231,7 +3240,7 @@ fn state_from_manifest(vfs: &dyn Vfs, root: &Path, manifest: Manifest) -> Result
             index,
             fts: t.fts.map(Arc::new),
         };
-        tables.insert(t.name, Arc::new(snap));
+        tables.insert(snap.name.clone(), Arc::new(snap));
     }
     Ok(DbSnapshot {
         version: 1,

@@ -46,7 +46,7 @@ use crate::writer::WriterToken;
 pub struct Transaction {
     snapshot: Arc<DbSnapshot>,
     writer: Option<WriterToken>,
-    tables: BTreeMap<String, Arc<TableSnapshot>>,
+    tables: BTreeMap<Arc<str>, Arc<TableSnapshot>>,
     ops: Vec<Op>,
     spilled: Vec<PathBuf>,
     bulk: Vec<(u64, IdRange)>,
@@ -56,7 +56,7 @@ pub struct Transaction {
 /// A point inside a transaction to roll back to ([`Transaction::savepoint`]).
 #[derive(Debug)]
 pub struct Savepoint {
-    tables: BTreeMap<String, Arc<TableSnapshot>>,
+    tables: BTreeMap<Arc<str>, Arc<TableSnapshot>>,
     ops: usize,
     spilled: usize,
     bulk: usize,
@@ -248,7 +248,7 @@ impl Transaction {
 
     /// The tables this transaction has written, as it sees them.
     pub(crate) fn written_tables(&self) -> Vec<(String, Arc<TableSnapshot>)> {
-        self.tables.iter().map(|(n, t)| (n.clone(), t.clone())).collect()
+        self.tables.iter().map(|(n, t)| (n.to_string(), t.clone())).collect()
     }
 
     /// Whether the transaction has written anything.
@@ -259,8 +259,9 @@ impl Transaction {
     fn write_table(&mut self, store: &Store, name: &str) -> Result<&mut TableSnapshot> {
         self.become_writer(store)?;
         if !self.tables.contains_key(name) {
-            let t = self.snapshot.table(name)?.clone();
-            self.tables.insert(name.to_string(), t);
+            let (key, t) = self.snapshot.table_entry(name)?;
+            let (key, t) = (key.clone(), t.clone());
+            self.tables.insert(key, t);
         }
         let t = self
             .tables
