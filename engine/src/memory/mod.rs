@@ -1052,12 +1052,26 @@ impl MemoryStore {
         let prepared = self.prepare(namespace, memories, now)?;
         let good: Vec<(&str, &Prepared)> =
             prepared.iter().filter_map(|p| p.as_ref().ok().map(|p| (namespace, p))).collect();
-        let mut ids = if good.is_empty() {
+        let ids = if good.is_empty() {
             Vec::new()
         } else {
-            self.txn(|_, items, hist| self.write_new(items, hist, &good))?
-        }
-        .into_iter();
+            self.txn(|_, items, hist| {
+                let ids = self.write_new(items, hist, &good)?;
+                // One id per good item, by construction of `write_new`; were it ever
+                // otherwise, handing out ids by position would give items others' ids, so
+                // the batch is rolled back instead.
+                if ids.len() != good.len() {
+                    return Err(crate::Error::Transaction(format!(
+                        "memory store '{}': {} ids for {} items",
+                        self.name,
+                        ids.len(),
+                        good.len()
+                    )));
+                }
+                Ok(ids)
+            })?
+        };
+        let mut ids = ids.into_iter();
         Ok(prepared.into_iter().map(|p| p.map(|_| ids.next().unwrap_or_default())).collect())
     }
 
