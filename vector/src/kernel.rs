@@ -3,11 +3,11 @@
 //!
 //! On x86-64 with AVX2 and FMA (detected at run time, once) rows are taken 4 at a time and
 //! queries 2 at a time: 8 accumulators stay in registers and each row element loaded feeds
-//! every query of the tile, so a batch of queries reads each row once. A single query takes
-//! the rows one at a time (one forward stream, which the hardware prefetches well).
-//! Elsewhere a portable loop with 8 independent lanes per pair runs. Every pair has its own accumulator and sees
-//! the same operations in the same order whatever the tile shape, so one query alone and
-//! the same query inside a batch get identical sums.
+//! every query of the tile, so a batch of queries reads each row once. A single query over
+//! long rows takes them one at a time (one forward stream, which the hardware prefetches
+//! well). Elsewhere a portable loop with 8 independent lanes per pair runs. Every pair has
+//! its own accumulator and sees the same operations in the same order whatever the tile
+//! shape, so one query alone and the same query inside a batch get identical sums.
 //!
 //! Rows may be stored as `f32` or as IEEE half floats (widened to `f32` as they are loaded;
 //! the same arithmetic follows), or as int8 codes (x ≈ code · scale + offset): those meet
@@ -622,6 +622,18 @@ mod avx2 {
     /// How far ahead (in rows) a contiguous block is prefetched.
     const PREFETCH_ROWS: usize = 16;
 
+    /// Rows longer than this are read one at a time by a single query. Four long rows side
+    /// by side are four interleaved streams the hardware prefetchers follow badly, and a
+    /// single query shares no row loads across a tile anyway; short rows side by side are
+    /// one stream, and the tile's independent accumulators win. Measured on one core of
+    /// the AVX2-only AMD EPYC of 2026-12-03 (whole blocks, p50): float32 rows of 640 /
+    /// 768 / 1,024 / 1,536 bytes 14 / 17 / 16 / 12–15 ms one at a time against 17 / 25 /
+    /// 19 / 17–22 ms in tiles, half-float rows of 768 bytes 7.3 / 7.5 against 8.2 / 12.5
+    /// ms; rows of 512 bytes and less (float32 × 128, half floats × 256) were as fast or
+    /// faster in tiles, and so were int8 rows of every length tried (their walk keeps
+    /// tiles).
+    const SINGLE_ROW_MIN_BYTES: usize = 512;
+
     /// See [`super::sums`]; the caller guarantees AVX2 + FMA + F16C and in-bounds picks and
     /// outputs.
     #[target_feature(enable = "avx2,fma,f16c")]
@@ -652,12 +664,10 @@ mod avx2 {
         let nq = queries.len() / dim;
         let n = picks.len();
         let qp = queries.as_ptr();
-        if nq == 1 {
-            // One query: rows one at a time, so the block is read as one forward stream.
-            // Four rows side by side are four streams 4·dim bytes wide that the hardware
-            // prefetchers follow badly (they only pay when a row feeds several queries):
-            // a 100k × 384 block read at ≈ 6 GB/s that way and ≈ 10 GB/s this way on one
-            // core. Each pair keeps its own accumulator, so the sums are the same.
+        if nq == 1 && n > 0 && rows.bytes(0).1 > SINGLE_ROW_MIN_BYTES {
+            // One query over long rows: rows one at a time, so the block is read as one
+            // forward stream (see `SINGLE_ROW_MIN_BYTES`). Each pair keeps its own
+            // accumulator, so the sums are the same as in a tile.
             for i in 0..n {
                 let r = [rows.row(picks.get(i))];
                 if let Some(nr) = norms.as_deref_mut() {
@@ -922,6 +932,57 @@ mod tests {
             let picks: Vec<u32> = picks.into_iter().filter(|p| (*p as usize) < nrows).collect();
             check(Isa::detect(), dim, rows, queries, &picks);
             check(Isa::portable(), dim, rows, queries, &picks);
+        }
+    }
+
+    #[test]
+    fn one_query_over_long_rows_sums_as_in_a_batch() {
+        // Rows longer than 512 bytes are walked one at a time by a query alone and in
+        // tiles by a batch: the same bits either way, norms included, and the reference's
+        // values. Half-float rows of 129 / 200 values stay in tiles, of 384 do not.
+        let isa = Isa::detect();
+        for dim in [129usize, 200, 384] {
+            let nrows = 9;
+            let rows: Vec<f32> =
+                (0..nrows * dim).map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.013).collect();
+            let halves: Vec<u16> = rows.iter().map(|v| half::f16::from_f32(*v).to_bits()).collect();
+            let queries: Vec<f32> =
+                (0..3 * dim).map(|i| ((i * 53 % 89) as f32 - 44.0) * 0.021).collect();
+            let picked = [8u32, 0, 3, 3, 5];
+            for stored in [Rows::F32(&rows), Rows::F16(&halves)] {
+                for sum in [Sum::DiffSquares, Sum::Products] {
+                    for picks in [Picks::All(nrows), Picks::Some(&picked)] {
+                        let n = picks.len();
+                        let block = Block { dim, rows: stored, picks };
+                        let (mut batch, mut batch_norms) = (vec![0f32; n * 3], vec![0f32; n]);
+                        sums(isa, sum, block, &queries, &mut batch, Some(&mut batch_norms));
+                        let (mut one, mut one_norms) = (vec![0f32; n], vec![0f32; n]);
+                        sums(isa, sum, block, &queries[..dim], &mut one, Some(&mut one_norms));
+                        let mut plain = vec![0f32; n];
+                        sums(isa, sum, block, &queries[..dim], &mut plain, None);
+                        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                        let first: Vec<f32> = batch.chunks_exact(3).map(|c| c[0]).collect();
+                        assert_eq!(bits(&one), bits(&first), "dim {dim} {sum:?}");
+                        assert_eq!(bits(&one_norms), bits(&batch_norms), "dim {dim} norms");
+                        assert_eq!(bits(&plain), bits(&one), "dim {dim} without norms");
+                        if let Rows::F32(_) = stored {
+                            for (i, got) in one.iter().enumerate() {
+                                let r = picks.get(i);
+                                let (x, y) = (&rows[r * dim..(r + 1) * dim], &queries[..dim]);
+                                let want = match sum {
+                                    Sum::DiffSquares => {
+                                        reference_distance(Metric::L2Squared, x, y).unwrap()
+                                    }
+                                    Sum::Products => {
+                                        -reference_distance(Metric::Dot, x, y).unwrap()
+                                    }
+                                };
+                                assert!((want - f64::from(*got)).abs() <= 1e-4 * dim as f64);
+                            }
+                        }
+                    }
+                }
+            }
         }
     }
 
