@@ -193,17 +193,30 @@ impl Database {
                 }
             }
         }
-        Ok(Database {
+        Ok(Database::on_store(store, Some(path.to_path_buf()), &options))
+    }
+
+    /// The handle of an opened store.
+    fn on_store(store: Arc<Store>, path: Option<PathBuf>, options: &Options) -> Database {
+        Database {
             inner: Arc::new(Inner {
                 store,
-                path: Some(path.to_path_buf()),
+                path,
                 runtime: sql::Runtime::default(),
                 sql_env: Arc::new(basalt_sql::connection::SharedRuntime::new(
                     options.sql_memory_limit,
                 )),
                 memory_dedupe: Default::default(),
             }),
-        })
+        }
+    }
+
+    /// A database on `vfs` (tests: fault injection), with `options` as given.
+    #[cfg(test)]
+    pub(crate) fn open_on_vfs(vfs: Arc<dyn Vfs>, options: Options) -> Result<Database> {
+        let store =
+            Arc::new(Store::open(vfs, Path::new("/"), Path::new(":test:"), options.store())?);
+        Ok(Database::on_store(store, None, &options))
     }
 
     /// A new, empty database held in memory (same code paths and format as on disk).
@@ -217,17 +230,7 @@ impl Database {
         let options = Options { durability: Durability::Buffered, read_only: false, ..options };
         let store =
             Arc::new(Store::open(vfs, Path::new("/"), Path::new(":memory:"), options.store())?);
-        Ok(Database {
-            inner: Arc::new(Inner {
-                store,
-                path: None,
-                runtime: sql::Runtime::default(),
-                sql_env: Arc::new(basalt_sql::connection::SharedRuntime::new(
-                    options.sql_memory_limit,
-                )),
-                memory_dedupe: Default::default(),
-            }),
-        })
+        Ok(Database::on_store(store, None, &options))
     }
 
     /// The directory, or `None` for an in-memory database.

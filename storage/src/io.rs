@@ -625,6 +625,12 @@ impl FaultFs {
         Self { inner, remaining: Arc::new(AtomicU64::new(n)), kind }
     }
 
+    /// Fails every mutating operation from now on (the point of failure chosen by the test
+    /// as it runs, instead of by counting operations ahead).
+    pub fn fail_from_now(&self) {
+        self.remaining.store(0, Ordering::SeqCst);
+    }
+
     fn tick(&self, path: &Path) -> Result<()> {
         tick(&self.remaining, path)
     }

@@ -101,6 +101,12 @@ impl<I, R> WriteGroup<I, R> {
         self.queue.lock().leader == Some(std::thread::current().id())
     }
 
+    /// How many writes are queued (not yet taken by a leader).
+    #[cfg(test)]
+    pub(super) fn queued(&self) -> usize {
+        self.queue.lock().tickets.len()
+    }
+
     /// Queues a write; true if its thread leads now (nobody did), false if it is to
     /// [`Ticket::wait`].
     pub(super) fn join(&self, ticket: &Arc<Ticket<I, R>>) -> bool {

@@ -1887,6 +1887,79 @@ mod tests {
         embed::fnv1a(norm.join(" ").as_bytes())
     }
 
+    /// A group of queued `remember`s whose transaction fails (not a lock timeout) is
+    /// written again one item per transaction; when those fail too, every caller gets its
+    /// own error — none hangs, none gets another's id — and nothing of theirs is stored,
+    /// while the write acknowledged before the failure is.
+    #[test]
+    fn a_failed_group_is_retried_item_by_item_and_each_caller_learns_its_failure() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::mpsc;
+
+        use basalt_storage::{FaultFs, FaultKind, MemFs, Vfs};
+
+        let mem = Arc::new(MemFs::new());
+        let faulty = Arc::new(FaultFs::new(mem.clone(), u64::MAX, FaultKind::Error));
+        let vfs: Arc<dyn Vfs> = faulty.clone();
+        let db = crate::Database::open_on_vfs(vfs, crate::Options::default()).unwrap();
+        let config = MemoryConfig::new("m", 3);
+        let store = Arc::new(MemoryStore::open(&db, "notes", config.clone()).unwrap());
+        // The first commit after this point blocks in the commit hook (on the leading
+        // thread, which still leads) until released: the writes started meanwhile queue.
+        let (release, gate) = mpsc::channel::<()>();
+        let gate = parking_lot::Mutex::new(Some(gate));
+        let armed = Arc::new(AtomicBool::new(true));
+        let hook_armed = armed.clone();
+        db.set_commit_hook(Some(Arc::new(move |_: &basalt_storage::CommitEvent| {
+            if hook_armed.swap(false, Ordering::SeqCst)
+                && let Some(g) = gate.lock().take()
+            {
+                let _ = g.recv();
+            }
+        })));
+        let item = |t: &str| NewMemory::text(t).vector(vec![1.0, 0.5, 0.25]);
+        let first = {
+            let s = store.clone();
+            std::thread::spawn(move || s.remember("a", item("the first note")))
+        };
+        while armed.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+        // The first write is in its commit hook: four more queue behind it (one group).
+        let queued: Vec<_> = (0..4)
+            .map(|i| {
+                let s = store.clone();
+                std::thread::spawn(move || s.remember("a", item(&format!("queued note {i}"))))
+            })
+            .collect();
+        while store.group.queued() < 4 {
+            std::thread::yield_now();
+        }
+        // Every write from now on fails: the queued group's log write poisons the store, so
+        // each retry is refused.
+        faulty.fail_from_now();
+        release.send(()).unwrap();
+        let first_id = first.join().unwrap().expect("committed before the fault");
+        for t in queued {
+            let e = t.join().unwrap().expect_err("a write that could not be stored reports it");
+            // Tried again in a transaction of its own (the group's error was the I/O
+            // fault), which the store, poisoned by that failed log write, refused.
+            assert!(
+                matches!(e, crate::Error::Storage(basalt_storage::Error::Poisoned { .. })),
+                "{e:?}"
+            );
+        }
+        drop(store);
+        drop(db);
+        // The stored state: the first note only.
+        let db = crate::Database::open_on_vfs(mem, crate::Options::default()).unwrap();
+        let store = MemoryStore::open(&db, "notes", config).unwrap();
+        let all = store.list("a", None, 100, None).unwrap();
+        let texts: Vec<&str> = all.iter().map(|i| i.text.as_str()).collect();
+        assert_eq!(texts, vec!["the first note"]);
+        assert_eq!(all[0].id, first_id);
+    }
+
     #[test]
     fn the_content_hash_normalises_case_and_whitespace() {
         assert_eq!(content_hash("  Hello \t WORLD\n"), content_hash("hello world"));
