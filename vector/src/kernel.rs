@@ -631,7 +631,8 @@ mod avx2 {
     /// 19 / 17–22 ms in tiles, half-float rows of 768 bytes 7.3 / 7.5 against 8.2 / 12.5
     /// ms; rows of 512 bytes and less (float32 × 128, half floats × 256) were as fast or
     /// faster in tiles, and so were int8 rows of every length tried (their walk keeps
-    /// tiles).
+    /// tiles). With two or more queries the tiles stay: long rows one at a time (with the
+    /// queries in pairs) were no faster for 2 or 3 queries and 1.6× slower for 10.
     const SINGLE_ROW_MIN_BYTES: usize = 512;
 
     /// See [`super::sums`]; the caller guarantees AVX2 + FMA + F16C and in-bounds picks and
