@@ -18,8 +18,8 @@
 //! writer threads are started and given their items before it starts.
 //!
 //! `cargo run --release -p basalt-benches --bin memory-bench -- [--max N]`
-//! (`--recall-only N [--int8]`, `--writes-only N` and `--w4-only R` run one part, for
-//! profiling).
+//! (`--recall-only N [--int8]`, `--writes-only N`, `--w3-only R` and `--w4-only R` run one
+//! part, for profiling).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -251,6 +251,19 @@ fn main() {
         let (_db, m) = open(&root.join("w4"));
         let (ops, p95) = writers_x20(&Arc::new(m), 16, item);
         println!("W4 16 writers × 20: {ops:.0} ops/s, p95 {}", ms(p95));
+        let _ = std::fs::remove_dir_all(&root);
+        return;
+    }
+
+    // `--w3-only R`: W3's 2,000 `remember`s, R times on fresh stores (its write half
+    // alone, for profiling and repeated measurement: a fresh store's first writes weigh
+    // more here than in `--writes-only 20000`).
+    if let Some(r) = count_arg(&args, "--w3-only") {
+        for k in 0..r {
+            let (_db, m) = open(&root.join(format!("w3-{k}")));
+            let d = fill(&m, 0, 2000, &mut rng);
+            println!("W3 2,000 remembers: {:.0} ops/s", 2000.0 / d.as_secs_f64());
+        }
         let _ = std::fs::remove_dir_all(&root);
         return;
     }
