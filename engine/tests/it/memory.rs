@@ -250,7 +250,19 @@ fn expiry_archive_and_bad_input() {
     for r in bad {
         assert!(matches!(memory_error(r.unwrap_err()), MemoryError::Invalid { .. }));
     }
+    // One bad component anywhere (first, middle, last) is refused; extreme finite values
+    // (largest, smallest subnormal, negative zero) are not.
+    for (at, bad) in [(0, f32::NAN), (DIM / 2, f32::INFINITY), (DIM - 1, f32::NEG_INFINITY)] {
+        let mut v = vec![0.5; DIM];
+        v[at] = bad;
+        let e = m.remember("n", NewMemory::text("a").vector(v)).unwrap_err();
+        assert!(matches!(memory_error(e), MemoryError::Invalid { .. }), "{bad} at {at}");
+    }
     assert_eq!(count(), before); // nothing half-written
+    let mut v = vec![f32::MAX; DIM];
+    (v[1], v[2], v[DIM - 1]) = (f32::from_bits(1), -0.0, f32::MIN);
+    let extreme = m.remember("n", NewMemory::text("extreme").vector(v)).unwrap();
+    m.forget(extreme).unwrap();
     assert_eq!(m.recall(&Recall::new("n", "x", 0)).unwrap().len(), 0);
 }
 
