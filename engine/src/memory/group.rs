@@ -145,7 +145,11 @@ impl<'a, I, R> Lead<'a, I, R> {
     /// The lead passes on only after this group's writers are woken (when the lead is
     /// dropped): they queue their next writes meanwhile, and the next group is larger.
     /// Passing it first was measured slower (`memory-bench --w4-only 3`, three alternating
-    /// runs: 16 writers 20–30k vs 26–35k ops/s, 32 writers 21–29k vs 30–47k).
+    /// runs: 16 writers 20–30k vs 26–35k ops/s, 32 writers 21–29k vs 30–47k). Waking
+    /// only the first writer, each woken writer waking the next (so the leader makes one
+    /// `futex` wake instead of one per writer), was measured slower too (`--w4-only 8`, two
+    /// alternating pairs, median ops/s: 8 / 16 / 32 writers 40k / 51k / 46k vs 45k / 61k /
+    /// 60k).
     pub(super) fn finish(mut self, own: &Arc<Ticket<I, R>>, mut results: Vec<R>) -> R {
         if results.len() != self.tickets.len() {
             // Never hand a write another's result: all get `abandoned`.

@@ -756,7 +756,10 @@ impl MemoryStore {
         match m {
             Json::Null => Ok(None),
             Json::Object(_) => {
-                let s = m.to_string();
+                // (`Display` formats through `fmt::Write`: 2.8× slower here, 520 vs 185 ns
+                // for the seven keys of `memory-bench`'s items, same text.)
+                let s = serde_json::to_string(m)
+                    .map_err(|e| self.invalid(format!("metadata not serialisable: {e}")))?;
                 if s.len() > self.config.max_metadata_bytes {
                     return Err(self.invalid(format!(
                         "metadata of {} bytes, more than the limit of {}",
