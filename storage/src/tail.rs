@@ -105,7 +105,12 @@ enum Backing {
 /// fault every two or three single-row inserts of 384-d vectors, which was 6 % of the
 /// samples of W3's `remember`s (`memory-bench --w3-only`), nearly all of it the fault's
 /// entry and exit rather than clearing the page. Where the advice is not supported
-/// (kernels before 5.14, other systems) the pages fault in as before.
+/// (kernels before 5.14, other systems) the pages fault in as before. Asking for huge
+/// pages for mappings of 2 MiB or more (`MADV_HUGEPAGE`) was tried and was no faster
+/// (`memory-bench --w3-only 2`, 24 alternating pairs: median ratio 0.95).
+///
+/// What remains is the kernel's cost of fresh pages (allocating, clearing and accounting
+/// each), now inside the populate call: 5 % of W3's `remember` samples.
 struct Region {
     ptr: NonNull<u8>,
     len: usize,
