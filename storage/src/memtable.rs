@@ -370,7 +370,6 @@ pub struct Memtable {
     batches: Vec<Arc<MemBatch>>,
     /// Live rows.
     rows: usize,
-    bytes: usize,
 }
 
 impl Memtable {
@@ -385,7 +384,6 @@ impl Memtable {
             return Ok(());
         }
         self.rows += n;
-        self.bytes += batch.get_array_memory_size();
         if n <= TAIL_PUSH_ROWS {
             if let Some(last) = self.batches.last_mut()
                 && let Some(arena) = &last.tail
@@ -493,11 +491,6 @@ impl Memtable {
             self.rows -= 1;
         }
         newly
-    }
-
-    /// Approximate bytes held.
-    pub fn bytes(&self) -> usize {
-        self.bytes
     }
 
     /// True when no batch is held (deleted rows still count as held).

@@ -2758,7 +2758,7 @@ impl Store {
             if self.ops_need_synced_catalog(ops) {
                 self.sync_catalog(&head)?;
             }
-            let lsn = self.poison(wal.append(&Record { ops: ops.to_vec() }))?;
+            let lsn = self.poison(wal.append(ops))?;
             if durability == Durability::PowerSafe {
                 next.sync_lsn = lsn;
             }

@@ -126,17 +126,16 @@ impl Record {
     /// The record's operations as bytes (everything of the body after the LSN).
     #[cfg(test)]
     fn encode_ops(&self) -> Result<Vec<u8>> {
-        self.encode_ops_after(0, Vec::new())
+        Self::encode_ops_after(&self.ops, 0, Vec::new())
     }
 
-    /// The record's operations as bytes, after `head` zero bytes (room for the frame
-    /// header, so [`Wal::append`] need not copy the encoding to frame it), in `out`
-    /// (cleared first; [`Wal::append`] passes the buffer of an earlier write).
-    fn encode_ops_after(&self, head: usize, mut out: Vec<u8>) -> Result<Vec<u8>> {
+    /// A record of `ops` as bytes, after `head` zero bytes (room for the frame header, so
+    /// [`Wal::append`] need not copy the encoding to frame it), in `out` (cleared first;
+    /// [`Wal::append`] passes the buffer of an earlier write).
+    fn encode_ops_after(ops: &[Op], head: usize, mut out: Vec<u8>) -> Result<Vec<u8>> {
         // Sized for the rows' buffers, so encoding a small record does not grow it step by
         // step. (Capped: the buffers of a sliced batch can be far larger than its rows.)
-        let bytes: usize = self
-            .ops
+        let bytes: usize = ops
             .iter()
             .map(|op| match op {
                 Op::Insert { batch, .. } => batch.get_array_memory_size(),
@@ -146,8 +145,8 @@ impl Record {
         out.clear();
         out.reserve(head + 256 + bytes.min(1 << 20));
         out.resize(head, 0);
-        out.extend_from_slice(&(self.ops.len() as u32).to_le_bytes());
-        for op in &self.ops {
+        out.extend_from_slice(&(ops.len() as u32).to_le_bytes());
+        for op in ops {
             match op {
                 Op::Insert { table_id, batch } if columns_have_layout(batch) => {
                     out.push(KIND_INSERT_COLUMNS);
@@ -581,14 +580,15 @@ impl Wal {
         }
     }
 
-    /// Adds a record to the log buffer; returns its LSN. Not on disk until
-    /// [`Wal::write_to`] (or [`Wal::sync_to`]) covers it.
-    pub fn append(&self, rec: &Record) -> Result<u64> {
+    /// Adds a record of `ops` (a commit's changes, in order: what [`Record::ops`] reads
+    /// back) to the log buffer; returns its LSN. Not on disk until [`Wal::write_to`] (or
+    /// [`Wal::sync_to`]) covers it.
+    pub fn append(&self, ops: &[Op]) -> Result<u64> {
         // The frame: length, checksum, LSN, then the operations, encoded after room for
         // the header so that into an empty buffer (the usual case: it empties at every
         // write) the record moves instead of being copied.
         let spare = std::mem::take(&mut self.pending.lock().spare);
-        let mut framed = rec.encode_ops_after(16, spare)?;
+        let mut framed = Record::encode_ops_after(ops, 16, spare)?;
         let mut p = self.pending.lock();
         let lsn = p.next_lsn;
         let len = (framed.len() - 16 + 8) as u32;
@@ -780,7 +780,7 @@ mod tests {
         let fs = MemFs::new();
         let wal = Wal::new(Arc::new(fs.clone()), "/w".into(), 1);
         for i in 1..=5 {
-            assert_eq!(wal.append(&rec(i)).unwrap(), i);
+            assert_eq!(wal.append(&rec(i).ops).unwrap(), i);
         }
         // Buffered until written.
         assert!(fs.list_dir(Path::new("/w")).unwrap().is_empty());
@@ -864,7 +864,7 @@ mod tests {
             Record { ops: vec![Op::Insert { table_id: 7, batch }] }
         };
         for i in 1..=12u64 {
-            assert_eq!(wal.append(&record(i)).unwrap(), i);
+            assert_eq!(wal.append(&record(i).ops).unwrap(), i);
             // Four records buffered together, then the rest one write each.
             if i >= 4 {
                 wal.write_to(i).unwrap();
@@ -892,11 +892,11 @@ mod tests {
     fn rotation_keeps_what_feeds_need_and_lsns_continue() {
         let fs = MemFs::new();
         let wal = Wal::new(Arc::new(fs.clone()), "/w".into(), 10);
-        wal.append(&rec(1)).unwrap(); // 10
-        wal.append(&rec(1)).unwrap(); // 11
+        wal.append(&rec(1).ops).unwrap(); // 10
+        wal.append(&rec(1).ops).unwrap(); // 11
         wal.rotate(9).unwrap(); // writes them: a feed still needs 10 and 11
         assert_eq!(fs.list_dir(Path::new("/w")).unwrap().len(), 1);
-        assert_eq!(wal.append(&rec(2)).unwrap(), 12);
+        assert_eq!(wal.append(&rec(2).ops).unwrap(), 12);
         wal.write_to(12).unwrap();
         let (seen, _) = collect(&fs, 0).unwrap();
         assert_eq!(seen, vec![10, 11, 12]);
@@ -911,10 +911,10 @@ mod tests {
     fn power_loss_keeps_synced_records_only() {
         let fs = MemFs::new();
         let wal = Wal::new(Arc::new(fs.clone()), "/w".into(), 1);
-        wal.append(&rec(1)).unwrap();
-        wal.append(&rec(2)).unwrap();
+        wal.append(&rec(1).ops).unwrap();
+        wal.append(&rec(2).ops).unwrap();
         wal.sync_to(2).unwrap();
-        wal.append(&rec(3)).unwrap();
+        wal.append(&rec(3).ops).unwrap();
         wal.write_to(3).unwrap(); // written, not synced
         fs.lose_unsynced_writes();
         let (seen, _) = collect(&fs, 0).unwrap();
@@ -1052,8 +1052,7 @@ mod tests {
         let wal = Wal::new(Arc::new(fs.clone()), "/w".into(), 1);
         let schema = wide_schema(true);
         let batch = wide_batch(&[(Some(1), Some("a".into())), (None, None)], true);
-        wal.append(&Record { ops: vec![Op::Insert { table_id: 3, batch: batch.clone() }] })
-            .unwrap();
+        wal.append(&[Op::Insert { table_id: 3, batch: batch.clone() }]).unwrap();
         wal.sync_to(1).unwrap();
         let path = Path::new("/w/0000000000000001.wal");
         let mut bytes = fs.read(path).unwrap();
