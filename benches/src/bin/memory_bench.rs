@@ -11,7 +11,8 @@
 //! open read-only — measured here as a read-only open plus a recall next to the writer).
 //! Then the SDK-equivalent tier: W2, W3 and W4 again with no precomputed vectors, every
 //! text embedded by a deterministic mock embedder that costs 0.25 ms per text (one FTS
-//! entry and one history row per memory, as always).
+//! entry per memory, as always; since 2026-12-03 a memory's history row is written at its
+//! first change, not with it).
 //! Items: templated notes of 30–90 characters, 7 metadata keys, 8 agents, 384-d vectors.
 //! Durability `ProcessSafe` (an acknowledged memory survives a killed process). Items are
 //! generated before the clock starts (the timed region is the store's work only); W4's

@@ -903,3 +903,93 @@ fn unicode_text_and_large_metadata_round_trip() {
     let e = m.remember("租户/代理", NewMemory::text("x").metadata(over)).unwrap_err();
     assert!(matches!(memory_error(e), MemoryError::Invalid { .. }));
 }
+
+#[test]
+fn creation_records_are_stored_at_the_first_change_and_read_from_the_item_until_then() {
+    let db = Database::open_in_memory().unwrap();
+    let m = store(&db);
+    let stored = |id: u64| {
+        let t = db.table("mem__history").unwrap();
+        let all = t.scan_where(&["item"], &basalt::Predicate::eq("item", id)).unwrap();
+        all.map(|b| b.unwrap().num_rows()).sum::<usize>()
+    };
+    let ops = |id: u64| -> Vec<(u64, String)> {
+        m.history(id).unwrap().into_iter().map(|e| (e.version, e.op)).collect()
+    };
+    let create = |id: u64, text: &str, meta: Json| {
+        let item = m.get(id).unwrap().unwrap();
+        let e = m.history(id).unwrap().remove(0);
+        assert_eq!(
+            (e.version, e.op.as_str(), e.old_text, e.old_metadata),
+            (1, "create", None, Json::Null)
+        );
+        assert_eq!(
+            (e.new_text.as_deref(), e.new_metadata, e.at_ms),
+            (Some(text), meta, item.created_ms)
+        );
+    };
+
+    // A new item (remember, remember_many, a new key) stores no history row; its history
+    // still starts with its creation, read from the item.
+    let a = m.remember("n", NewMemory::text("first note").metadata(json!({"k": 1}))).unwrap();
+    let b = m.remember_many("n", vec![NewMemory::text("second note")]).unwrap().remove(0).unwrap();
+    let c = m.put("n", "key", NewMemory::text("keyed note")).unwrap();
+    let d = m.remember("n", NewMemory::text("short note").ttl(Duration::ZERO)).unwrap();
+    for id in [a, b, c, d] {
+        assert_eq!(stored(id), 0);
+    }
+    assert_eq!(ops(a), vec![(1, "create".to_string())]);
+    create(a, "first note", json!({"k": 1}));
+
+    // Its first change stores the creation first: an update, a keyed put, a deduplicated
+    // remember, a forget, a sweep of the expired item.
+    m.update(a, MemoryUpdate { text: Some("first, edited".into()), ..Default::default() }, Some(1))
+        .unwrap();
+    assert_eq!(ops(a), vec![(1, "create".into()), (2, "update".into())]);
+    assert_eq!(stored(a), 2);
+    let h = m.history(a).unwrap();
+    assert_eq!(
+        (h[0].new_text.as_deref(), &h[0].new_metadata),
+        (Some("first note"), &json!({"k": 1}))
+    );
+    assert_eq!(h[1].old_text.as_deref(), Some("first note"));
+    m.update(a, MemoryUpdate { text: Some("again".into()), ..Default::default() }, Some(2))
+        .unwrap();
+    assert_eq!(stored(a), 3, "only the first change stores the creation");
+    assert_eq!(m.put("n", "key", NewMemory::text("keyed, replaced")).unwrap(), c);
+    assert_eq!(ops(c), vec![(1, "create".into()), (2, "update".into())]);
+    assert_eq!(m.history(c).unwrap()[0].new_text.as_deref(), Some("keyed note"));
+    assert_eq!(m.remember("n", NewMemory::text("Second   NOTE")).unwrap(), b, "deduplicated");
+    assert_eq!(ops(b), vec![(1, "create".into()), (2, "update".into())]);
+    assert_eq!(m.history(b).unwrap()[0].new_text.as_deref(), Some("second note"));
+    assert_eq!(m.sweep_expired().unwrap(), 1);
+    assert_eq!(ops(d), vec![(1, "create".into()), (0, "expire".into())]);
+    assert_eq!(m.history(d).unwrap()[0].new_text.as_deref(), Some("short note"));
+    let e = m.remember("n", NewMemory::text("gone soon")).unwrap();
+    assert!(m.forget(e).unwrap());
+    assert_eq!(ops(e), vec![(1, "create".into()), (0, "delete".into())]);
+    assert_eq!(m.history(e).unwrap()[0].new_text.as_deref(), Some("gone soon"));
+    assert!(m.history(999_999).unwrap().is_empty());
+
+    // An item of a store written before creation records became lazy has one stored at
+    // creation; its first change stores a second, identical one, and history shows one.
+    let old = m.remember("n", NewMemory::text("old style")).unwrap();
+    let created = m.get(old).unwrap().unwrap().created_ms;
+    db.table("mem__history")
+        .unwrap()
+        .insert_row(
+            basalt::Row::new()
+                .set("item", old)
+                .set("version", 1i64)
+                .set("op", "create")
+                .set("new_text", "old style")
+                .set("at_ms", created),
+        )
+        .unwrap();
+    assert_eq!(ops(old), vec![(1, "create".into())]);
+    m.update(old, MemoryUpdate { text: Some("new style".into()), ..Default::default() }, None)
+        .unwrap();
+    assert_eq!(stored(old), 3);
+    assert_eq!(ops(old), vec![(1, "create".into()), (2, "update".into())]);
+    create(old, "old style", Json::Null);
+}
