@@ -149,7 +149,9 @@ impl<'a, I, R> Lead<'a, I, R> {
     /// only the first writer, each woken writer waking the next (so the leader makes one
     /// `futex` wake instead of one per writer), was measured slower too (`--w4-only 8`, two
     /// alternating pairs, median ops/s: 8 / 16 / 32 writers 40k / 51k / 46k vs 45k / 61k /
-    /// 60k).
+    /// 60k), and so was waking them as a binary tree (this thread the first two, each woken
+    /// writer two more: `--w4-only 4`, four alternating pairs after 0c857bc, median 71k /
+    /// 74k / 64k vs 70k / 82k / 68k).
     pub(super) fn finish(mut self, own: &Arc<Ticket<I, R>>, mut results: Vec<R>) -> R {
         if results.len() != self.tickets.len() {
             // Never hand a write another's result: all get `abandoned`.
