@@ -151,7 +151,9 @@ impl<'a, I, R> Lead<'a, I, R> {
     /// alternating pairs, median ops/s: 8 / 16 / 32 writers 40k / 51k / 46k vs 45k / 61k /
     /// 60k), and so was waking them as a binary tree (this thread the first two, each woken
     /// writer two more: `--w4-only 4`, four alternating pairs after 0c857bc, median 71k /
-    /// 74k / 64k vs 70k / 82k / 68k).
+    /// 74k / 64k vs 70k / 82k / 68k). A leader writing up to three groups in a row while
+    /// writes keep queueing (no new leader to wake) was no faster either (four pairs, per
+    /// pair median ratio at 16 writers 0.94–1.03, at 32 writers 0.91–1.18).
     pub(super) fn finish(mut self, own: &Arc<Ticket<I, R>>, mut results: Vec<R>) -> R {
         if results.len() != self.tickets.len() {
             // Never hand a write another's result: all get `abandoned`.
