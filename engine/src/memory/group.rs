@@ -153,7 +153,11 @@ impl<'a, I, R> Lead<'a, I, R> {
     /// writer two more: `--w4-only 4`, four alternating pairs after 0c857bc, median 71k /
     /// 74k / 64k vs 70k / 82k / 68k). A leader writing up to three groups in a row while
     /// writes keep queueing (no new leader to wake) was no faster either (four pairs, per
-    /// pair median ratio at 16 writers 0.94–1.03, at 32 writers 0.91–1.18).
+    /// pair median ratio at 16 writers 0.94–1.03, at 32 writers 0.91–1.18). Nor was one
+    /// `notify_all` per group instead of a wake-up per writer (the group's writers asleep
+    /// on one condition variable, the next leader on another): slower, 16 writers 0.88–1.02
+    /// and 32 writers 0.59–0.75 per pair — the woken writers then queue for the variable's
+    /// mutex one after another.
     pub(super) fn finish(mut self, own: &Arc<Ticket<I, R>>, mut results: Vec<R>) -> R {
         if results.len() != self.tickets.len() {
             // Never hand a write another's result: all get `abandoned`.
