@@ -102,15 +102,15 @@ enum Backing {
 /// A large region is an anonymous mapping whose pages are populated a chunk at a time
 /// ahead of the writes (`MADV_POPULATE_WRITE`, one system call per [`POPULATE_BYTES`]):
 /// left to fault in one page per first write, a grown tail's vector column took a page
-/// fault every two or three single-row inserts of 384-d vectors, which was 6 % of the
-/// samples of W3's `remember`s (`memory-bench --w3-only`), nearly all of it the fault's
-/// entry and exit rather than clearing the page. Where the advice is not supported
-/// (kernels before 5.14, other systems) the pages fault in as before. Asking for huge
-/// pages for mappings of 2 MiB or more (`MADV_HUGEPAGE`) was tried and was no faster
-/// (`memory-bench --w3-only 2`, 24 alternating pairs: median ratio 0.95).
-///
-/// What remains is the kernel's cost of fresh pages (allocating, clearing and accounting
-/// each), now inside the populate call: 5 % of W3's `remember` samples.
+/// fault every two or three single-row inserts of 384-d vectors (6 % of the samples of
+/// W3's `remember`s, `memory-bench --w3-only`). Populating saves the faults' entry and
+/// exit; the kernel's cost of each fresh page (allocating, clearing, accounting) remains,
+/// now inside the populate call (5 % of the samples). Measured in one binary switching
+/// between the three (`--w3-only 5`, three rounds, median ops/s): heap allocation 55k,
+/// mapping without populating 56k, mapping populated ahead 58.5k. Where the advice is not
+/// supported (kernels before 5.14, other systems) the pages fault in as before. Asking
+/// for huge pages for mappings of 2 MiB or more (`MADV_HUGEPAGE`) was tried and was no
+/// faster (`--w3-only 2`, 24 alternating pairs: median ratio 0.95).
 struct Region {
     ptr: NonNull<u8>,
     len: usize,
@@ -198,9 +198,9 @@ impl Drop for Region {
     }
 }
 
-// SAFETY: a region is plain memory (heap or an anonymous mapping). Concurrent access follows the module invariants:
-// bytes are written once by the single writer that claimed them, before any reader can
-// reach them, and are only read afterwards.
+// SAFETY: a region is plain memory (heap or an anonymous mapping). Concurrent access
+// follows the module invariants: bytes are written once by the single writer that claimed
+// them, before any reader can reach them, and are only read afterwards.
 unsafe impl Send for Region {}
 // SAFETY: as above.
 unsafe impl Sync for Region {}

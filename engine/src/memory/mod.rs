@@ -1790,9 +1790,10 @@ fn new_items_batch(
 
 /// The per-item columns of new items other than the vector, whose buffers are slices of
 /// one allocation: built array by array they took two or three allocations per buffer
-/// (the bytes, the shared handle, the array); this way a single `remember` allocates 16
-/// times fewer (`perf stat -e probe_libc:malloc` over `memory-bench --writes-only 4000`
-/// less `--writes-only 2000`: 94 → 78 per item, the bench's item generation included).
+/// (the bytes, the shared handle, the array); this way a single `remember` makes 16
+/// allocations fewer (`perf stat -e probe_libc:malloc` over `memory-bench --writes-only
+/// 4000` less `--writes-only 2000`: 94 → 78 per item, the bench's item generation
+/// included).
 struct SmallColumns {
     namespace: StringArray,
     text: StringArray,
@@ -1818,6 +1819,13 @@ impl SmallColumns {
         let bytes = |k: usize| -> usize {
             ps.iter().filter_map(|p| Self::string(p, k)).map(str::len).sum()
         };
+        if let Some(k) = (0..3).find(|k| bytes(*k) > i32::MAX as usize) {
+            // (Arrow's 32-bit offsets; a batch that large is refused, not wrapped.)
+            let what = ["namespaces", "texts", "metadata"][k];
+            return Err(arrow_err(arrow_schema::ArrowError::InvalidArgumentError(format!(
+                "{n} items whose {what} add up to more than 2 GiB: write them in smaller batches"
+            ))));
+        }
         let pad = |len: usize| len.next_multiple_of(8);
         let (offsets, words, bits) = (pad(4 * (n + 1)), 8 * n, pad(n.div_ceil(8)));
         let total = 3 * offsets + 3 * words + 2 * bits + bytes(0) + bytes(1) + bytes(2);
