@@ -11,9 +11,9 @@
 //!   against.
 //! - [`kernel`]: the register-blocked kernel of the top-k scan — tiles of 4 rows × 2 queries
 //!   in AVX2/FMA registers on x86-64 (detected at run time; one long row at a time for a
-//!   single query), portable code elsewhere. Each
-//!   (row, query) pair is accumulated in the same order whatever the tile shape, so a batch
-//!   of queries returns bit for bit what the queries return one by one. Int8 rows meet
+//!   single query), portable code elsewhere. Each (row, query) pair is accumulated in the
+//!   same order whatever the tile shape, so a batch of queries returns bit for bit what the
+//!   queries return one by one. Int8 rows meet
 //!   int8-quantised queries in integer sums (`kernel::int8`, AVX-VNNI where the CPU has it).
 //! - [`topk`]: validated query sets ([`Queries`]), bounded heaps ([`TopK`]), the block scan
 //!   ([`search_block`], [`search_rows`], [`search_positions`]) and the final ranking ([`Neighbor`]). Ties in

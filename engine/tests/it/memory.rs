@@ -993,3 +993,32 @@ fn creation_records_are_stored_at_the_first_change_and_read_from_the_item_until_
     assert_eq!(ops(old), vec![(1, "create".into()), (2, "update".into())]);
     create(old, "old style", Json::Null);
 }
+
+#[test]
+fn history_never_loses_the_creation_entry_to_a_concurrent_first_change() {
+    // One thread changes fresh items for the first time while another reads their
+    // history: read from one snapshot, every history starts with the creation, whether it
+    // saw the change or not.
+    let db = Database::open_in_memory().unwrap();
+    let m = Arc::new(store(&db));
+    for round in 0..40 {
+        let ids: Vec<u64> = (0..25)
+            .map(|i| m.remember("n", NewMemory::text(&format!("r{round} i{i}"))).unwrap())
+            .collect();
+        let (writer, ids2) = (m.clone(), ids.clone());
+        let t = std::thread::spawn(move || {
+            for id in ids2 {
+                let change =
+                    MemoryUpdate { text: Some(format!("{id} changed")), ..Default::default() };
+                writer.update(id, change, Some(1)).unwrap();
+            }
+        });
+        for _ in 0..4 {
+            for id in &ids {
+                let h = m.history(*id).unwrap();
+                assert_eq!((h[0].op.as_str(), h[0].version), ("create", 1), "item {id}: {h:?}");
+            }
+        }
+        t.join().unwrap();
+    }
+}
