@@ -420,9 +420,11 @@ impl DedupeIndex {
     }
 }
 
-/// The dedupe indexes of a database's stores (each `None` until built).
-pub(crate) type DedupeSlots =
-    parking_lot::Mutex<HashMap<String, Arc<parking_lot::Mutex<Option<DedupeIndex>>>>>;
+/// The exact-dedupe index of one store (`None` until built, or after being invalidated).
+type DedupeSlot = Arc<parking_lot::Mutex<Option<DedupeIndex>>>;
+
+/// The dedupe indexes of a database's stores, by store name.
+pub(crate) type DedupeSlots = parking_lot::Mutex<HashMap<String, DedupeSlot>>;
 
 /// A namespaced memory store (see the module docs).
 pub struct MemoryStore {
@@ -443,6 +445,9 @@ pub struct MemoryStore {
     constants: Constants,
     /// Concurrent `remember`s, written a group at a time (see [`MemoryStore::remember`]).
     group: WriteGroup<(String, Prepared), Res<u64>>,
+    /// The store's exact-dedupe index, shared by every handle of the store in this
+    /// database (the database keeps the slot; emptied, never replaced, to invalidate it).
+    dedupe: DedupeSlot,
 }
 
 impl std::fmt::Debug for MemoryStore {
@@ -498,6 +503,7 @@ impl MemoryStore {
             schemas: (Arc::new(items_schema(config.dim)), Arc::new(history_schema())),
             group: WriteGroup::default(),
             constants: Constants::new(),
+            dedupe: db.inner.memory_dedupe.lock().entry(name.to_string()).or_default().clone(),
             config,
         };
         if store.config.dim == 0 {
@@ -541,7 +547,7 @@ impl MemoryStore {
             }
         }
         // Rows may have been written by other means since an index was built.
-        db.inner.memory_dedupe.lock().remove(name);
+        *store.dedupe.lock() = None;
         // A read-only handle (another process's writer owns the store) changes nothing.
         if db.is_read_only() {
             return Ok(store);
@@ -572,7 +578,7 @@ impl MemoryStore {
         let tables = [self.name.as_str(), self.history.as_str(), self.namespaces.as_str()];
         self.db.restore_tables(&self.checkpoint_name(name), &tables)?;
         self.known.lock().clear();
-        self.db.inner.memory_dedupe.lock().remove(&self.name);
+        *self.dedupe.lock() = None;
         Ok(())
     }
 
@@ -892,8 +898,7 @@ impl MemoryStore {
         now: i64,
     ) -> Res<Option<MemoryItem>> {
         if self.config.dedupe_exact {
-            let slot = self.dedupe_slot();
-            let mut index = slot.lock();
+            let mut index = self.dedupe.lock();
             let index = match &mut *index {
                 Some(ix) => ix,
                 built => built.insert(DedupeIndex::build(items)?),
@@ -938,18 +943,10 @@ impl MemoryStore {
         Ok(None)
     }
 
-    fn dedupe_slot(&self) -> Arc<parking_lot::Mutex<Option<DedupeIndex>>> {
-        let mut slots = self.db.inner.memory_dedupe.lock();
-        match slots.get(&self.name) {
-            Some(slot) => slot.clone(),
-            None => slots.entry(self.name.clone()).or_default().clone(),
-        }
-    }
-
     /// Records inside a writing transaction that item `id` of `namespace` now has content
     /// hash `hash` (for exact dedupe; nothing to do before the index is built).
     fn note_hash(&self, namespace: &str, hash: u64, id: u64) {
-        if let Some(ix) = self.dedupe_slot().lock().as_mut() {
+        if let Some(ix) = self.dedupe.lock().as_mut() {
             DedupeIndex::add(&mut ix.map, (embed::fnv1a(namespace.as_bytes()), hash), id);
         }
     }

@@ -786,6 +786,25 @@ fn a_checkpoint_restores_the_store_and_nothing_else() {
 }
 
 #[test]
+fn exact_dedupe_sees_what_a_restore_brings_back_through_every_handle() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let m = store(&db);
+    let kite = m.remember("n", NewMemory::text("the red kite")).unwrap();
+    m.checkpoint("v1").unwrap();
+    m.forget(kite).unwrap();
+    // A second handle shares the store's dedupe index; its open empties it and its first
+    // write rebuilds it from the table, which no longer holds the kite.
+    let other = store(&db);
+    other.remember("n", NewMemory::text("the grey owl")).unwrap();
+    m.restore("v1").unwrap();
+    // The kite is back, and a duplicate of it updates it, through either handle.
+    assert_eq!(m.remember("n", NewMemory::text("The red  KITE")).unwrap(), kite);
+    assert_eq!(other.remember("n", NewMemory::text("the red kite")).unwrap(), kite);
+    assert_eq!(m.get(kite).unwrap().map(|i| i.version), Some(3));
+}
+
+#[test]
 fn the_persistent_embedding_cache_survives_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(dir.path()).unwrap();
