@@ -158,6 +158,18 @@ impl<'a, I, R> Lead<'a, I, R> {
     /// on one condition variable, the next leader on another): slower, 16 writers 0.88–1.02
     /// and 32 writers 0.59–0.75 per pair — the woken writers then queue for the variable's
     /// mutex one after another.
+    ///
+    /// Timelines of the groups (a trace of each lead's take, commit end and wake end,
+    /// `--w4-only 3`, not kept) show why: a group's commit leaves the other core idle
+    /// (commits were busy 35–60 % of a run's span, waking the rest), yet every scheme
+    /// that starts the next commit sooner shrinks the next group, and a commit's fixed
+    /// cost (~10 µs against ~4.5 µs per item) then dominates. Passing the lead first made
+    /// groups of 1–3 (16 writers: 1.7–2.2 vs 8–13 writes per group, 45–54k vs 61–71k ops/s);
+    /// the leader waking one writer that wakes the rest while the leader writes up to
+    /// four groups in a row made groups of 1.5–5; the next leader yielding once or twice
+    /// before taking the queue made groups larger but the wake phase as much longer (ten
+    /// alternating rounds, median 16 writers 74k vs 76k). Runs sometimes fall into small
+    /// groups by themselves (16 writers: 2.4 writes per group, a third slower).
     pub(super) fn finish(mut self, own: &Arc<Ticket<I, R>>, mut results: Vec<R>) -> R {
         if results.len() != self.tickets.len() {
             // Never hand a write another's result: all get `abandoned`.
