@@ -164,8 +164,8 @@ impl<'a, I, R> Lead<'a, I, R> {
     /// (commits were busy 35–60 % of a run's span, waking the rest), yet every scheme
     /// that starts the next commit sooner shrinks the next group, and a commit's fixed
     /// cost (~10 µs against ~4.5 µs per item) then dominates. Passing the lead first made
-    /// groups of 1–3 (16 writers: 1.7–2.2 vs 8–13 writes per group, 45–54k vs 61–71k ops/s);
-    /// the leader waking one writer that wakes the rest while the leader writes up to
+    /// groups of 1–3 (16 writers: 1.7–2.2 vs 8–13 writes per group, 45–54k vs 61–71k
+    /// ops/s); the leader waking one writer that wakes the rest while the leader writes up to
     /// four groups in a row made groups of 1.5–5; the next leader yielding once or twice
     /// before taking the queue made groups larger but the wake phase as much longer (ten
     /// alternating rounds, median 16 writers 74k vs 76k). Runs sometimes fall into small
