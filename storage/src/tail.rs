@@ -777,4 +777,22 @@ mod tests {
         }
         assert!(reused, "a dropped mapping of the same size was reused");
     }
+
+    #[test]
+    fn the_pool_keeps_at_most_its_bound_of_regions_and_dirty_bytes() {
+        // More dropped regions (each dirtied past one chunk) than the pool may keep; other
+        // tests share the pool, but its bounds hold at every moment.
+        for k in 0..POOL_MAX_REGIONS + 8 {
+            let len = 7 * POPULATE_BYTES + 4096 * (k + 3);
+            let r = Region::zeroed(len).expect("region");
+            // SAFETY: in bounds, written once, no view covers it.
+            unsafe { r.write(0, &vec![1u8; POPULATE_BYTES + 1]) };
+            assert!(r.populated.load(Ordering::Relaxed) > POPULATE_BYTES);
+        }
+        let pool = POOL.lock();
+        assert!(pool.len() <= POOL_MAX_REGIONS, "{} regions kept", pool.len());
+        let held: usize = pool.iter().map(|p| p.dirty).sum();
+        assert!(held <= POOL_MAX_BYTES, "{held} dirty bytes kept");
+        assert!(pool.iter().all(|p| p.dirty <= p.map.len()));
+    }
 }
