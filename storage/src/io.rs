@@ -103,6 +103,15 @@ fn prealloc_target(cap: u64, needed: u64, min_step: u64, max_step: u64) -> u64 {
 /// (`memory-bench --w4-only 4`, eight alternating rounds, median 8 / 16 / 32 writers
 /// 57k / 60k / 63k preallocated vs 54k / 56k / 66k not), an extending write pays its own
 /// inode update.
+///
+/// The zero-fill steps are written by the append that needs them. A thread of the log's
+/// own writing the zeros about one step ahead (64 KiB chunks, an append that outran it
+/// waiting for the chunk in flight) was built and measured, and not kept: with the
+/// contended writers' cores already busy it was no faster (`memory-bench --w4-only 4`,
+/// eight alternating rounds, median 8 / 16 / 32 writers 69.9k / 88.0k / 100.0k vs 80.6k /
+/// 103.5k / 96.5k without it; six full runs: W2 and W3 within their noise). Preallocating
+/// 4 MiB when the log is created (outside any timed window) bounds what moving the zeros
+/// off the commit path could gain there: 83.8k / 105.9k / 105.6k.
 pub trait AppendFile: Send + Sync + Debug {
     /// Appends `data` at the logical end (one positioned write, after a zero-fill extension
     /// when the preallocated space is used up); visible to other processes once it returns.
