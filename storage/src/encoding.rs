@@ -1850,7 +1850,6 @@ pub fn decode_rows(raw: &Buffer, c: ChunkInfo<'_>, rows: &[usize]) -> Result<Arr
         | (Encoding::Plain, Physical::Vector { .. } | Physical::Bool) => {
             return span(raw);
         }
-        (Encoding::DeltaPacked { bits, .. }, _) if *bits > 0 => return span(raw),
         _ => {}
     }
     let (mut secs, nulls) = sections(raw, &c)?;
@@ -1915,13 +1914,29 @@ pub fn decode_rows(raw: &Buffer, c: ChunkInfo<'_>, rows: &[usize]) -> Result<Arr
             });
             build(vec![values])
         }
-        (Encoding::DeltaPacked { first, base, .. }, Physical::Int { width, .. }) => {
-            // Constant step (the other case took the window above).
+        (Encoding::DeltaPacked { first, base, bits }, Physical::Int { width, .. }) => {
             let p = next()?;
-            need(&p, bitpack::packed_len(n.saturating_sub(1), 0), "packed")?;
+            need(&p, bitpack::packed_len(n.saturating_sub(1), *bits), "packed")?;
+            let (first, base, bits) = (*first, *base, *bits);
             let values = unpack_ints(width, k, |out| {
+                if bits == 0 {
+                    // Constant step (dense ids): row r is first + r·step.
+                    for (o, &r) in out.iter_mut().zip(rows) {
+                        *o = first.wrapping_add(base.wrapping_mul(r as u64));
+                    }
+                    return;
+                }
+                // Row r is row r − 1 plus `base` plus delta r − 1: one pass over the deltas
+                // up to the last row wanted, keeping only the running value (decoding the
+                // covering window instead materialised every row before it: a point lookup
+                // near the end of a 64K-row group decoded 64K values).
+                let (mut cur, mut at) = (first, 0usize);
                 for (o, &r) in out.iter_mut().zip(rows) {
-                    *o = first.wrapping_add(base.wrapping_mul(r as u64));
+                    bitpack::unpack_from(p.as_slice(), bits, at, r - at, |_, d| {
+                        cur = cur.wrapping_add(base).wrapping_add(d);
+                    });
+                    at = r;
+                    *o = cur;
                 }
             });
             build(vec![values])
