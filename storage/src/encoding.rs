@@ -1825,8 +1825,9 @@ fn byte_array(
 /// Like [`decode_window`] for the rows `rows` (ascending, each below the chunk's row count)
 /// in values mode: the values of just those rows, gathered straight from the encoded
 /// sections — one pass over the block's metadata for all of them instead of one per row,
-/// and no other row decoded (a prefix for delta-packed chunks with varying steps). This is
-/// how a lookup of many ids reads a row group it has few rows in.
+/// and no other row decoded (delta-packed chunks with varying steps sum the deltas up to
+/// the last row wanted, keeping only the running value). This is how a lookup of many ids
+/// reads a row group it has few rows in.
 pub fn decode_rows(raw: &Buffer, c: ChunkInfo<'_>, rows: &[usize]) -> Result<ArrayRef> {
     let n = c.rows;
     let corrupt = |reason: String| Error::corrupt(c.file, c.offset, reason);
