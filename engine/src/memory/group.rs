@@ -21,6 +21,7 @@
 //! and a waiter that is still yielding needs no wake-up at all.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread::{Thread, ThreadId};
 use std::time::{Duration, Instant};
 
@@ -41,6 +42,24 @@ use parking_lot::Mutex;
 /// 8 to 512 threads × 20 writes, release build, not kept) gave 111k–133k writes/s
 /// yielding against 76k–91k sleeping at every thread count.
 const YIELD_FOR: Duration = Duration::from_micros(200);
+
+/// How many times a new leader yields before it takes the queue while fewer than half as
+/// many writes as the last group took are queued.
+///
+/// With waiters yielding ([`YIELD_FOR`]), a finished group's writers come back within a
+/// few microseconds each (they check and hash their next item first), and a leader that
+/// took the queue at once often found only itself or one more: runs fell into groups of
+/// about two writes, where a commit's fixed cost (~10 µs against ~4.5 µs per write)
+/// dominates — the slow W4 runs were exactly those (`--w4-only 12`, 16 writers: 52k–64k
+/// ops/s at 1.8–2.9 writes per commit, 72k–105k at 3.2–5.5). Yielding a turn or two lets
+/// them queue (8–11 writes per commit). Measured (`memory-bench --w4-only 4`, twelve
+/// alternating rounds, median ops/s 8 / 16 / 32 writers): taking at once 57.2k / 74.3k /
+/// 82.6k; up to 2 turns while under half the last group 70.3k / 88.3k / 94.7k; up to 2
+/// turns while under the whole last group 69.1k / 89.2k / 88.4k; up to 4 turns under half
+/// 68.3k / 89.0k / 92.8k. A caller writing alone (a last group of one) never waits. Before
+/// waiters yielded, the same wait gained nothing: the wake-ups were the larger cost then
+/// (see [`Lead::finish`]).
+const LINGER_TURNS: usize = 2;
 
 /// What a queued write learns.
 pub(super) enum Outcome<R> {
@@ -121,12 +140,15 @@ struct Queue<I, R> {
 /// The queue of one store's writes (see the module docs).
 pub(super) struct WriteGroup<I, R> {
     queue: Mutex<Queue<I, R>>,
+    /// How many writes the last group took (see [`LINGER_TURNS`]).
+    last_group: AtomicUsize,
 }
 
 impl<I, R> Default for WriteGroup<I, R> {
     fn default() -> Self {
         WriteGroup {
             queue: Mutex::new(Queue { leading: false, leader: None, tickets: Vec::new() }),
+            last_group: AtomicUsize::new(0),
         }
     }
 }
@@ -164,12 +186,22 @@ pub(super) struct Lead<'a, I, R> {
 
 impl<'a, I, R> Lead<'a, I, R> {
     /// Takes every queued write (the caller's own among them: it joined and was told to
-    /// lead). `abandoned` is the outcome of each if the lead unwinds before finishing.
+    /// lead) — after yielding up to [`LINGER_TURNS`] times while fewer than half as many
+    /// writes as the last group took are queued. `abandoned` is the outcome of each if the
+    /// lead unwinds before finishing.
     pub(super) fn take(group: &'a WriteGroup<I, R>, abandoned: fn() -> R) -> Self {
+        let want = group.last_group.load(Ordering::Relaxed) / 2;
+        for _ in 0..LINGER_TURNS {
+            if group.queue.lock().tickets.len() >= want {
+                break;
+            }
+            std::thread::yield_now();
+        }
         let mut q = group.queue.lock();
         q.leader = Some(std::thread::current().id());
         let tickets = std::mem::take(&mut q.tickets);
         drop(q);
+        group.last_group.store(tickets.len(), Ordering::Relaxed);
         Lead { group, tickets, abandoned, finished: false }
     }
 
@@ -212,9 +244,10 @@ impl<'a, I, R> Lead<'a, I, R> {
     /// measurably (eight rounds, median 8 / 16 / 32 writers 64k / 78k / 83k vs 69k / 77k /
     /// 78k). What did pay was not waking most of the writers at all: they yield before they
     /// sleep ([`YIELD_FOR`]), and this thread's delivery to one still yielding is a store.
-    /// A leader yielding once before it takes the queue gained nothing on top of that
-    /// (eight rounds, 16 writers 81k vs 76k, 8 and 32 writers equal), three times lost a
-    /// quarter.
+    /// On top of that, a new leader yielding unconditionally before it takes the queue did
+    /// not pay (once: eight rounds, 16 writers 81k vs 76k, 8 and 32 writers equal; three
+    /// times: a quarter slower); yielding only while the queue is short does
+    /// ([`LINGER_TURNS`]).
     pub(super) fn finish(mut self, own: &Arc<Ticket<I, R>>, mut results: Vec<R>) -> R {
         if results.len() != self.tickets.len() {
             // Never hand a write another's result: all get `abandoned`.
@@ -323,6 +356,7 @@ mod tests {
         let lead = Lead::take(&group, || Err("abandoned".into()));
         assert!(group.led_by_this_thread(), "a nested write would know");
         assert_eq!(lead.inputs(), vec![1, 2, 3], "one group, in queue order");
+        assert_eq!(group.last_group.load(Ordering::Relaxed), 3, "the next leader's yardstick");
         let d = Arc::new(Ticket::new(4));
         assert!(!group.join(&d), "a write queued during the lead waits for the next group");
         assert_eq!(lead.finish(&a, vec![Ok(10), Ok(20), Err("bad".into())]), Ok(10));
@@ -331,6 +365,8 @@ mod tests {
         assert!(matches!(d.wait(), Outcome::Lead), "the next queued write leads");
         let e = Arc::new(Ticket::new(5));
         assert!(!group.join(&e));
+        // Two queued, at least half the last group: taken without lingering (and a leader
+        // never lingers for more than `LINGER_TURNS` turns in any case).
         let lead = Lead::take(&group, || Err("abandoned".into()));
         assert_eq!(lead.inputs(), vec![4, 5]);
         // Results that do not match the writes one to one are nobody's.
