@@ -80,6 +80,9 @@ struct TicketState<I, R> {
 pub(super) struct Ticket<I, R> {
     state: Mutex<TicketState<I, R>>,
     thread: Thread,
+    /// Set when its thread has stopped yielding and goes to sleep (tests wait for it).
+    #[cfg(test)]
+    slept: std::sync::atomic::AtomicBool,
 }
 
 impl<I, R> Ticket<I, R> {
@@ -88,6 +91,8 @@ impl<I, R> Ticket<I, R> {
         Ticket {
             state: Mutex::new(TicketState { input: Some(input), outcome: Outcome::Waiting }),
             thread: std::thread::current(),
+            #[cfg(test)]
+            slept: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -117,7 +122,11 @@ impl<I, R> Ticket<I, R> {
                         yielding = start.elapsed() < YIELD_FOR;
                     }
                 }
-                Outcome::Waiting => std::thread::park(),
+                Outcome::Waiting => {
+                    #[cfg(test)]
+                    self.slept.store(true, Ordering::Relaxed);
+                    std::thread::park();
+                }
                 other => return other,
             }
         }
@@ -394,8 +403,12 @@ mod tests {
         }
         let lead = Lead::take(&group, || Err("abandoned".into()));
         assert_eq!(lead.inputs(), vec![1, 2]);
-        // A lead far longer than the waiter yields: it is asleep when its outcome is set.
-        std::thread::sleep(YIELD_FOR * 50);
+        // The outcome is set only once the waiter has stopped yielding and gone to sleep.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !lead.tickets[1].slept.load(Ordering::Relaxed) {
+            assert!(Instant::now() < deadline, "the waiter never went to sleep");
+            std::thread::yield_now();
+        }
         assert_eq!(lead.finish(&own, vec![Ok(10), Ok(20)]), Ok(10));
         let woken = rx.recv_timeout(Duration::from_secs(20));
         assert_eq!(woken, Ok(true), "the sleeping waiter was woken with its own outcome");
