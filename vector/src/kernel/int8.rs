@@ -198,13 +198,17 @@ pub fn sums(
             }
         }
     }
-    // The rows' Σ xⱼ², in pick order.
-    let xx: Vec<f32> = match picks {
-        Picks::All(_) => own[..n].to_vec(),
-        Picks::Some(p) => p.iter().map(|&r| own[r as usize]).collect(),
+    // The rows' Σ xⱼ², in pick order (a contiguous block's are read in place).
+    let gathered: Vec<f32>;
+    let xx: &[f32] = match picks {
+        Picks::All(_) => &own[..n],
+        Picks::Some(p) => {
+            gathered = p.iter().map(|&r| own[r as usize]).collect();
+            &gathered
+        }
     };
     if let Some(m) = norms {
-        m[..n].copy_from_slice(&xx);
+        m[..n].copy_from_slice(xx);
     }
     // Per query: Σ xⱼ·qⱼ = a·(raw − 128·Σ q̂ⱼ) + b, in `f32` (one loop per query, so that
     // the compiler can run it several rows at a time).
@@ -229,9 +233,9 @@ pub fn sums(
             (None, true) => {
                 // `raw − excess` = Σ cⱼ·q̂ⱼ fits in 32 bits, as `raw` and `excess` do.
                 let excess = excess as i32;
-                one.fill(&dots, |raw| (raw - excess) as f32, &xx, out);
+                one.fill(&dots, |raw| (raw - excess) as f32, xx, out);
             }
-            (None, false) => one.fill(&wide, |raw| (raw - excess) as f32, &xx, out),
+            (None, false) => one.fill(&wide, |raw| (raw - excess) as f32, xx, out),
             (Some((ss, oo)), _) => {
                 let (t, qs) = (queries.scale[q] as f32, queries.sums[q] as f32);
                 for i in 0..n {
@@ -265,10 +269,23 @@ struct Query {
 
 impl Query {
     /// `out[i * nq + q]` for every row `i` (Σ xᵢ² in `xx[i]`) from `raws[i * nq + q]`, whose
-    /// Σ cⱼ·q̂ⱼ `dot` gives. One plain loop, so the compiler can take rows several at a time.
+    /// Σ cⱼ·q̂ⱼ `dot` gives. One plain loop, so the compiler can take rows several at a time
+    /// (a single query's is contiguous, and written as such: strided stores kept it to one
+    /// row at a time).
     #[inline(always)]
     fn fill<T: Copy>(&self, raws: &[T], dot: impl Fn(T) -> f32, xx: &[f32], out: &mut [f32]) {
         let Query { sum, q, nq, a, b, qq } = *self;
+        if nq == 1 {
+            let n = xx.len();
+            for ((o, &raw), &x) in out[..n].iter_mut().zip(&raws[..n]).zip(xx) {
+                let xq = a * dot(raw) + b;
+                *o = match sum {
+                    Sum::Products => xq,
+                    Sum::DiffSquares => (x - 2.0 * xq + qq).max(0.0),
+                };
+            }
+            return;
+        }
         for (i, &x) in xx.iter().enumerate() {
             let xq = a * dot(raws[i * nq + q]) + b;
             out[i * nq + q] = match sum {
