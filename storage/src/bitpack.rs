@@ -115,6 +115,47 @@ pub fn unpack_from(packed: &[u8], bits: u8, start: usize, n: usize, mut f: impl 
     }
 }
 
+/// The wrapping sum of values `start..start + n` (what a delta-packed column's point lookup
+/// needs: the sum of the deltas before a row). Same contract as [`unpack_from`]. Four
+/// running sums and no call per value: a lookup near the end of a 64K-row group adds 64K
+/// deltas, and one chain of `cur += base + d` through a closure took a few percent of an
+/// int8 recall at 100k rows (the fetch of its hits' timestamps).
+pub fn sum_from(packed: &[u8], bits: u8, start: usize, n: usize) -> u64 {
+    let b = bits as usize;
+    if b == 0 || n == 0 {
+        return 0;
+    }
+    if b > 56 {
+        let mut sum = 0u64;
+        unpack_from(packed, bits, start, n, |_, v| sum = sum.wrapping_add(v));
+        return sum;
+    }
+    let mask = (1u64 << b) - 1;
+    // The 8 bytes from the byte holding the last value's first bit must be there (as in
+    // `unpack_from`: the extra zero word at the end of the stream).
+    let last = ((start + n - 1) * b) / 8;
+    let packed = &packed[..last + 8];
+    let at = |bit: usize| {
+        let i = bit / 8;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(&packed[i..i + 8]);
+        (u64::from_le_bytes(a) >> (bit % 8)) & mask
+    };
+    let mut sums = [0u64; 4];
+    let mut bit = start * b;
+    for _ in 0..n / 4 {
+        for s in &mut sums {
+            *s = s.wrapping_add(at(bit));
+            bit += b;
+        }
+    }
+    for _ in 0..n % 4 {
+        sums[0] = sums[0].wrapping_add(at(bit));
+        bit += b;
+    }
+    sums.iter().fold(0u64, |a, s| a.wrapping_add(*s))
+}
+
 /// Bitmap (64 rows per little-endian word, Arrow's bit order) of the values
 /// `start..start + n` of a packed stream that lie in `lo..=lo + span`. One unsigned compare
 /// per value (`v - lo <= span`, so `lo + span` must not pass `u64::MAX`), bits gathered in
@@ -218,6 +259,12 @@ mod tests {
                 unpack_from(packed, bits, start, vals.len() - start, |i, v| w.push((i, v)));
                 let want: Vec<(usize, u64)> = vals[start..].iter().copied().enumerate().collect();
                 prop_assert_eq!(&w, &want);
+                // Sums of windows: every length from `start`, wrapping.
+                for n in [0, 1, 3, 4, 5, 9, vals.len() - start] {
+                    let n = n.min(vals.len() - start);
+                    let want = vals[start..start + n].iter().fold(0u64, |a, v| a.wrapping_add(*v));
+                    prop_assert_eq!(sum_from(packed, bits, start, n), want);
+                }
             }
         }
     }

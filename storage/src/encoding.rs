@@ -1927,15 +1927,15 @@ pub fn decode_rows(raw: &Buffer, c: ChunkInfo<'_>, rows: &[usize]) -> Result<Arr
                     }
                     return;
                 }
-                // Row r is row r − 1 plus `base` plus delta r − 1: one pass over the deltas
-                // up to the last row wanted, keeping only the running value (decoding the
-                // covering window instead materialised every row before it: a point lookup
-                // near the end of a 64K-row group decoded 64K values).
+                // Row r is row r − 1 plus `base` plus delta r − 1, so row r is
+                // first + r·base + (the sum of deltas 0..r): one pass over the deltas up to
+                // the last row wanted, summing them (decoding the covering window instead
+                // materialised every row before it: a point lookup near the end of a
+                // 64K-row group decoded 64K values).
                 let (mut cur, mut at) = (first, 0usize);
                 for (o, &r) in out.iter_mut().zip(rows) {
-                    bitpack::unpack_from(p.as_slice(), bits, at, r - at, |_, d| {
-                        cur = cur.wrapping_add(base).wrapping_add(d);
-                    });
+                    let deltas = bitpack::sum_from(p.as_slice(), bits, at, r - at);
+                    cur = cur.wrapping_add(base.wrapping_mul((r - at) as u64)).wrapping_add(deltas);
                     at = r;
                     *o = cur;
                 }
