@@ -1810,19 +1810,28 @@ impl SmallColumns {
         }
     }
 
+    /// Refuses a batch whose namespaces, texts or metadata (`bytes`, in that order) add up
+    /// to more than Arrow's 32-bit offsets address (2 GiB): refused, not wrapped.
+    fn fit_offsets(n: usize, bytes: [usize; 3]) -> Res<()> {
+        match (0..3).find(|k| bytes[*k] > i32::MAX as usize) {
+            None => Ok(()),
+            Some(k) => {
+                let what = ["namespaces", "texts", "metadata"][k];
+                Err(arrow_err(arrow_schema::ArrowError::InvalidArgumentError(format!(
+                    "{n} items whose {what} add up to more than 2 GiB: write them in smaller \
+                     batches"
+                ))))
+            }
+        }
+    }
+
     fn new(ps: &[(&str, &Prepared)]) -> Res<SmallColumns> {
         use arrow_buffer::{BooleanBuffer, Buffer, MutableBuffer, OffsetBuffer};
         let n = ps.len();
         let bytes = |k: usize| -> usize {
             ps.iter().filter_map(|p| Self::string(p, k)).map(str::len).sum()
         };
-        if let Some(k) = (0..3).find(|k| bytes(*k) > i32::MAX as usize) {
-            // (Arrow's 32-bit offsets; a batch that large is refused, not wrapped.)
-            let what = ["namespaces", "texts", "metadata"][k];
-            return Err(arrow_err(arrow_schema::ArrowError::InvalidArgumentError(format!(
-                "{n} items whose {what} add up to more than 2 GiB: write them in smaller batches"
-            ))));
-        }
+        Self::fit_offsets(n, [bytes(0), bytes(1), bytes(2)])?;
         let pad = |len: usize| len.next_multiple_of(8);
         let (offsets, words, bits) = (pad(4 * (n + 1)), 8 * n, pad(n.div_ceil(8)));
         let total = 3 * offsets + 3 * words + 2 * bits + bytes(0) + bytes(1) + bytes(2);
@@ -2205,6 +2214,21 @@ mod tests {
             let expires = Int64Array::from_iter(items.iter().map(|i| i.5));
             prop_assert_eq!(&c.expires, &expires);
             prop_assert_eq!(c.expires.null_count(), expires.null_count());
+        }
+    }
+
+    /// Up to 2 GiB − 1 bytes of a string column fit Arrow's 32-bit offsets; one byte more
+    /// in any of the three is refused with which one it was (the sizes alone: building
+    /// 2 GiB of text in a unit test is not worth its memory).
+    #[test]
+    fn string_columns_past_32_bit_offsets_are_refused() {
+        let most = i32::MAX as usize;
+        assert!(SmallColumns::fit_offsets(3, [most, most, most]).is_ok());
+        for (k, what) in ["namespaces", "texts", "metadata"].into_iter().enumerate() {
+            let mut bytes = [0, 10, 20];
+            bytes[k] = most + 1;
+            let e = SmallColumns::fit_offsets(3, bytes).expect_err("refused").to_string();
+            assert!(e.contains(&format!("3 items whose {what} add up to more than 2 GiB")), "{e}");
         }
     }
 }
