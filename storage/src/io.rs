@@ -17,7 +17,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use arrow_buffer::{Buffer, MutableBuffer};
 use parking_lot::Mutex;
@@ -148,10 +148,13 @@ pub trait SyncFile: Send + Sync + Debug {
 struct OsSync {
     file: File,
     path: PathBuf,
+    /// The log's [`OsAppend::synced`].
+    synced: Arc<AtomicBool>,
 }
 
 impl SyncFile for OsSync {
     fn sync(&self) -> Result<()> {
+        self.synced.store(true, Ordering::Relaxed);
         self.file.sync_data().map_err(|e| Error::io("fsync", &self.path, e))
     }
 }
@@ -171,11 +174,22 @@ struct OsAppend {
     /// [`OsAppend::append`]). `None` elsewhere, or if mapping failed: appends are
     /// positioned writes.
     map: Option<(u64, memmap2::MmapMut)>,
+    /// Set once the log has been synced (through this handle or a syncer): from then on
+    /// appends are positioned writes and the mapping is given up. A copy into a page that
+    /// an `fdatasync` wrote back costs a write fault through the file system's
+    /// `page_mkwrite`, and power-safe commits paid for it: `write-path --ops 2000
+    /// --threads 16 --per-thread 200`, six alternating runs, a synced single-row insert
+    /// 7,596 → 5,452 commits/s (p50 125 → 179 µs), UPDATE and DELETE alike, 16 synced
+    /// writers 14.7k → 12.9k — while every process-safe row gained (insert 170k → 240k).
+    /// A log lives until the next flush, so a database that syncs now and then goes back
+    /// to copies with its next log.
+    synced: Arc<AtomicBool>,
 }
 
 impl OsAppend {
     fn new(file: File, path: &Path) -> OsAppend {
-        OsAppend { file, path: path.to_path_buf(), len: 0, cap: 0, map: None }
+        let synced = Arc::new(AtomicBool::new(false));
+        OsAppend { file, path: path.to_path_buf(), len: 0, cap: 0, map: None, synced }
     }
 
     /// After the file grew from `old_cap` to `cap`: maps a window of the file from `len`
@@ -183,6 +197,10 @@ impl OsAppend {
     /// bytes.
     #[cfg(unix)]
     fn grown(&mut self, old_cap: u64) {
+        if self.synced.load(Ordering::Relaxed) {
+            self.map = None;
+            return;
+        }
         let fits = self.map.as_ref().is_some_and(|(base, m)| self.cap <= base + m.len() as u64);
         if !fits {
             self.map = None;
@@ -272,7 +290,8 @@ impl AppendFile for OsAppend {
             #[cfg(unix)]
             self.grown(old_cap);
         }
-        let mapped = self.map.as_mut().and_then(|(base, m)| {
+        let copy = !self.synced.load(Ordering::Relaxed);
+        let mapped = self.map.as_mut().filter(|_| copy).and_then(|(base, m)| {
             let from = usize::try_from(self.len - *base).ok()?;
             m.get_mut(from..from + data.len())
         });
@@ -287,6 +306,7 @@ impl AppendFile for OsAppend {
         Ok(())
     }
     fn sync(&mut self) -> Result<()> {
+        self.synced.store(true, Ordering::Relaxed);
         self.file.sync_data().map_err(|e| Error::io("fsync", &self.path, e))
     }
     fn len(&self) -> u64 {
@@ -294,7 +314,7 @@ impl AppendFile for OsAppend {
     }
     fn syncer(&self) -> Result<Arc<dyn SyncFile>> {
         let file = self.file.try_clone().map_err(|e| Error::io("dup", &self.path, e))?;
-        Ok(Arc::new(OsSync { file, path: self.path.clone() }))
+        Ok(Arc::new(OsSync { file, path: self.path.clone(), synced: self.synced.clone() }))
     }
 }
 
@@ -1006,6 +1026,17 @@ mod tests {
         assert!(bytes[len as usize..end].iter().all(|&b| b == 6));
         assert_eq!(bytes[end], b'y');
         assert!(bytes[end + 1..].iter().all(|&b| b == 0));
+        // Once synced (here through a syncer), positioned writes: the mapping is given up
+        // at the next growth, and the bytes land all the same.
+        a.syncer().unwrap().sync().unwrap();
+        let len = a.len();
+        a.append(b"w").unwrap();
+        let cap = a.cap;
+        a.append(&vec![8u8; cap as usize]).unwrap();
+        assert!(a.map.is_none());
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(bytes[len as usize], b'w');
+        assert!(bytes[len as usize + 1..len as usize + 1 + cap as usize].iter().all(|&b| b == 8));
     }
 
     #[test]
