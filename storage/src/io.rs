@@ -959,7 +959,7 @@ mod tests {
         assert_eq!(a.len(), 0);
         a.append(b"x").unwrap();
         assert_eq!(fs.read(&w).unwrap()[..2], *b"x\0");
-        // Many records across several growth steps (each its own mapping on unix), every
+        // Many records across several growth steps (one mapping window on unix), every
         // one readable at once, without a sync, from another handle of the file.
         let record =
             |i: usize| -> Vec<u8> { (0..1699 + i % 7).map(|j| (i * 31 + j) as u8).collect() };
