@@ -1920,18 +1920,12 @@ pub fn decode_rows(raw: &Buffer, c: ChunkInfo<'_>, rows: &[usize]) -> Result<Arr
             need(&p, bitpack::packed_len(n.saturating_sub(1), *bits), "packed")?;
             let (first, base, bits) = (*first, *base, *bits);
             let values = unpack_ints(width, k, |out| {
-                if bits == 0 {
-                    // Constant step (dense ids): row r is first + r·step.
-                    for (o, &r) in out.iter_mut().zip(rows) {
-                        *o = first.wrapping_add(base.wrapping_mul(r as u64));
-                    }
-                    return;
-                }
                 // Row r is row r − 1 plus `base` plus delta r − 1, so row r is
                 // first + r·base + (the sum of deltas 0..r): one pass over the deltas up to
                 // the last row wanted, summing them (decoding the covering window instead
                 // materialised every row before it: a point lookup near the end of a
-                // 64K-row group decoded 64K values).
+                // 64K-row group decoded 64K values). A constant step (dense ids: 0-bit
+                // deltas) sums nothing.
                 let (mut cur, mut at) = (first, 0usize);
                 for (o, &r) in out.iter_mut().zip(rows) {
                     let deltas = bitpack::sum_from(p.as_slice(), bits, at, r - at);
