@@ -216,8 +216,8 @@ pub struct FtsIndex {
     names: parking_lot::RwLock<Vec<String>>,
     tokenizer: Tokenizer,
     reader: IndexReader,
-    /// The upkeep writer (`None` when opened read-only).
-    writer: Mutex<Option<IndexWriter>>,
+    /// The upkeep writer: opened at its first use (see [`Writer`]).
+    writer: Mutex<Writer>,
     path: Option<PathBuf>,
     /// The directory, for files on disk (commits may defer their syncs).
     dir: Option<lazy::LazyDir>,
@@ -231,6 +231,33 @@ impl std::fmt::Debug for FtsIndex {
             .field("path", &self.path)
             .finish()
     }
+}
+
+/// The writer of an index, opened when first needed.
+///
+/// A tantivy writer is not free to hold: opening one starts its indexing threads (each
+/// allocating and zeroing its term hash table and arenas, several MiB — the 64 MiB budget
+/// of an upkeep writer gets a 2^19-entry table), a segment updater and a merge pool. A
+/// database opens every table's index with it, yet most opens write no text before the
+/// first search or flush, and some never do; and the threads' start-up ran on the other
+/// core while the first writes after an open were being timed (`memory-bench --w4-only 3`:
+/// a third of the process's samples on the indexing thread, page faults of its table).
+/// So the writer is opened by the first call that needs it ([`FtsIndex::add_many`],
+/// [`FtsIndex::delete_many`], a commit); a rollback or drop of a writer never opened has
+/// nothing to undo.
+enum Writer {
+    /// Opened read-only: no writer, ever.
+    ReadOnly,
+    /// Writable, the writer not opened yet: `threads` indexing threads, `budget` bytes.
+    Unopened { threads: usize, budget: usize },
+    /// The open writer (boxed: it is large, the other states are a few words).
+    Open(Box<IndexWriter>),
+}
+
+/// Bytes of indexing memory for a writer of `threads` threads opened by
+/// [`FtsIndex::set_writer_threads`].
+fn writer_budget(threads: usize) -> usize {
+    if threads <= 1 { UPKEEP_BUDGET } else { THREAD_BUDGET * threads }
 }
 
 /// The tantivy name of the `i`-th indexed column.
@@ -290,12 +317,8 @@ impl FtsIndex {
             .try_into()
             .map_err(tv("open a reader"))?;
         let writer = match writer_threads {
-            Some(n) => Some(
-                index
-                    .writer_with_num_threads(n.max(1), THREAD_BUDGET * n.max(1))
-                    .map_err(tv("open the writer"))?,
-            ),
-            None => None,
+            Some(n) => Writer::Unopened { threads: n.max(1), budget: THREAD_BUDGET * n.max(1) },
+            None => Writer::ReadOnly,
         };
         Ok(FtsIndex {
             index,
@@ -375,20 +398,27 @@ impl FtsIndex {
         )
     }
 
-    /// Replaces the writer by one with `threads` indexing threads (pending changes are
-    /// dropped: commit first).
+    /// Replaces the writer by one with `threads` indexing threads, opened at its first use
+    /// (pending changes are dropped: commit first). Refused on a read-only index.
     pub fn set_writer_threads(&self, threads: usize) -> Result<()> {
         let mut w = self.writer.lock();
-        if let Some(old) = w.take() {
+        let old = match std::mem::replace(&mut *w, Writer::ReadOnly) {
+            Writer::ReadOnly => return Err(read_only()),
+            Writer::Unopened { .. } => None,
+            Writer::Open(old) => Some(old),
+        };
+        *w = Writer::Unopened { threads: threads.max(1), budget: writer_budget(threads) };
+        // (Still under the lock: a new writer cannot open while the old one holds the
+        // directory's writer lock.)
+        if let Some(old) = old {
             old.wait_merging_threads().map_err(tv("finish merges"))?;
         }
-        let budget = if threads <= 1 { UPKEEP_BUDGET } else { THREAD_BUDGET * threads };
-        *w = Some(
-            self.index
-                .writer_with_num_threads(threads.max(1), budget)
-                .map_err(tv("open the writer"))?,
-        );
         Ok(())
+    }
+
+    /// Whether the writer has been opened (see [`Writer`]).
+    pub fn writer_is_open(&self) -> bool {
+        matches!(*self.writer.lock(), Writer::Open(_))
     }
 
     /// The indexed columns, in order.
@@ -408,10 +438,20 @@ impl FtsIndex {
         }
     }
 
+    /// Runs `f` on the writer, opening it first if this is its first use.
     fn with_writer<T>(&self, f: impl FnOnce(&mut IndexWriter) -> Result<T>) -> Result<T> {
         let mut w = self.writer.lock();
-        let w = w.as_mut().ok_or_else(|| Error::Invalid("the index is open read-only".into()))?;
-        f(w)
+        if let Writer::Unopened { threads, budget } = *w {
+            let writer = self
+                .index
+                .writer_with_num_threads(threads, budget)
+                .map_err(tv("open the writer"))?;
+            *w = Writer::Open(Box::new(writer));
+        }
+        match &mut *w {
+            Writer::Open(writer) => f(writer),
+            _ => Err(read_only()),
+        }
     }
 
     /// Adds one row: its `_id` and the text of each indexed column, in column order
@@ -495,7 +535,12 @@ impl FtsIndex {
 
     /// Drops every change since the last commit.
     pub fn rollback(&self) -> Result<()> {
-        self.with_writer(|w| w.rollback().map(|_| ()).map_err(tv("roll back")))
+        match &mut *self.writer.lock() {
+            Writer::ReadOnly => Err(read_only()),
+            // Nothing was written without a writer.
+            Writer::Unopened { .. } => Ok(()),
+            Writer::Open(w) => w.rollback().map(|_| ()).map_err(tv("roll back")),
+        }
     }
 
     /// Sees the latest commit (of this handle or, for read-only handles, of the writer).
@@ -717,10 +762,15 @@ impl Drop for FtsIndex {
         // Let background merges finish, so that the directory is quiet once the handle is
         // gone (a rebuild or a drop may delete it next). Errors cannot be reported here;
         // uncommitted changes are discarded, as after a crash.
-        if let Some(w) = self.writer.get_mut().take() {
+        if let Writer::Open(w) = std::mem::replace(self.writer.get_mut(), Writer::ReadOnly) {
             let _ = w.wait_merging_threads();
         }
     }
+}
+
+/// The error of a write to an index opened read-only.
+fn read_only() -> Error {
+    Error::Invalid("the index is open read-only".into())
 }
 
 fn hit_order(a: &Hit, b: &Hit) -> std::cmp::Ordering {

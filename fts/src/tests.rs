@@ -154,6 +154,45 @@ fn deletes_updates_commits_and_reopen() {
 }
 
 #[test]
+fn the_writer_opens_at_its_first_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("fts");
+    let columns = cols(&["t"]);
+    let ix =
+        FtsIndex::create(&Location::Dir(path.clone()), &columns, Tokenizer::Default, 1).unwrap();
+    // Searching, rolling back and reading the payload need no writer.
+    assert!(ix.search("x", None).unwrap().is_empty());
+    ix.rollback().unwrap();
+    assert_eq!(ix.payload().unwrap(), None);
+    assert!(!ix.writer_is_open());
+    ix.add(1, &[Some("first words")]).unwrap();
+    assert!(ix.writer_is_open());
+    ix.rollback().unwrap();
+    ix.add(2, &[Some("second words")]).unwrap();
+    ix.commit(Payload { lsn: 1, next_row_id: 3 }).unwrap();
+    assert_eq!(found(&ix, "words"), BTreeSet::from([2]), "the rolled-back add is gone");
+    // Back to an unopened writer: the next write opens it again, the old one's lock freed.
+    ix.set_writer_threads(1).unwrap();
+    assert!(!ix.writer_is_open());
+    ix.delete(2).unwrap();
+    ix.commit(Payload { lsn: 2, next_row_id: 3 }).unwrap();
+    assert!(found(&ix, "words").is_empty());
+    drop(ix);
+    // Reopened writable: unopened until a write, and a commit alone opens it.
+    let ix = FtsIndex::open(&path, &columns, Tokenizer::Default, true).unwrap();
+    assert!(!ix.writer_is_open());
+    ix.commit(Payload { lsn: 3, next_row_id: 3 }).unwrap();
+    assert!(ix.writer_is_open());
+    assert_eq!(ix.payload().unwrap(), Some(Payload { lsn: 3, next_row_id: 3 }));
+    // Read-only: every write is refused, the writer never opens.
+    let ro = FtsIndex::open(&path, &columns, Tokenizer::Default, false).unwrap();
+    assert!(matches!(ro.rollback(), Err(Error::Invalid(_))));
+    assert!(matches!(ro.set_writer_threads(2), Err(Error::Invalid(_))));
+    assert!(matches!(ro.commit(Payload::default()), Err(Error::Invalid(_))));
+    assert!(!ro.writer_is_open());
+}
+
+#[test]
 fn payload_round_trip() {
     let p = Payload { lsn: u64::MAX, next_row_id: 42 };
     assert_eq!(Payload::decode(&p.encode()), Some(p));
