@@ -463,7 +463,7 @@ impl BulkBuild {
     }
 
     /// Writes the last segment, commits every segment with `payload` (synced) and returns
-    /// the open index, with its one-thread upkeep writer.
+    /// the open index, with its one-thread upkeep writer (opened at its first use).
     pub fn finish(mut self, payload: Payload) -> Result<FtsIndex> {
         self.flush()?;
         let meta = IndexMeta {

@@ -217,7 +217,7 @@ pub struct FtsIndex {
     names: parking_lot::RwLock<Vec<String>>,
     tokenizer: Tokenizer,
     reader: IndexReader,
-    /// The upkeep writer: opened at its first use (see [`Writer`]).
+    /// The upkeep writer, opened at its first use.
     writer: Mutex<Writer>,
     path: Option<PathBuf>,
     /// The directory, for files on disk (commits may defer their syncs).
@@ -379,7 +379,8 @@ impl FtsIndex {
         })
     }
 
-    /// Opens an existing index; `writable` opens its upkeep writer (one thread).
+    /// Opens an existing index; `writable` allows writes (one upkeep thread, its writer
+    /// opened at the first write or commit).
     pub fn open(
         dir: &Path,
         columns: &[String],
@@ -416,7 +417,8 @@ impl FtsIndex {
         Ok(())
     }
 
-    /// Whether the writer has been opened (see [`Writer`]).
+    /// Whether the upkeep writer has been opened (by a write or commit since the index was
+    /// opened, or since [`FtsIndex::set_writer_threads`]).
     pub fn writer_is_open(&self) -> bool {
         matches!(*self.writer.lock(), Writer::Open(_))
     }
