@@ -27,10 +27,7 @@ use tantivy::schema::{
 use tantivy::tokenizer::{
     Language, LowerCaser, NgramTokenizer, RemoveLongFilter, SimpleTokenizer, Stemmer, TextAnalyzer,
 };
-use tantivy::{
-    DocId, Index, IndexReader, IndexWriter, ReloadPolicy, Score, SegmentReader, TantivyDocument,
-    Term,
-};
+use tantivy::{DocId, Index, IndexReader, IndexWriter, ReloadPolicy, Score, SegmentReader, Term};
 
 /// Name of the `_id` field in every index.
 pub const ID_FIELD: &str = "_id";
@@ -216,6 +213,8 @@ pub struct FtsIndex {
     /// The columns' names as queries spell them (`name:word`); renamable.
     names: parking_lot::RwLock<Vec<String>>,
     tokenizer: Tokenizer,
+    /// The tokenizer's analyzer (upkeep segments are cut with it).
+    analyzer: TextAnalyzer,
     reader: IndexReader,
     /// The upkeep writer, opened at its first use.
     writer: Mutex<Writer>,
@@ -251,7 +250,24 @@ enum Writer {
     /// Writable, the writer not opened yet: `threads` indexing threads, `budget` bytes.
     Unopened { threads: usize, budget: usize },
     /// The open writer (boxed: it is large, the other states are a few words).
-    Open(Box<IndexWriter>),
+    Open(Box<Upkeep>),
+}
+
+/// An open upkeep writer, and the `_id`s deleted through it that its delete queue may not
+/// have flushed yet.
+///
+/// Rows given to [`FtsIndex::add_many`] become a segment the writer adopts
+/// (`IndexWriter::add_segment`, see `bulk::UpkeepRows`). An adopted segment's documents
+/// carry no operation stamps, so every delete the writer's queue has not flushed into a
+/// block yet applies to them — including one issued *before* the rows were added, which
+/// through the document writer would not (tantivy flushes its queue when a commit
+/// advances the segments' delete cursors). A row whose `_id` is among those is therefore
+/// given to the document writer instead (an update: delete, then add again, before a
+/// commit), and the set is emptied by a commit that leaves the index with a segment (its
+/// deletes were flushed on the way) or by a rollback (a new writer, a new queue).
+struct Upkeep {
+    writer: IndexWriter,
+    deleted: std::collections::HashSet<u64>,
 }
 
 /// Bytes of indexing memory for a writer of `threads` threads opened by
@@ -303,7 +319,8 @@ impl FtsIndex {
         path: Option<PathBuf>,
         dir: Option<lazy::LazyDir>,
     ) -> Result<FtsIndex> {
-        index.tokenizers().register("basalt", tokenizer.analyzer()?);
+        let analyzer = tokenizer.analyzer()?;
+        index.tokenizers().register("basalt", analyzer.clone());
         let (schema, id_field, fields) = schema_for(columns)?;
         if index.schema() != schema {
             return Err(Error::Damaged {
@@ -326,6 +343,7 @@ impl FtsIndex {
             fields,
             names: parking_lot::RwLock::new(columns.to_vec()),
             tokenizer,
+            analyzer,
             reader,
             writer: Mutex::new(writer),
             path,
@@ -412,7 +430,7 @@ impl FtsIndex {
         // (Still under the lock: a new writer cannot open while the old one holds the
         // directory's writer lock.)
         if let Some(old) = old {
-            old.wait_merging_threads().map_err(tv("finish merges"))?;
+            old.writer.wait_merging_threads().map_err(tv("finish merges"))?;
         }
         Ok(())
     }
@@ -441,17 +459,17 @@ impl FtsIndex {
     }
 
     /// Runs `f` on the writer, opening it first if this is its first use.
-    fn with_writer<T>(&self, f: impl FnOnce(&mut IndexWriter) -> Result<T>) -> Result<T> {
+    fn with_writer<T>(&self, f: impl FnOnce(&mut Upkeep) -> Result<T>) -> Result<T> {
         let mut w = self.writer.lock();
         if let Writer::Unopened { threads, budget } = *w {
             let writer = self
                 .index
                 .writer_with_num_threads(threads, budget)
                 .map_err(tv("open the writer"))?;
-            *w = Writer::Open(Box::new(writer));
+            *w = Writer::Open(Box::new(Upkeep { writer, deleted: Default::default() }));
         }
         match &mut *w {
-            Writer::Open(writer) => f(writer),
+            Writer::Open(u) => f(u),
             _ => Err(read_only()),
         }
     }
@@ -468,18 +486,39 @@ impl FtsIndex {
         I: IntoIterator<Item = (u64, T)>,
         T: IntoIterator<Item = Option<&'a str>>,
     {
-        self.with_writer(|w| {
-            for (id, texts) in rows {
-                let mut doc = TantivyDocument::new();
-                doc.add_u64(self.id_field, id);
-                for (text, field) in texts.into_iter().zip(&self.fields) {
-                    if let Some(t) = text {
-                        doc.add_text(*field, t);
-                    }
+        let mut buffered = bulk::UpkeepRows::new(self.fields.len());
+        for (id, texts) in rows {
+            buffered.push(id, texts)?;
+        }
+        self.with_writer(|u| {
+            if buffered.ids().iter().any(|id| u.deleted.contains(id)) {
+                // A delete of one of these `_id`s may still be unflushed (see `Upkeep`).
+                for doc in buffered.documents(self.id_field, &self.fields) {
+                    u.writer.add_document(doc).map_err(tv("add a document"))?;
                 }
-                w.add_document(doc).map_err(tv("add a document"))?;
+                return Ok(());
             }
-            Ok(())
+            // One new segment, the files tantivy's document writer would write for these
+            // rows, adopted by the writer: the next commit publishes it, a rollback drops
+            // it. Its files are written without syncing (remembered by the directory): a
+            // synced commit syncs them first, an unsynced one leaves them as its own.
+            let write = || {
+                buffered.write_segment(
+                    &self.index,
+                    &self.analyzer,
+                    self.tokenizer,
+                    self.id_field,
+                    &self.fields,
+                )
+            };
+            let segment = match &self.dir {
+                Some(d) => d.lazily(write)?,
+                None => write()?,
+            };
+            match segment {
+                Some(meta) => u.writer.add_segment(meta).map_err(tv("add a segment")),
+                None => Ok(()),
+            }
         })
     }
 
@@ -490,9 +529,10 @@ impl FtsIndex {
 
     /// Removes many rows by `_id` at the next commit.
     pub fn delete_many(&self, ids: impl IntoIterator<Item = u64>) -> Result<()> {
-        self.with_writer(|w| {
+        self.with_writer(|u| {
             for id in ids {
-                w.delete_term(Term::from_field_u64(self.id_field, id));
+                u.writer.delete_term(Term::from_field_u64(self.id_field, id));
+                u.deleted.insert(id);
             }
             Ok(())
         })
@@ -526,10 +566,18 @@ impl FtsIndex {
     }
 
     fn commit_now(&self, payload: Payload) -> Result<()> {
-        self.with_writer(|w| {
-            let mut prepared = w.prepare_commit().map_err(tv("prepare a commit"))?;
+        self.with_writer(|u| {
+            let mut prepared = u.writer.prepare_commit().map_err(tv("prepare a commit"))?;
             prepared.set_payload(&payload.encode());
             prepared.commit().map_err(tv("commit"))?;
+            // Deletes are flushed by a commit that advances a segment's delete cursor: one
+            // that leaves a segment had one to advance (see `Upkeep`).
+            // (Unreadable metas keep the set: the slower path is never wrong.)
+            if !u.deleted.is_empty()
+                && self.index.load_metas().is_ok_and(|m| !m.segments.is_empty())
+            {
+                u.deleted.clear();
+            }
             Ok(())
         })?;
         self.reload()
@@ -541,7 +589,11 @@ impl FtsIndex {
             Writer::ReadOnly => Err(read_only()),
             // Nothing was written without a writer.
             Writer::Unopened { .. } => Ok(()),
-            Writer::Open(w) => w.rollback().map(|_| ()).map_err(tv("roll back")),
+            Writer::Open(u) => {
+                u.writer.rollback().map_err(tv("roll back"))?;
+                u.deleted.clear(); // a new writer, with a new delete queue
+                Ok(())
+            }
         }
     }
 
@@ -764,8 +816,8 @@ impl Drop for FtsIndex {
         // Let background merges finish, so that the directory is quiet once the handle is
         // gone (a rebuild or a drop may delete it next). Errors cannot be reported here;
         // uncommitted changes are discarded, as after a crash.
-        if let Writer::Open(w) = std::mem::replace(self.writer.get_mut(), Writer::ReadOnly) {
-            let _ = w.wait_merging_threads();
+        if let Writer::Open(u) = std::mem::replace(self.writer.get_mut(), Writer::ReadOnly) {
+            let _ = u.writer.wait_merging_threads();
         }
     }
 }

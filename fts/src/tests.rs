@@ -258,3 +258,65 @@ proptest! {
         prop_assert_eq!(&top[..], &all[..all.len().min(3)]);
     }
 }
+
+#[derive(Debug, Clone)]
+enum Op {
+    Add(u64, usize),
+    Delete(u64),
+    Commit,
+    Rollback,
+}
+
+fn op_strategy() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0..6u64, 0..3usize).prop_map(|(id, w)| Op::Add(id, w)),
+        3 => (0..6u64).prop_map(Op::Delete),
+        2 => Just(Op::Commit),
+        1 => Just(Op::Rollback),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    /// Adds, deletes, commits and rollbacks in any order against a model applying the
+    /// committed operations in order: a delete removes the documents added before it, never
+    /// one added after it (updates are a delete then an add of the same `_id`, before or
+    /// after a commit, on an empty index or not).
+    #[test]
+    fn operations_apply_in_order(ops in prop::collection::vec(op_strategy(), 1..40)) {
+        const W: [&str; 3] = ["alpha", "beta", "gamma"];
+        let dir = tempfile::tempdir().unwrap();
+        let ix = FtsIndex::create(&Location::Dir(dir.path().join("i")), &cols(&["t"]), Tokenizer::Default, 1)
+            .unwrap();
+        let (mut committed, mut pending): (Vec<(u64, usize)>, Vec<Op>) = (Vec::new(), Vec::new());
+        for op in ops.iter().cloned().chain([Op::Commit]) {
+            match op {
+                Op::Add(id, w) => ix.add(id, &[Some(W[w])]).unwrap(),
+                Op::Delete(id) => ix.delete(id).unwrap(),
+                Op::Commit => ix.commit_unsynced(Payload::default()).unwrap(),
+                Op::Rollback => ix.rollback().unwrap(),
+            }
+            match op {
+                Op::Commit => {
+                    for p in pending.drain(..) {
+                        match p {
+                            Op::Add(id, w) => committed.push((id, w)),
+                            Op::Delete(id) => committed.retain(|d| d.0 != id),
+                            _ => {}
+                        }
+                    }
+                    for (w, word) in W.iter().enumerate() {
+                        let mut want: Vec<u64> =
+                            committed.iter().filter(|d| d.1 == w).map(|d| d.0).collect();
+                        want.sort_unstable();
+                        let mut got: Vec<u64> = ix.search(word, None).unwrap().iter().map(|h| h.id).collect();
+                        got.sort_unstable();
+                        prop_assert_eq!(got, want, "{} after {:?}", word, ops);
+                    }
+                }
+                Op::Rollback => pending.clear(),
+                op => pending.push(op),
+            }
+        }
+    }
+}
