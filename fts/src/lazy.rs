@@ -104,6 +104,45 @@ impl TerminatingWrite for UnsyncedFile {
     }
 }
 
+/// Puts `tmp` in the place of `dst`, atomically (a reader of `dst` sees the old bytes or the
+/// new ones).
+///
+/// Linux: when `dst` exists, the two names are exchanged (`renameat2` with
+/// `RENAME_EXCHANGE`), so `tmp` keeps the old file and the next lazy write of the same
+/// file rewrites it in place: no inode is allocated or freed. Tantivy rewrites its list of
+/// managed files (`.managed.json`) for every new file and `meta.json` at every commit, a
+/// refresh's segment has six files, and each rename freed an inode that ext4 then scans
+/// past when it allocates the next (`recently_deleted` in a profile of `fts-upkeep --rows
+/// 20000 --ops 200`: creating files was 36 % of its samples, the atomic writes 34 %).
+/// Elsewhere, or if the exchange fails (no `dst` yet, a file system without it), a rename.
+fn replace(tmp: &Path, dst: &Path) -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    if exchange(tmp, dst).is_ok() {
+        return Ok(());
+    }
+    std::fs::rename(tmp, dst)
+}
+
+/// Exchanges the files at `a` and `b` atomically (both must exist).
+#[cfg(target_os = "linux")]
+fn exchange(a: &Path, b: &Path) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let a = std::ffi::CString::new(a.as_os_str().as_bytes())?;
+    let b = std::ffi::CString::new(b.as_os_str().as_bytes())?;
+    // SAFETY: `a` and `b` are NUL-terminated strings that outlive the call, which only reads
+    // them; `AT_FDCWD` resolves them as `rename(2)` would.
+    let r = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            a.as_ptr(),
+            libc::AT_FDCWD,
+            b.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        )
+    };
+    if r == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}
+
 impl Directory for LazyDir {
     fn get_file_handle(&self, path: &Path) -> Result<Arc<dyn FileHandle>, OpenReadError> {
         self.inner.get_file_handle(path)
@@ -139,7 +178,7 @@ impl Directory for LazyDir {
         let full = self.root.join(path);
         let tmp = full.with_extension("lazy-tmp");
         std::fs::write(&tmp, data)?;
-        std::fs::rename(&tmp, &full)?;
+        replace(&tmp, &full)?;
         self.remember(path);
         Ok(())
     }
@@ -151,5 +190,44 @@ impl Directory for LazyDir {
     }
     fn watch(&self, watch_callback: WatchCallback) -> tantivy::Result<WatchHandle> {
         self.inner.watch(watch_callback)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lazy_atomic_writes_replace_the_file_and_reuse_the_old_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = LazyDir::open(dir.path()).unwrap();
+        let path = Path::new("meta.json");
+        let tmp = dir.path().join("meta.lazy-tmp");
+        // The first write has nothing to exchange with: a rename.
+        d.lazily(|| d.atomic_write(path, b"one")).unwrap();
+        assert_eq!(d.atomic_read(path).unwrap(), b"one");
+        assert!(!tmp.exists());
+        for (i, data) in [&b"two, longer"[..], b"3", b"four"].into_iter().enumerate() {
+            #[cfg(target_os = "linux")]
+            let before = {
+                use std::os::unix::fs::MetadataExt;
+                std::fs::metadata(dir.path().join(path)).unwrap().ino()
+            };
+            d.lazily(|| d.atomic_write(path, data)).unwrap();
+            assert_eq!(d.atomic_read(path).unwrap(), data, "write {i}");
+            // Linux: the replaced file is kept as the next write's temporary file.
+            #[cfg(target_os = "linux")]
+            {
+                use std::os::unix::fs::MetadataExt;
+                assert_eq!(std::fs::metadata(&tmp).unwrap().ino(), before, "write {i}");
+            }
+        }
+        // Remembered for the next sync, which finds every file.
+        assert!(d.state.unsynced.lock().contains(path));
+        d.sync_pending().unwrap();
+        assert!(d.state.unsynced.lock().is_empty());
+        // Outside a lazy section the wrapped directory writes (and syncs) it.
+        d.atomic_write(path, b"five").unwrap();
+        assert_eq!(d.atomic_read(path).unwrap(), b"five");
     }
 }
