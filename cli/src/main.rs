@@ -8,6 +8,7 @@
 //! basalt export DB TABLE|QUERY FILE    a table or a query's rows to CSV / Parquet / JSON
 //! basalt demo [DIR] [--rows N]         generate data, time analytics, vector, text, hybrid
 //! basalt tables DB                     tables, row counts and columns
+//! basalt recover DB                    open a damaged database keeping what is intact
 //! ```
 //!
 //! This crate owns argument handling, the shell, output formats and file import; it talks
@@ -82,6 +83,10 @@ usage:
   basalt demo [DIR] [--rows N]           generate a dataset, run and time analytics, a
                                          vector top-k, a full-text and a hybrid search
   basalt tables DB                       tables, row counts and columns
+  basalt recover DB                      open a database that refuses to open because of
+                                         damage (a missing MANIFEST, a damaged log),
+                                         keeping what is intact; prints what it did and
+                                         moves what it gives up to DB/salvaged/N/
   basalt --version | --help
 
 options:
@@ -137,6 +142,11 @@ fn run(args: Vec<String>) -> Result<ExitCode, CliError> {
         Some("tables") => {
             let [db] = positional::<1>(&args[1..], "tables DB")?;
             tables(&db)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        Some("recover") => {
+            let [db] = positional::<1>(&args[1..], "recover DB")?;
+            recover(&db)?;
             return Ok(ExitCode::SUCCESS);
         }
         Some("import") => return import::command(&args[1..]).map(|()| ExitCode::SUCCESS),
@@ -213,6 +223,22 @@ fn number(s: &str, opt: &str) -> Result<usize, CliError> {
 fn positional<const N: usize>(args: &[String], shape: &str) -> Result<[String; N], CliError> {
     <[String; N]>::try_from(args.to_vec())
         .map_err(|_| CliError::Usage(format!("expected: basalt {shape}")))
+}
+
+/// Opens `path` with salvage, prints the report and closes it again (flushing what the log
+/// replay recovered).
+fn recover(path: &str) -> Result<(), CliError> {
+    let options = basalt::Options { salvage: true, ..basalt::Options::default() };
+    let db = basalt::Database::open_with(path, options)?;
+    let report = db.salvage_report().to_vec();
+    db.close()?;
+    if report.is_empty() {
+        println!("{path}: nothing to recover (the database opened intact)");
+    }
+    for line in report {
+        println!("{line}");
+    }
+    Ok(())
 }
 
 fn tables(path: &str) -> Result<(), CliError> {

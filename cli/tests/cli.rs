@@ -177,6 +177,41 @@ fn errors_stop_the_script_with_their_position_and_a_non_zero_exit() {
 }
 
 #[test]
+fn directories_that_are_not_databases_or_lost_their_manifest_are_refused_untouched() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // Someone's directory with a `t<digits>` folder is not a database: refused, kept.
+    let notes = dir.path().join("d/t1/src/notes.txt");
+    std::fs::create_dir_all(notes.parent().expect("parent")).expect("mkdir");
+    std::fs::write(&notes, "precious").expect("write");
+    let d = dir.path().join("d").to_string_lossy().into_owned();
+    for args in [vec!["-c", "SELECT 1", &d], vec!["--readonly", "-c", "SELECT 1", &d]] {
+        let err = fails(&args, None, 1);
+        assert!(err.contains("is not a Basalt database"), "{err}");
+    }
+    assert_eq!(std::fs::read_to_string(&notes).expect("still there"), "precious");
+    let names: Vec<_> = std::fs::read_dir(dir.path().join("d"))
+        .expect("list")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert_eq!(names, ["t1"], "nothing created next to it");
+
+    // A database without its MANIFEST is refused and keeps its files; `recover` salvages.
+    let db = db_in(dir.path());
+    ok(&["-c", "CREATE TABLE t (a INT); INSERT INTO t VALUES (1), (2)", &db], None);
+    std::fs::remove_file(Path::new(&db).join("MANIFEST")).expect("rm MANIFEST");
+    let err = fails(&["-c", "SELECT count(*) FROM t", &db], None, 1);
+    assert!(err.contains("MANIFEST is missing") && err.contains("basalt recover"), "{err}");
+    assert!(Path::new(&db).join("t1").read_dir().expect("t1").count() > 0);
+    let out = ok(&["recover", &db], None);
+    assert!(out.contains("MANIFEST was missing: adopted"), "{out}");
+    assert!(out.contains("moved to"), "{out}");
+    // What the adopted copy does not name was kept aside, not deleted.
+    assert!(Path::new(&db).join("salvaged/1/t1").read_dir().expect("kept").count() > 0);
+    let out = ok(&["recover", &db], None);
+    assert!(out.contains("nothing to recover"), "{out}");
+}
+
+#[test]
 fn queries_files_without_a_database() {
     let dir = tempfile::tempdir().expect("temp dir");
     let csv = dir.path().join("f.csv");

@@ -114,6 +114,12 @@ pub struct Options {
     /// with a "resources exhausted" error. Scans and imports stream and need little memory
     /// either way. `None` (default): no limit.
     pub sql_memory_limit: Option<usize>,
+    /// Open a damaged database by keeping what is intact instead of refusing it (writers
+    /// only): a missing `MANIFEST` is replaced by the newest intact pending manifest or
+    /// checkpoint; a damaged log is replayed up to the damage; what is given up is moved
+    /// into `<db>/salvaged/<n>/`, never deleted. [`Database::salvage_report`] says what
+    /// was done. Default off: damage is an error naming the file.
+    pub salvage: bool,
 }
 
 impl Default for Options {
@@ -128,6 +134,7 @@ impl Default for Options {
             lock_timeout: s.lock_timeout,
             auto_compact: s.auto_compact,
             sql_memory_limit: None,
+            salvage: false,
         }
     }
 }
@@ -141,6 +148,7 @@ impl Options {
             durability: self.durability,
             lock_timeout: self.lock_timeout,
             auto_compact: self.auto_compact,
+            salvage: self.salvage,
             ..StoreOptions::default()
         };
         s.write.compression = self.compression;
@@ -301,6 +309,12 @@ impl Database {
     /// Whether this handle was opened read-only (every write fails).
     pub fn is_read_only(&self) -> bool {
         self.inner.store.options().read_only
+    }
+
+    /// What opening with [`Options::salvage`] did, a line per step (what was adopted,
+    /// dropped and moved aside); empty when there was nothing to salvage.
+    pub fn salvage_report(&self) -> &[String] {
+        self.inner.store.salvage_report()
     }
 
     /// Removes a change feed.

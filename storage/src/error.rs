@@ -52,6 +52,32 @@ pub enum Error {
         /// The database directory.
         path: PathBuf,
     },
+    /// The directory is not a Basalt database: it has no `MANIFEST` and holds files no
+    /// Basalt database has (or, opening read-only, nothing at all). Nothing was changed.
+    #[error(
+        "{path} is not a Basalt database ({found}); open an empty or new directory to create one"
+    )]
+    NotADatabase {
+        /// The directory.
+        path: PathBuf,
+        /// What was found instead.
+        found: String,
+    },
+    /// The database's `MANIFEST` is missing while its other files are there. Opening would
+    /// start an empty database and treat every table's files as garbage, so it is refused
+    /// and nothing is changed.
+    #[error(
+        "{path} is missing, but the database holds {found}: refusing to open. \
+         Put the MANIFEST back from a copy of the database, or open with salvage \
+         (`basalt recover <db>`, `Options::salvage`), which adopts the newest intact \
+         pending manifest or checkpoint and reports what it could not restore"
+    )]
+    ManifestMissing {
+        /// The missing manifest file.
+        path: PathBuf,
+        /// The database files that were found.
+        found: String,
+    },
     /// A write was attempted on a read-only handle.
     #[error("database {path} is open read-only")]
     ReadOnly {

@@ -48,6 +48,7 @@ use parking_lot::{Mutex, RwLock};
 use super::{DbSnapshot, Store, TableSnapshot};
 use crate::error::{Error, Result};
 use crate::manifest::{self, FtsEntry};
+use crate::owned;
 use crate::session::ReadView;
 use crate::wal::{self, Op, WAL_DIR};
 
@@ -203,7 +204,7 @@ impl Store {
         let (pos, names) = indexed_columns(t, entry)?;
         let location = self.fts_location(t.id, entry.dir_id);
         if let Location::Dir(dir) = &location {
-            self.vfs.remove_dir_all(dir)?;
+            owned::remove_index_dir(self.vfs.as_ref(), dir)?;
         }
         // The rows go to the index column-wise in the scan's batches; tantivy segments are
         // written from them directly (a share of the rows per segment, by background threads
@@ -300,7 +301,7 @@ impl Store {
         if let Err(e) = self.install(&mut head, next, false) {
             drop(index);
             if let Location::Dir(d) = self.fts_location(t.id, entry.dir_id) {
-                let _ = self.vfs.remove_dir_all(&d);
+                let _ = owned::remove_index_dir(self.vfs.as_ref(), &d);
             }
             return Err(e);
         }
@@ -354,7 +355,8 @@ impl Store {
         self.install(&mut head, next, false)?;
         self.fts.forget(t.id);
         // Garbage now; the next writer open removes what this misses.
-        let _ = self.vfs.remove_dir_all(&manifest::fts_dir(&self.root, t.id, entry.dir_id));
+        let dir = manifest::fts_dir(&self.root, t.id, entry.dir_id);
+        let _ = owned::remove_index_dir(self.vfs.as_ref(), &dir);
         for m in [self.fts_marker(t.id, entry.dir_id), self.fts_lazy_marker(t.id, entry.dir_id)]
             .into_iter()
             .flatten()

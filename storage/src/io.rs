@@ -54,8 +54,10 @@ pub trait Vfs: Send + Sync + Debug {
     fn rename(&self, from: &Path, to: &Path) -> Result<()>;
     /// Removes a file; a missing file is not an error.
     fn remove_file(&self, path: &Path) -> Result<()>;
-    /// Removes a directory tree; a missing directory is not an error.
-    fn remove_dir_all(&self, path: &Path) -> Result<()>;
+    /// Removes a directory if it is empty and says whether it is gone (a missing directory
+    /// is not an error; a non-empty one stays, with `false`). There is no recursive
+    /// removal: the store deletes only files it can name as its own (`owned`).
+    fn remove_dir(&self, path: &Path) -> Result<bool>;
     /// Makes a directory's entries (creations, renames) durable.
     fn sync_dir(&self, path: &Path) -> Result<()>;
     /// Reads a whole (small) file.
@@ -389,12 +391,12 @@ impl Vfs for OsFs {
         }
     }
 
-    fn remove_dir_all(&self, path: &Path) -> Result<()> {
-        match std::fs::remove_dir_all(path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                Err(Error::io("remove directory", path, e))
-            }
-            _ => Ok(()),
+    fn remove_dir(&self, path: &Path) -> Result<bool> {
+        match std::fs::remove_dir(path) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::DirectoryNotEmpty => Ok(false),
+            Err(e) => Err(Error::io("remove directory", path, e)),
         }
     }
 
@@ -668,10 +670,15 @@ impl Vfs for MemFs {
         Ok(())
     }
 
-    fn remove_dir_all(&self, path: &Path) -> Result<()> {
-        self.0.files.lock().retain(|p, _| !p.starts_with(path));
-        self.0.dirs.lock().retain(|p| !p.starts_with(path));
-        Ok(())
+    fn remove_dir(&self, path: &Path) -> Result<bool> {
+        let files = self.0.files.lock();
+        let mut dirs = self.0.dirs.lock();
+        let inside = |p: &Path| p != path && p.starts_with(path);
+        if files.keys().any(|p| inside(p)) || dirs.iter().any(|p| inside(p)) {
+            return Ok(false);
+        }
+        dirs.remove(path);
+        Ok(true)
     }
 
     fn sync_dir(&self, _path: &Path) -> Result<()> {
@@ -878,9 +885,9 @@ impl Vfs for FaultFs {
         self.tick(path)?;
         self.inner.remove_file(path)
     }
-    fn remove_dir_all(&self, path: &Path) -> Result<()> {
+    fn remove_dir(&self, path: &Path) -> Result<bool> {
         self.tick(path)?;
-        self.inner.remove_dir_all(path)
+        self.inner.remove_dir(path)
     }
     fn sync_dir(&self, path: &Path) -> Result<()> {
         self.tick(path)?;
@@ -977,7 +984,9 @@ mod tests {
         assert!(bytes[want.len()..].iter().all(|&b| b == 0));
         drop(a);
         assert_eq!(fs.read(&w).unwrap()[..want.len()], want[..]);
-        fs.remove_dir_all(&dir).unwrap();
+        assert!(!fs.remove_dir(&dir).unwrap(), "a directory with a file stays");
+        fs.remove_file(&w).unwrap();
+        assert!(fs.remove_dir(&dir).unwrap());
         assert!(!fs.exists(&dir));
     }
 

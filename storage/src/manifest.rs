@@ -353,9 +353,7 @@ impl Manifest {
                 continue;
             }
             let Ok(bytes) = vfs.read(&path) else { continue };
-            let Some(m) = frame(&bytes).and_then(|f| Manifest::decode(f, &path).ok()) else {
-                continue;
-            };
+            let Some(m) = Manifest::decode_slot(&bytes, &path) else { continue };
             if m.version > best.as_ref().map_or(synced.version, |b| b.version) {
                 best = Some(m);
             }
@@ -364,6 +362,13 @@ impl Manifest {
             Some(m) => (m, true),
             None => (synced, false),
         }))
+    }
+}
+
+impl Manifest {
+    /// The manifest in a pending slot's bytes, if intact.
+    pub(crate) fn decode_slot(bytes: &[u8], path: &Path) -> Option<Manifest> {
+        frame(bytes).and_then(|f| Manifest::decode(f, path).ok())
     }
 }
 

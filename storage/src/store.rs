@@ -29,7 +29,9 @@ use crate::error::{Error, Result};
 use crate::io::{LockGuard, Vfs};
 use crate::manifest::{self, MANIFEST_TMP, Manifest, SegmentEntry, TableEntry};
 use crate::memtable::Memtable;
+use crate::owned;
 use crate::predicate::{self, ChunkStats, Predicate};
+use crate::salvage;
 use crate::segment::{self, Segment, WriteOptions};
 use crate::types::{Physical, TableSchema, check_name, physical};
 use crate::wal::{self, Durability, Op, Record, ReplayEnd, WAL_DIR, Wal};
@@ -59,6 +61,12 @@ pub struct StoreOptions {
     pub lock_timeout: std::time::Duration,
     /// Compact small and delete-heavy segments after each explicit flush.
     pub auto_compact: bool,
+    /// Open a damaged database by keeping what is intact instead of refusing it (writers
+    /// only; see [`crate::salvage`]): a missing `MANIFEST` is replaced by the newest intact
+    /// copy, a damaged log is replayed up to the damage, and what is given up is moved
+    /// into `<db>/salvaged/<n>/`, never deleted. [`Store::salvage_report`] says what was
+    /// done.
+    pub salvage: bool,
 }
 
 impl Default for StoreOptions {
@@ -71,6 +79,7 @@ impl Default for StoreOptions {
             durability: Durability::default(),
             lock_timeout: std::time::Duration::from_secs(10),
             auto_compact: true,
+            salvage: false,
         }
     }
 }
@@ -1695,6 +1704,8 @@ pub struct Store {
     /// Catalog changes installed as a pending manifest, not yet synced. Only touched with
     /// `head` locked.
     pending: Mutex<PendingCatalog>,
+    /// What a salvaging open did (see [`crate::salvage`]); empty otherwise.
+    salvage_report: Vec<String>,
 }
 
 /// Catalog changes in force through a pending manifest (see the `manifest` module docs).
@@ -1744,6 +1755,35 @@ impl Store {
         display: &Path,
         opts: StoreOptions,
     ) -> Result<Store> {
+        // A directory without a manifest is a new database only if it holds nothing: never
+        // start an empty database over someone's files, or over a database that lost its
+        // manifest (it would take every table's files for orphans). Checked before the
+        // lock file is created, so a refused directory is left as it was.
+        if !vfs.exists(&root.join(manifest::MANIFEST_FILE)) {
+            match owned::classify_without_manifest(vfs.as_ref(), root)? {
+                owned::Contents::Empty if !opts.read_only => {}
+                owned::Contents::Empty => {
+                    return Err(Error::NotADatabase {
+                        path: display.to_path_buf(),
+                        found: "no MANIFEST".into(),
+                    });
+                }
+                owned::Contents::Foreign(names) => {
+                    return Err(Error::NotADatabase {
+                        path: display.to_path_buf(),
+                        found: format!("no MANIFEST but other files ({})", names.join(", ")),
+                    });
+                }
+                // Salvaging writers adopt a manifest copy in `load`.
+                owned::Contents::Damaged(_) if opts.salvage && !opts.read_only => {}
+                owned::Contents::Damaged(names) => {
+                    return Err(Error::ManifestMissing {
+                        path: display.join(manifest::MANIFEST_FILE),
+                        found: names.join(", "),
+                    });
+                }
+            }
+        }
         let lock = if opts.read_only {
             None
         } else {
@@ -1751,9 +1791,10 @@ impl Store {
             Some(vfs.lock_exclusive(&root.join(LOCK_FILE), display)?)
         };
         let mut attempts = 0;
+        let mut report = Vec::new();
         let (state, replayed) = loop {
             attempts += 1;
-            match Self::load(vfs.as_ref(), root, display, &opts) {
+            match Self::load(vfs.as_ref(), root, display, &opts, &mut report) {
                 // A read-only opener can race a writer that replaced the manifest and removed
                 // a segment or log file it had listed: read the manifest again.
                 Err(Error::Io { source, .. })
@@ -1763,7 +1804,9 @@ impl Store {
                 r => break r?,
             }
         };
-        let next_lsn = replayed.last_lsn.max(state.wal_lsn) + 1;
+        // LSNs of log records a salvage dropped are not handed out again.
+        let dropped = replayed.damage.as_ref().map_or(0, |d| d.dropped_through);
+        let next_lsn = replayed.last_lsn.max(state.wal_lsn).max(dropped) + 1;
         // Every writable store has a log, whatever its default durability: a transaction or
         // call may ask for more than the default (its file is created at the first record).
         let wal = (!opts.read_only).then(|| Wal::new(vfs.clone(), root.join(WAL_DIR), next_lsn));
@@ -1785,9 +1828,19 @@ impl Store {
             pins: RwLock::new(Default::default()),
             fts: fts::Registry::default(),
             pending: Mutex::new(PendingCatalog::default()),
+            salvage_report: Vec::new(),
         };
+        let mut store = store;
         store.reload_pins()?;
         if !opts.read_only {
+            let aside = match opts.salvage {
+                true => Some(salvage::Aside::new(store.vfs.as_ref(), root)?),
+                false => None,
+            };
+            if let (Some(damage), Some(aside)) = (&replayed.damage, &aside) {
+                let wal_dir = root.join(WAL_DIR);
+                report.push(salvage::set_log_aside(store.vfs.as_ref(), &wal_dir, damage, aside)?);
+            }
             // A torn last record is cut off now: later files will follow this one, and a
             // damaged record that is not at the very end of the log means corruption.
             if let Some((path, valid)) = &replayed.torn_at {
@@ -1801,8 +1854,26 @@ impl Store {
                 store.vfs.sync_dir(&root.join(WAL_DIR))?;
             }
             // First forget files no manifest names (so no new file ever lands on an orphan's
-            // name), then absorb the replayed log into segments and forget the log.
-            store.remove_orphans()?;
+            // name), then absorb the replayed log into segments and forget the log. A
+            // salvaging open moves them aside instead: its manifest may be an older copy.
+            match &aside {
+                None => store.remove_orphans()?,
+                Some(aside) => {
+                    let moved = std::cell::Cell::new(0usize);
+                    let vfs = store.vfs.as_ref();
+                    store.dispose_orphans(&|p| {
+                        moved.set(moved.get() + 1);
+                        aside.keep(vfs, p)
+                    })?;
+                    if moved.get() > 0 {
+                        report.push(format!(
+                            "{} file(s) the manifest does not name were moved to {}",
+                            moved.get(),
+                            aside.dest().display()
+                        ));
+                    }
+                }
+            }
             // Indexes catch up with the replayed log before the log can be trimmed.
             store.fts_open_all(false)?;
             if replayed.files > 0 {
@@ -1820,7 +1891,14 @@ impl Store {
         } else {
             store.fts_open_all(false)?;
         }
+        store.salvage_report = report;
         Ok(store)
+    }
+
+    /// What a salvaging open ([`StoreOptions::salvage`]) did, a line per step; empty when
+    /// it found nothing to salvage, and for every other open.
+    pub fn salvage_report(&self) -> &[String] {
+        &self.salvage_report
     }
 
     fn load(
@@ -1828,6 +1906,7 @@ impl Store {
         root: &Path,
         display: &Path,
         opts: &StoreOptions,
+        report: &mut Vec<String>,
     ) -> Result<(DbSnapshot, ReplayEnd)> {
         let manifest = match Manifest::load(vfs, root)? {
             Some((m, pending)) => {
@@ -1839,17 +1918,12 @@ impl Store {
                 }
                 m
             }
-            None if opts.read_only => {
-                return Err(Error::io(
-                    "open database",
-                    display,
-                    std::io::Error::new(
-                        std::io::ErrorKind::NotFound,
-                        "no database here (no MANIFEST)",
-                    ),
-                ));
-            }
-            None => {
+            None if !opts.read_only
+                && matches!(
+                    owned::classify_without_manifest(vfs, root)?,
+                    owned::Contents::Empty
+                ) =>
+            {
                 let m = Manifest {
                     version: 1,
                     next_table_id: 1,
@@ -1862,6 +1936,29 @@ impl Store {
                 manifest::install(vfs, root, &m)?;
                 m
             }
+            None if opts.salvage && !opts.read_only => {
+                let Some((m, from)) = salvage::newest_manifest_copy(vfs, root)? else {
+                    return Err(Error::ManifestMissing {
+                        path: display.join(manifest::MANIFEST_FILE),
+                        found: "files of a database, and no intact pending manifest or \
+                                checkpoint to salvage from"
+                            .into(),
+                    });
+                };
+                manifest::install(vfs, root, &m)?;
+                report.push(format!(
+                    "MANIFEST was missing: adopted {from} (manifest version {})",
+                    m.version
+                ));
+                m
+            }
+            // The manifest vanished after the check in `open` (or read-only): refuse as there.
+            None => {
+                return Err(Error::ManifestMissing {
+                    path: display.join(manifest::MANIFEST_FILE),
+                    found: "files of a database".into(),
+                });
+            }
         };
         let wal_lsn = manifest.wal_lsn;
         let mut state = state_from_manifest(vfs, root, manifest)?;
@@ -1870,35 +1967,37 @@ impl Store {
         let schemas: BTreeMap<u64, SchemaRef> =
             state.tables.values().map(|t| (t.id, t.schema.full_schema().clone())).collect();
         let schema_of = |id: u64| schemas.get(&id).cloned();
-        let end = wal::replay(vfs, &root.join(WAL_DIR), wal_lsn, &schema_of, |lsn, rec| {
-            for op in rec.ops {
-                let table_id = match &op {
-                    Op::Insert { table_id, .. } | Op::Delete { table_id, .. } => *table_id,
-                };
-                // Changes to a table dropped since are garbage.
-                let Some(t) = state.table_by_id(table_id) else { continue };
-                let nt = updated.entry(t.name.to_string()).or_insert_with(|| clone_table(t));
-                match op {
-                    Op::Insert { batch, .. } => {
-                        if batch.schema().fields() != nt.schema.full_schema().fields() {
-                            return Err(Error::corrupt(
-                                root.join(WAL_DIR),
-                                lsn,
-                                format!(
-                                    "log record {lsn} does not match the schema of table '{}'",
-                                    nt.name
-                                ),
-                            ));
+        let salvage = opts.salvage && !opts.read_only;
+        let end =
+            wal::replay(vfs, &root.join(WAL_DIR), wal_lsn, salvage, &schema_of, |lsn, rec| {
+                for op in rec.ops {
+                    let table_id = match &op {
+                        Op::Insert { table_id, .. } | Op::Delete { table_id, .. } => *table_id,
+                    };
+                    // Changes to a table dropped since are garbage.
+                    let Some(t) = state.table_by_id(table_id) else { continue };
+                    let nt = updated.entry(t.name.to_string()).or_insert_with(|| clone_table(t));
+                    match op {
+                        Op::Insert { batch, .. } => {
+                            if batch.schema().fields() != nt.schema.full_schema().fields() {
+                                return Err(Error::corrupt(
+                                    root.join(WAL_DIR),
+                                    lsn,
+                                    format!(
+                                        "log record {lsn} does not match the schema of table '{}'",
+                                        nt.name
+                                    ),
+                                ));
+                            }
+                            nt.apply_insert(batch)?;
                         }
-                        nt.apply_insert(batch)?;
-                    }
-                    Op::Delete { ids, .. } => {
-                        nt.delete_ids(&ids)?;
+                        Op::Delete { ids, .. } => {
+                            nt.delete_ids(&ids)?;
+                        }
                     }
                 }
-            }
-            Ok(())
-        })?;
+                Ok(())
+            })?;
         for t in updated.into_values() {
             state.tables.insert(t.name.clone(), Arc::new(t));
         }
@@ -1906,61 +2005,57 @@ impl Store {
         Ok((state, end))
     }
 
-    /// Deletes files no manifest refers to (left by a crash between writing a segment and
-    /// installing the manifest, or by a drop interrupted after its manifest install).
+    /// Deletes what Basalt wrote and no manifest refers to any longer: files left by a
+    /// crash between writing a segment and installing the manifest, or by a drop
+    /// interrupted after its manifest install. Only table directories of ids this
+    /// database handed out are looked into, and only files of Basalt's own names are
+    /// removed (see [`crate::owned`]): anything else in the directory stays.
     fn remove_orphans(&self) -> Result<()> {
+        self.dispose_orphans(&|p| self.vfs.remove_file(p))
+    }
+
+    /// [`Store::remove_orphans`] with another way to dispose of each file (salvage moves
+    /// them aside).
+    fn dispose_orphans(&self, dispose: &owned::Dispose<'_>) -> Result<()> {
         let snap = self.snapshot();
         let live: BTreeMap<u64, &Arc<TableSnapshot>> =
             snap.tables.values().map(|t| (t.id, t)).collect();
-        for name in self.vfs.list_dir(&self.root)? {
+        let vfs = self.vfs.as_ref();
+        for name in vfs.list_dir(&self.root)? {
             if name == MANIFEST_TMP {
-                self.vfs.remove_file(&self.root.join(&name))?;
+                dispose(&self.root.join(&name))?;
                 continue;
             }
-            let Some(id) = name.strip_prefix('t').and_then(|s| s.parse::<u64>().ok()) else {
+            let Some(id) = owned::table_dir_id(&name) else { continue };
+            if id >= snap.next_table_id {
+                continue; // not an id this database handed out: not ours to clean
+            }
+            let dir = manifest::table_dir(&self.root, id);
+            let Some(t) = live.get(&id) else {
+                owned::dispose_table_dir(vfs, &dir, &|p| self.is_pinned(p), dispose)?;
                 continue;
             };
-            let dir = manifest::table_dir(&self.root, id);
-            match live.get(&id) {
-                None if !self.pinned_in(&dir) => self.vfs.remove_dir_all(&dir)?,
-                None => {
-                    for f in self.vfs.list_dir(&dir)? {
-                        let p = dir.join(&f);
-                        if !self.is_pinned(&p) {
-                            self.vfs.remove_file(&p)?;
-                        }
+            for f in vfs.list_dir(&dir)? {
+                let p = dir.join(&f);
+                let current = |dir_id: u64| t.fts.as_ref().is_some_and(|e| e.dir_id == dir_id);
+                match owned::fts_name(&f) {
+                    Some(owned::FtsName::Dir(d)) if !current(d) => {
+                        owned::dispose_index_dir(vfs, &p, dispose)?;
                     }
-                }
-                Some(t) => {
-                    for f in self.vfs.list_dir(&dir)? {
-                        if let Some(rest) = f.strip_prefix("fts-") {
-                            let current = t.fts.as_ref().is_some_and(|e| {
-                                rest == e.dir_id.to_string()
-                                    || rest == format!("{}.unclean", e.dir_id)
-                                    || rest == format!("{}.lazy", e.dir_id)
-                            });
-                            if !current {
-                                // `fts-<id>` is an index directory; `fts-<id>.<kind>` a marker.
-                                if rest.contains('.') {
-                                    self.vfs.remove_file(&dir.join(&f))?;
-                                } else {
-                                    self.vfs.remove_dir_all(&dir.join(&f))?;
-                                }
-                            }
-                            continue;
-                        }
-                        let keep = t.segments.iter().any(|s| {
+                    Some(owned::FtsName::Marker(d)) if !current(d) => dispose(&p)?,
+                    Some(_) => {}
+                    None if owned::is_segment_file(&f) || owned::is_delete_file(&f) => {
+                        let named = t.segments.iter().any(|s| {
                             s.entry
                                 .files(&self.root, id)
                                 .iter()
-                                .any(|p| p.file_name() == Some(std::ffi::OsStr::new(&f)))
+                                .any(|q| q.file_name() == Some(std::ffi::OsStr::new(&f)))
                         });
-                        let ours =
-                            f.starts_with('s') && (f.ends_with(".bsg") || f.ends_with(".del"));
-                        if !keep && ours && !self.is_pinned(&dir.join(&f)) {
-                            self.vfs.remove_file(&dir.join(&f))?;
+                        if !named && !self.is_pinned(&p) {
+                            dispose(&p)?;
                         }
                     }
+                    None => {}
                 }
             }
         }
@@ -2142,8 +2237,14 @@ impl Store {
         let head = self.head.lock();
         let mut next = (**head).clone();
         let old = replaced_table(&next, name, replace)?;
-        let id = next.next_table_id;
-        next.next_table_id += 1;
+        // A directory of an id this database has not handed out (a power loss took back the
+        // catalog change that did, or someone made it) is not reused: its files are not
+        // ours to overwrite or clean.
+        let mut id = next.next_table_id;
+        while self.vfs.exists(&manifest::table_dir(&self.root, id)) {
+            id += 1;
+        }
+        next.next_table_id = id + 1;
         let t = TableSnapshot {
             id,
             name: name.into(),
@@ -2414,10 +2515,6 @@ impl Store {
         self.pins.read().contains(path)
     }
 
-    fn pinned_in(&self, dir: &Path) -> bool {
-        self.pins.read().iter().any(|p| p.starts_with(dir))
-    }
-
     /// Deletes a file that became garbage unless a checkpoint pins it (best effort: the next
     /// writer open removes what this misses).
     fn remove_garbage(&self, path: &Path) {
@@ -2442,18 +2539,8 @@ impl Store {
     fn remove_table_files(&self, table_id: u64) {
         self.fts.forget(table_id);
         let dir = manifest::table_dir(&self.root, table_id);
-        if !self.pinned_in(&dir) {
-            let _ = self.vfs.remove_dir_all(&dir);
-            return;
-        }
-        for f in self.vfs.list_dir(&dir).unwrap_or_default() {
-            // Index directories are never pinned; markers go like other files.
-            if f.starts_with("fts-") && !f.contains('.') {
-                let _ = self.vfs.remove_dir_all(&dir.join(&f));
-                continue;
-            }
-            self.remove_garbage(&dir.join(f));
-        }
+        // Garbage now: what fails to go is removed at the next writer open.
+        let _ = owned::remove_table_dir(self.vfs.as_ref(), &dir, &|p| self.is_pinned(p));
     }
 
     /// Names of the checkpoints, sorted.
@@ -2652,7 +2739,8 @@ impl Store {
         }
         let mut full = false;
         let schema_of = |id: u64| snap.table_by_id(id).map(|t| t.schema.full_schema().clone());
-        wal::replay(self.vfs.as_ref(), &self.root.join(WAL_DIR), pos, &schema_of, |lsn, rec| {
+        let dir = self.root.join(WAL_DIR);
+        wal::replay(self.vfs.as_ref(), &dir, pos, false, &schema_of, |lsn, rec| {
             if lsn <= upto && !full {
                 out.push((lsn, rec));
                 full = out.len() >= max;

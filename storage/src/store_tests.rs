@@ -391,15 +391,105 @@ fn orphans_from_a_crash_are_removed() {
         let s = mem_store(&fs);
         s.create_table("t", &schema()).unwrap();
         s.insert("t", &[rows(0, 20_000)]).unwrap();
+        s.create_table("gone", &schema()).unwrap(); // table id 2, dropped below
+        s.insert("gone", &[rows(0, 20_000)]).unwrap();
+        s.drop_table("gone").unwrap();
     }
-    fs.put(Path::new("/db/t1/s00000000000000ff.bsg"), b"junk");
-    fs.put(Path::new("/db/t77/s0000000000000001.bsg"), b"junk");
-    fs.put(Path::new("/db/MANIFEST.tmp"), b"junk");
+    let junk = [
+        "/db/t1/s00000000000000ff.bsg",
+        "/db/t1/s00000000000000ff.1.del",
+        "/db/t1/fts-9.lazy",
+        "/db/t1/fts-9/meta.json",
+        "/db/t2/s0000000000000007.bsg",
+        "/db/MANIFEST.tmp",
+    ];
+    // Not Basalt's names, or in a directory of a table id this database never handed out.
+    let foreign = [
+        "/db/t1/notes.txt",
+        "/db/t1/fts-9/mine.txt",
+        "/db/t2/src/notes.txt",
+        "/db/t77/s0000000000000001.bsg",
+        "/db/tmp/s0000000000000001.bsg",
+    ];
+    for p in junk.iter().chain(&foreign) {
+        fs.put(Path::new(p), b"junk");
+    }
     let s = mem_store(&fs);
-    assert!(!fs.exists(Path::new("/db/t1/s00000000000000ff.bsg")));
-    assert!(!fs.exists(Path::new("/db/t77/s0000000000000001.bsg")));
-    assert!(!fs.exists(Path::new("/db/MANIFEST.tmp")));
+    for p in junk {
+        assert!(!fs.exists(Path::new(p)), "{p} stayed");
+    }
+    for p in foreign {
+        assert_eq!(fs.read(Path::new(p)).unwrap(), b"junk", "{p} was removed");
+    }
     assert_eq!(s.snapshot().table("t").unwrap().count(), 20_000);
+}
+
+#[test]
+fn directories_that_are_not_databases_are_refused_and_left_alone() {
+    let fs = Arc::new(MemFs::new());
+    fs.put(Path::new("/db/t1/src/notes.txt"), b"precious");
+    let open = |read_only| {
+        Store::open(
+            fs.clone(),
+            Path::new("/db"),
+            Path::new("/db"),
+            StoreOptions { read_only, ..StoreOptions::default() },
+        )
+    };
+    for read_only in [false, true] {
+        let e = open(read_only).unwrap_err();
+        assert!(matches!(e, Error::NotADatabase { .. }), "{e}");
+        assert!(e.to_string().contains("t1"), "{e}");
+    }
+    assert_eq!(fs.list_dir(Path::new("/db")).unwrap(), ["t1"], "no lock file left behind");
+    assert_eq!(fs.read(Path::new("/db/t1/src/notes.txt")).unwrap(), b"precious");
+    // An empty directory (or one an interrupted first open left) becomes a database.
+    let fresh = Path::new("/new");
+    fs.put(&fresh.join("LOCK"), b"");
+    Store::open(fs.clone(), fresh, fresh, StoreOptions::default()).unwrap();
+    assert!(fs.exists(&fresh.join("MANIFEST")));
+}
+
+#[test]
+fn a_database_without_its_manifest_is_refused_and_nothing_is_removed() {
+    for durability in [Durability::PowerSafe, Durability::ProcessSafe] {
+        let fs = MemFs::new();
+        let s = open_with(&fs, durability);
+        s.create_table("t", &schema()).unwrap();
+        s.insert("t", &[rows(0, 20_000)]).unwrap();
+        s.insert("t", &[rows(0, 3)]).unwrap();
+        kill(s);
+        let before: Vec<(PathBuf, Vec<u8>)> = files_under(&fs, Path::new("/db"));
+        fs.remove_file(Path::new("/db/MANIFEST")).unwrap();
+        for read_only in [false, true] {
+            let e = Store::open(
+                Arc::new(fs.clone()),
+                Path::new("/db"),
+                Path::new("/db"),
+                StoreOptions { read_only, durability, ..StoreOptions::default() },
+            )
+            .unwrap_err();
+            assert!(matches!(e, Error::ManifestMissing { .. }), "{e}");
+            assert!(e.to_string().contains("/db/MANIFEST"), "{e}");
+        }
+        let after = files_under(&fs, Path::new("/db"));
+        let without: Vec<_> =
+            before.into_iter().filter(|(p, _)| !p.ends_with("MANIFEST")).collect();
+        assert_eq!(after, without, "{durability:?}");
+    }
+}
+
+/// Every file under `dir` with its bytes, sorted by path.
+fn files_under(fs: &MemFs, dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    for name in fs.list_dir(dir).unwrap() {
+        let p = dir.join(name);
+        match fs.read(&p) {
+            Ok(bytes) => out.push((p, bytes)),
+            Err(_) => out.extend(files_under(fs, &p)),
+        }
+    }
+    out
 }
 
 /// Runs a workload on a file system that fails at mutating operation `n`, then reopens the
@@ -694,6 +784,83 @@ fn torn_log_tail_is_discarded_and_earlier_commits_kept() {
         let s = open_with(&fs2, Durability::ProcessSafe);
         assert_eq!(s.snapshot().table("t").unwrap().count(), 2, "cut at {cut}");
     }
+}
+
+#[test]
+fn a_damaged_log_is_refused_untouched_and_salvage_keeps_what_precedes_it() {
+    let fs = MemFs::new();
+    let (f, bytes, _) = three_logged_commits(&fs, false);
+    // Flip one byte inside the second record: the third is intact after it.
+    let second = crate::wal::record_starts_for_tests(&bytes)[1];
+    let mut bad = bytes.clone();
+    bad[second + 12] ^= 0x40;
+    fs.put(&f, &bad);
+    let before = files_under(&fs, Path::new("/db"));
+    let open = |salvage: bool, read_only: bool| {
+        let opts = StoreOptions {
+            durability: Durability::ProcessSafe,
+            salvage,
+            read_only,
+            ..StoreOptions::default()
+        };
+        Store::open(Arc::new(fs.clone()), Path::new("/db"), Path::new("/db"), opts)
+    };
+    for read_only in [false, true] {
+        let e = open(false, read_only).unwrap_err();
+        assert!(e.is_corruption(), "{e}");
+        let msg = e.to_string();
+        assert!(msg.contains(&f.display().to_string()), "{msg}");
+        assert!(msg.contains(&format!("offset {second}")), "{msg}");
+    }
+    assert_eq!(files_under(&fs, Path::new("/db")), before, "a refused open changes nothing");
+    // Salvage: the first commit is kept, the rest dropped and reported, the log kept aside.
+    let s = open(true, false).unwrap();
+    assert_eq!(s.snapshot().table("t").unwrap().count(), 1);
+    let report = s.salvage_report().join("\n");
+    assert!(report.contains("dropped 1 intact later log record(s) (up to LSN 3)"), "{report}");
+    assert!(report.contains("/db/salvaged/1"), "{report}");
+    let kept = Path::new("/db/salvaged/1/wal").join(f.file_name().unwrap());
+    assert_eq!(fs.read(&kept).unwrap(), bad);
+    // Writes go on with new LSNs; normal opens see one consistent log again.
+    s.insert("t", &[rows(7, 1)]).unwrap();
+    kill(s);
+    let s = open(false, false).unwrap();
+    assert_eq!(s.snapshot().table("t").unwrap().count(), 2);
+    assert!(s.salvage_report().is_empty());
+}
+
+#[test]
+fn salvage_adopts_the_newest_manifest_copy_and_moves_what_it_does_not_name_aside() {
+    let t = tempfile::tempdir().unwrap();
+    let open = |salvage| {
+        let opts = StoreOptions { salvage, auto_compact: false, ..StoreOptions::default() };
+        Store::open(Arc::new(OsFs), t.path(), t.path(), opts)
+    };
+    let s = open(false).unwrap();
+    s.create_table("t", &schema()).unwrap();
+    s.insert("t", &[rows(0, 20_000)]).unwrap();
+    s.checkpoint("c1").unwrap();
+    s.insert("t", &[rows(20_000, 20_000)]).unwrap(); // a second segment, after c1
+    drop(s);
+    std::fs::remove_file(t.path().join("MANIFEST")).unwrap();
+    let e = open(false).unwrap_err();
+    assert!(matches!(e, Error::ManifestMissing { .. }), "{e}");
+    assert!(e.to_string().contains("salvage"), "{e}");
+    let s = open(true).unwrap();
+    assert_eq!(s.snapshot().table("t").unwrap().count(), 20_000);
+    let report = s.salvage_report().join("\n");
+    assert!(report.contains("adopted checkpoint 'c1'"), "{report}");
+    assert!(report.contains("1 file(s) the manifest does not name were moved to"), "{report}");
+    let aside = t.path().join("salvaged/1/t1");
+    let moved: Vec<_> =
+        std::fs::read_dir(&aside).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(moved.len(), 1, "{moved:?}");
+    // New segments never land on the moved file's name.
+    s.insert("t", &[rows(0, 20_000)]).unwrap();
+    drop(s);
+    let s = open(false).unwrap();
+    assert_eq!(s.snapshot().table("t").unwrap().count(), 40_000);
+    assert_eq!(std::fs::read_dir(&aside).unwrap().count(), 1, "kept aside for good");
 }
 
 fn copy_tree(from: &MemFs, to: &MemFs, p: &Path) {

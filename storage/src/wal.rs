@@ -78,7 +78,7 @@ pub const WAL_FORMAT_VERSION: u32 = 2;
 /// Oldest log format version still read.
 const WAL_OLDEST_READ: u32 = 1;
 const MAGIC: &[u8; 8] = b"BSLTWAL\0";
-const HEADER_LEN: usize = 16;
+pub(crate) const HEADER_LEN: usize = 16;
 const KIND_INSERT: u8 = 1;
 const KIND_DELETE: u8 = 2;
 const KIND_INSERT_COLUMNS: u8 = 3;
@@ -401,12 +401,32 @@ pub type SchemaOf<'a> = dyn Fn(u64) -> Option<arrow_schema::SchemaRef> + 'a;
 pub struct ReplayEnd {
     /// Highest LSN seen (replayed or skipped); 0 when the log is empty.
     pub last_lsn: u64,
-    /// Whether the last file ended in a torn or damaged record (discarded).
+    /// Whether the last file ended in a torn record (an incomplete last write, discarded).
     pub torn_tail: bool,
     /// The file with the torn tail and the length of its valid prefix.
     pub torn_at: Option<(PathBuf, usize)>,
     /// Number of log files.
     pub files: usize,
+    /// Salvage only: where the log was damaged, and what was dropped from there on.
+    pub damage: Option<LogDamage>,
+}
+
+/// Damage found in the log by a salvaging [`replay`]: records from here on were not
+/// replayed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogDamage {
+    /// The damaged file.
+    pub file: PathBuf,
+    /// Offset of the first damaged record in it.
+    pub offset: u64,
+    /// What check failed.
+    pub reason: String,
+    /// Intact records after the damage (in this file and later ones), dropped with it.
+    pub dropped_records: usize,
+    /// The highest LSN among those dropped records (0: none).
+    pub dropped_through: u64,
+    /// The log files from the damaged one on, which hold what was dropped.
+    pub files: Vec<PathBuf>,
 }
 
 fn wal_files(vfs: &dyn Vfs, dir: &Path) -> Result<Vec<PathBuf>> {
@@ -416,33 +436,98 @@ fn wal_files(vfs: &dyn Vfs, dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(names.into_iter().map(|n| dir.join(n)).collect())
 }
 
+/// A record whose checksum holds, starting at `pos` (its LSN, and the offset after it).
+fn intact_record_at(bytes: &[u8], pos: usize) -> Option<(u64, usize)> {
+    let head = bytes.get(pos..pos + 8)?;
+    let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
+    let sum = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
+    if len < 12 {
+        return None;
+    }
+    let body = bytes.get(pos + 8..(pos + 8).checked_add(len)?)?;
+    let lsn = u64::from_le_bytes(body[..8].try_into().ok()?);
+    (crc(body) == sum && lsn != 0).then_some((lsn, pos + 8 + len))
+}
+
+/// Intact records with LSNs above `after` from `from` on in `bytes` (a damaged region is
+/// searched byte by byte for the next record): their count and highest LSN.
+fn intact_records_after(bytes: &[u8], from: usize, after: u64) -> (usize, u64) {
+    let (mut count, mut high, mut pos) = (0, 0, from);
+    while pos + 8 <= bytes.len() {
+        match intact_record_at(bytes, pos) {
+            Some((lsn, next)) if lsn > after => {
+                count += 1;
+                high = high.max(lsn);
+                pos = next;
+            }
+            _ => pos += 1,
+        }
+    }
+    (count, high)
+}
+
 /// Reads every log file under `dir` in order and calls `apply` for each record with an
-/// LSN above `after`. A damaged record ends the log if it is in the last file (a torn tail);
-/// anywhere else it is [`Error::Corrupt`].
+/// LSN above `after`.
+///
+/// A record that fails its checks ends the log when it is a *torn tail*: in the last file,
+/// with no intact record after it (an interrupted last write). Anywhere else it is damage,
+/// and acknowledged commits would be lost by skipping it: [`Error::Corrupt`] naming the
+/// file and offset, unless `salvage` is set — then replay stops there and
+/// [`ReplayEnd::damage`] says what was dropped.
 pub fn replay(
     vfs: &dyn Vfs,
     dir: &Path,
     after: u64,
+    salvage: bool,
     schema_of: &SchemaOf<'_>,
     mut apply: impl FnMut(u64, Record) -> Result<()>,
 ) -> Result<ReplayEnd> {
     let files = wal_files(vfs, dir)?;
     let mut end = ReplayEnd { files: files.len(), ..ReplayEnd::default() };
     for (fi, path) in files.iter().enumerate() {
-        let last_file = fi + 1 == files.len();
         let bytes = vfs.read(path)?;
-        let damaged = |off: usize, why: &str| -> Result<bool> {
-            if last_file { Ok(true) } else { Err(Error::corrupt(path, off as u64, why)) }
+        // A failed check at `off`: torn tail (`Ok(true)`), salvaged damage (`Ok(false)`, the
+        // damage recorded), or corruption.
+        let damaged = |off: usize, why: &str, end: &mut ReplayEnd| -> Result<bool> {
+            let mut later = intact_records_after(&bytes, off + 1, end.last_lsn);
+            for p in &files[fi + 1..] {
+                let (n, high) = intact_records_after(&vfs.read(p)?, HEADER_LEN, end.last_lsn);
+                later = (later.0 + n, later.1.max(high));
+            }
+            if later.0 == 0 && fi + 1 == files.len() {
+                return Ok(true);
+            }
+            if !salvage {
+                return Err(Error::corrupt(
+                    path,
+                    off as u64,
+                    format!(
+                        "{why}, with {} intact log records after it: the log is damaged, not \
+                         torn (open with salvage to keep the commits before the damage)",
+                        later.0
+                    ),
+                ));
+            }
+            end.damage = Some(LogDamage {
+                file: path.clone(),
+                offset: off as u64,
+                reason: why.to_string(),
+                dropped_records: later.0,
+                dropped_through: later.1,
+                files: files[fi..].to_vec(),
+            });
+            Ok(false)
         };
         if bytes.len() < HEADER_LEN || &bytes[..8] != MAGIC {
             // A file whose header never made it to disk holds no records.
-            if damaged(0, "bad log header")? {
-                end.torn_tail |= !bytes.is_empty();
-                if end.torn_tail {
-                    end.torn_at = Some((path.clone(), 0));
-                }
-                break;
+            if bytes.iter().all(|&b| b == 0) && fi + 1 == files.len() {
+                end.torn_tail = !bytes.is_empty();
+                end.torn_at = end.torn_tail.then(|| (path.clone(), 0));
+            } else if damaged(0, "bad log header", &mut end)? {
+                end.torn_tail = true;
+                end.torn_at = Some((path.clone(), 0));
             }
+            break;
         }
         let version = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
         if !(WAL_OLDEST_READ..=WAL_FORMAT_VERSION).contains(&version) {
@@ -453,35 +538,40 @@ pub fn replay(
             });
         }
         let mut pos = HEADER_LEN;
+        let mut stop = false;
         while pos < bytes.len() {
             // Preallocated space: an all-zero rest of the file is the clean end of its log.
             // (A zero record header followed by anything else is damage, handled below.)
             if bytes[pos..].iter().all(|&b| b == 0) {
                 break;
             }
-            if bytes.len() - pos < 8 {
-                end.torn_tail = damaged(pos, "truncated log record header")?;
+            let why = if bytes.len() - pos < 8 {
+                Some("truncated log record header")
+            } else {
+                let len = u32::from_le_bytes([
+                    bytes[pos],
+                    bytes[pos + 1],
+                    bytes[pos + 2],
+                    bytes[pos + 3],
+                ]) as usize;
+                if bytes.len() - (pos + 8) < len || len < 12 {
+                    Some("truncated log record")
+                } else if intact_record_at(&bytes, pos).is_none() {
+                    Some("log record checksum mismatch")
+                } else {
+                    None
+                }
+            };
+            if let Some(why) = why {
+                stop = true;
+                end.torn_tail = damaged(pos, why, &mut end)?;
                 break;
             }
             let len =
                 u32::from_le_bytes([bytes[pos], bytes[pos + 1], bytes[pos + 2], bytes[pos + 3]])
                     as usize;
-            let sum = u32::from_le_bytes([
-                bytes[pos + 4],
-                bytes[pos + 5],
-                bytes[pos + 6],
-                bytes[pos + 7],
-            ]);
             let body_start = pos + 8;
-            if bytes.len() - body_start < len || len < 12 {
-                end.torn_tail = damaged(pos, "truncated log record")?;
-                break;
-            }
             let body = &bytes[body_start..body_start + len];
-            if crc(body) != sum {
-                end.torn_tail = damaged(pos, "log record checksum mismatch")?;
-                break;
-            }
             let (lsn, rec) = Record::decode_body(body, path, body_start as u64, schema_of)?;
             if lsn <= end.last_lsn && end.last_lsn != 0 {
                 return Err(Error::corrupt(path, pos as u64, "log sequence numbers go backwards"));
@@ -494,6 +584,8 @@ pub fn replay(
         }
         if end.torn_tail {
             end.torn_at = Some((path.clone(), pos));
+        }
+        if stop {
             break;
         }
     }
@@ -712,6 +804,18 @@ impl Wal {
     }
 }
 
+/// Offsets of the records of an undamaged log file, for tests that damage one.
+#[cfg(test)]
+pub(crate) fn record_starts_for_tests(bytes: &[u8]) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut pos = HEADER_LEN;
+    while let Some((_, next)) = intact_record_at(bytes, pos) {
+        out.push(pos);
+        pos = next;
+    }
+    out
+}
+
 /// (end of the last record, start of the last record) of an undamaged log file: tests use
 /// it to find what to tear in a preallocated file.
 #[cfg(test)]
@@ -757,12 +861,16 @@ mod tests {
     }
 
     fn collect(fs: &MemFs, after: u64) -> Result<(Vec<u64>, ReplayEnd)> {
+        collect_salvaging(fs, after, false)
+    }
+
+    fn collect_salvaging(fs: &MemFs, after: u64, salvage: bool) -> Result<(Vec<u64>, ReplayEnd)> {
         let mut seen = Vec::new();
         let schema = rec(0).ops.iter().find_map(|o| match o {
             Op::Insert { batch, .. } => Some(batch.schema()),
             Op::Delete { .. } => None,
         });
-        let end = replay(fs, Path::new("/w"), after, &|_| schema.clone(), |lsn, r| {
+        let end = replay(fs, Path::new("/w"), after, salvage, &|_| schema.clone(), |lsn, r| {
             let [Op::Insert { batch, table_id }, Op::Delete { ids, .. }] = &r.ops[..] else {
                 panic!("unexpected record {r:?}");
             };
@@ -787,7 +895,7 @@ mod tests {
         wal.sync_to(5).unwrap();
         let (seen, end) = collect(&fs, 2).unwrap();
         assert_eq!(seen, vec![3, 4, 5]);
-        assert_eq!(end, ReplayEnd { last_lsn: 5, torn_tail: false, torn_at: None, files: 1 });
+        assert_eq!(end, ReplayEnd { last_lsn: 5, files: 1, ..ReplayEnd::default() });
         // The file is preallocated: zeros follow the last record.
         let path = Path::new("/w/0000000000000001.wal");
         let full = fs.read(path).unwrap();
@@ -830,14 +938,39 @@ mod tests {
         fs.put(Path::new("/w/0000000000000098.wal"), &full);
         assert!(collect(&fs, 0).unwrap_err().is_corruption());
         fs.remove_file(Path::new("/w/0000000000000098.wal")).unwrap();
-        // A flipped byte in the middle of the last file is also just the end of the log.
+        // A flipped byte in the middle of the last file, with intact records after it, is
+        // damage: acknowledged commits would be lost by stopping there.
         let mut bad = full.clone();
         bad[HEADER_LEN + 20] ^= 1;
         fs.put(path, &bad);
-        let (seen, end) = collect(&fs, 0).unwrap();
-        assert!(seen.is_empty() && end.torn_tail);
-        // ...but in an earlier file it is corruption.
-        fs.put(Path::new("/w/0000000000000099.wal"), &full);
+        let e = collect(&fs, 0).unwrap_err();
+        assert!(e.is_corruption(), "{e}");
+        let msg = e.to_string();
+        assert!(msg.contains("0000000000000001.wal") && msg.contains("offset 16"), "{msg}");
+        assert!(msg.contains("4 intact log records after it"), "{msg}");
+        // Salvaging keeps the records before the damage and says what it dropped.
+        let mut second = bad.clone();
+        let third = record_starts_for_tests(&full)[2];
+        second[third + 9] ^= 1; // damage the third record instead
+        fs.put(path, &second);
+        let (seen, end) = collect_salvaging(&fs, 0, true).unwrap();
+        assert!(seen.is_empty(), "the first record was damaged");
+        let d = end.damage.expect("damage reported");
+        assert_eq!((d.offset, d.dropped_records, d.dropped_through), (16, 3, 5));
+        let mut third_only = full.clone();
+        third_only[third + 9] ^= 1;
+        fs.put(path, &third_only);
+        let (seen, end) = collect_salvaging(&fs, 0, true).unwrap();
+        assert_eq!(seen, vec![1, 2]);
+        let d = end.damage.expect("damage reported");
+        assert_eq!((d.offset as usize, d.dropped_records, d.dropped_through), (third, 2, 5));
+        assert_eq!(d.files, vec![path.to_path_buf()]);
+        assert!(!end.torn_tail);
+        // In an earlier file any damage is corruption, even with nothing intact after it.
+        fs.put(Path::new("/w/0000000000000099.wal"), &full[..HEADER_LEN]);
+        let mut zero_tail = full[..last_start + 12].to_vec();
+        zero_tail.resize(full.len(), 0);
+        fs.put(path, &zero_tail);
         assert!(collect(&fs, 0).unwrap_err().is_corruption());
     }
 
@@ -872,7 +1005,7 @@ mod tests {
         }
         wal.write_to(12).unwrap();
         let mut seen = Vec::new();
-        replay(&fs, Path::new("/w"), 0, &|_| Some(s.clone()), |lsn, r| {
+        replay(&fs, Path::new("/w"), 0, false, &|_| Some(s.clone()), |lsn, r| {
             let [Op::Insert { batch, .. }] = &r.ops[..] else { panic!("unexpected {r:?}") };
             assert_eq!(
                 batch,
@@ -1059,7 +1192,7 @@ mod tests {
         let replay_all = |fs: &MemFs| {
             let mut got = Vec::new();
             let s = schema.clone();
-            replay(fs, Path::new("/w"), 0, &|_| Some(s.clone()), |_, r| {
+            replay(fs, Path::new("/w"), 0, false, &|_| Some(s.clone()), |_, r| {
                 got.push(inserted(&r).clone());
                 Ok(())
             })
