@@ -7,7 +7,15 @@
 //! and the directory, so a durable commit that follows covers everything it refers to.
 //! A killed process loses nothing (the page cache survives it); a power failure can leave
 //! the files of unsynced commits torn, which the owner must detect (a marker file written
-//! before the first unsynced commit, and `Index::validate_checksum` at open).
+//! before the first unsynced commit, and the checksums checked at open).
+//!
+//! Tantivy's own JSON files (`meta.json`, `.managed.json`) carry no checksum. Every
+//! atomic write of one here ends in a *checksum trailer* made of JSON whitespace (so
+//! tantivy's parser, which allows trailing whitespace, reads the file unchanged): the
+//! marker [`TRAILER_MARK`], then the CRC-32C of the bytes before the trailer as sixteen
+//! whitespace characters, two bits each. [`LazyDir::atomic_read`] checks it and reports a
+//! mismatch as damage; a file without the marker (written before the trailer existed)
+//! is read as it is.
 
 use std::collections::BTreeSet;
 use std::fs::{File, OpenOptions};
@@ -23,6 +31,42 @@ use tantivy::directory::{
     AntiCallToken, DirectoryLock, FileHandle, Lock, MmapDirectory, TerminatingWrite, WatchCallback,
     WatchHandle, WritePtr,
 };
+
+/// Starts the checksum trailer of an atomically written file (see the module docs).
+const TRAILER_MARK: &[u8; 8] = b"\n \t\t \t \t";
+/// The four whitespace characters that carry two bits each of the trailer's CRC.
+const TRAILER_DIGITS: [u8; 4] = [b' ', b'\t', b'\r', b'\n'];
+/// Bytes of a trailer.
+const TRAILER_LEN: usize = TRAILER_MARK.len() + 16;
+
+/// `data` followed by its checksum trailer.
+fn with_trailer(data: &[u8]) -> Vec<u8> {
+    let crc = crc32c::crc32c(data);
+    let mut out = Vec::with_capacity(data.len() + TRAILER_LEN);
+    out.extend_from_slice(data);
+    out.extend_from_slice(TRAILER_MARK);
+    out.extend((0..16).map(|i| TRAILER_DIGITS[((crc >> (2 * i)) & 3) as usize]));
+    out
+}
+
+/// Checks and strips the checksum trailer of `bytes`; a file without one is returned as
+/// it is. `Err` says why the bytes are damaged.
+fn strip_trailer(mut bytes: Vec<u8>) -> Result<Vec<u8>, &'static str> {
+    let Some(at) = bytes.len().checked_sub(TRAILER_LEN) else { return Ok(bytes) };
+    if &bytes[at..at + TRAILER_MARK.len()] != TRAILER_MARK {
+        return Ok(bytes);
+    }
+    let mut crc = 0u32;
+    for (i, b) in bytes[at + TRAILER_MARK.len()..].iter().enumerate() {
+        let d = TRAILER_DIGITS.iter().position(|d| d == b).ok_or("a damaged checksum trailer")?;
+        crc |= (d as u32) << (2 * i);
+    }
+    if crc32c::crc32c(&bytes[..at]) != crc {
+        return Err("checksum mismatch");
+    }
+    bytes.truncate(at);
+    Ok(bytes)
+}
 
 /// Shared between the clones tantivy makes of a directory.
 #[derive(Debug, Default)]
@@ -169,9 +213,13 @@ impl Directory for LazyDir {
         Ok(BufWriter::new(Box::new(UnsyncedFile(file))))
     }
     fn atomic_read(&self, path: &Path) -> Result<Vec<u8>, OpenReadError> {
-        self.inner.atomic_read(path)
+        strip_trailer(self.inner.atomic_read(path)?).map_err(|why| OpenReadError::IoError {
+            io_error: Arc::new(io::Error::new(io::ErrorKind::InvalidData, why)),
+            filepath: path.to_path_buf(),
+        })
     }
     fn atomic_write(&self, path: &Path, data: &[u8]) -> io::Result<()> {
+        let data = &with_trailer(data)[..];
         if !self.is_lazy() {
             return self.inner.atomic_write(path, data);
         }
@@ -196,6 +244,31 @@ impl Directory for LazyDir {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_files_carry_a_whitespace_checksum_that_catches_every_flipped_byte() {
+        let json = br#"{"segments": [], "opstamp": 12}"#.to_vec();
+        let written = with_trailer(&json);
+        assert!(serde_json::from_slice::<serde_json::Value>(&written).is_ok());
+        assert_eq!(strip_trailer(written.clone()), Ok(json.clone()));
+        assert_eq!(strip_trailer(json.clone()), Ok(json.clone()), "files from before");
+        for i in 0..written.len() {
+            for bit in 0..8 {
+                let mut bad = written.clone();
+                bad[i] ^= 1 << bit;
+                // Damage to the content or the checksum is reported; a flip inside the marker
+                // leaves the content intact, read as a file without a trailer.
+                let in_marker = (json.len()..json.len() + TRAILER_MARK.len()).contains(&i);
+                match strip_trailer(bad) {
+                    Err(_) => assert!(!in_marker),
+                    Ok(back) => {
+                        assert!(in_marker, "flip at {i} bit {bit} went unnoticed");
+                        assert_eq!(back[..json.len()], json[..]);
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn lazy_atomic_writes_replace_the_file_and_reuse_the_old_one() {

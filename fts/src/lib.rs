@@ -86,6 +86,62 @@ fn tv(action: &'static str) -> impl FnOnce(tantivy::TantivyError) -> Error {
     move |source| Error::Tantivy { action, source }
 }
 
+/// Runs a tantivy call that reads index files, turning a panic into [`Error::Damaged`].
+/// Used around opening and searching: tantivy trusts the bytes of its segment files and
+/// can panic on damaged ones the checksums did not cover (or on files changed after the
+/// open); the caller's process and its tables must survive that.
+fn guarded<T>(path: Option<&Path>, action: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic".into());
+            Err(Error::Damaged {
+                path: path.map(Path::to_path_buf).unwrap_or_default(),
+                reason: format!("tantivy failed to {action}: {what}"),
+            })
+        }
+    }
+}
+
+/// Checks every file of every committed segment of `index` against the CRC in its footer
+/// (a missing or truncated file counts as damaged); `meta.json` was checked by reading it
+/// (see the `lazy` module). `Err` names the damaged files.
+fn verify_files(index: &Index, path: Option<&Path>) -> Result<()> {
+    use tantivy::Directory;
+    use tantivy::index::SegmentComponent as C;
+    use tantivy_common::HasLen;
+    let metas = index.load_metas().map_err(tv("read the index metadata"))?;
+    let dir = index.directory();
+    let mut bad = Vec::new();
+    for seg in &metas.segments {
+        let mut components =
+            vec![C::Postings, C::Positions, C::FastFields, C::FieldNorms, C::Terms, C::Store];
+        if seg.has_deletes() {
+            components.push(C::Delete);
+        }
+        for c in components {
+            let p = seg.relative_path(c);
+            // Footers need 8 bytes; tantivy's reader would panic on fewer.
+            let intact = dir.open_read(&p).is_ok_and(|f| f.len() >= 8)
+                && dir.validate_checksum(&p).unwrap_or(false);
+            if !intact {
+                bad.push(p.display().to_string());
+            }
+        }
+    }
+    if bad.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Damaged {
+        path: path.map(Path::to_path_buf).unwrap_or_default(),
+        reason: format!("damaged or missing files: {}", bad.join(", ")),
+    })
+}
+
 /// How text is cut into terms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Tokenizer {
@@ -405,16 +461,22 @@ impl FtsIndex {
         tokenizer: Tokenizer,
         writable: bool,
     ) -> Result<FtsIndex> {
-        let d = lazy::LazyDir::open(dir).map_err(tv("open the index directory"))?;
-        let index = Index::open(d.clone()).map_err(tv("open the index"))?;
-        Self::finish(
-            index,
-            columns,
-            tokenizer,
-            writable.then_some(1),
-            Some(dir.to_path_buf()),
-            Some(d),
-        )
+        guarded(Some(dir), "open the index", || {
+            let d = lazy::LazyDir::open(dir).map_err(tv("open the index directory"))?;
+            let index = Index::open(d.clone()).map_err(tv("open the index"))?;
+            // Every file is checked once before tantivy reads it: it does not check its
+            // segment files' checksums itself, and reads damaged ones into wrong answers
+            // or panics.
+            verify_files(&index, Some(dir))?;
+            Self::finish(
+                index,
+                columns,
+                tokenizer,
+                writable.then_some(1),
+                Some(dir.to_path_buf()),
+                Some(d),
+            )
+        })
     }
 
     /// Replaces the writer by one with `threads` indexing threads, opened at its first use
@@ -562,7 +624,7 @@ impl FtsIndex {
 
     /// Whether every file the last commit names is present with a valid checksum.
     pub fn files_intact(&self) -> bool {
-        self.index.validate_checksum().is_ok_and(|bad| bad.is_empty())
+        guarded(self.path.as_deref(), "check the files", || verify_files(&self.index, None)).is_ok()
     }
 
     fn commit_now(&self, payload: Payload) -> Result<()> {
@@ -599,7 +661,9 @@ impl FtsIndex {
 
     /// Sees the latest commit (of this handle or, for read-only handles, of the writer).
     pub fn reload(&self) -> Result<()> {
-        self.reader.reload().map_err(tv("reload the reader"))
+        guarded(self.path.as_deref(), "reload the reader", || {
+            self.reader.reload().map_err(tv("reload the reader"))
+        })
     }
 
     /// Searches every indexed column; `limit` bounds the hits (`None`: every match). Hits
@@ -655,7 +719,9 @@ impl FtsIndex {
         let q = self.parse(fields, query)?;
         let searcher = self.reader.searcher();
         let collector = HitCollector { limit };
-        let mut hits = searcher.search(q.as_ref(), &collector).map_err(tv("search"))?;
+        let mut hits = guarded(self.path.as_deref(), "search", || {
+            searcher.search(q.as_ref(), &collector).map_err(tv("search"))
+        })?;
         hits.sort_by(hit_order);
         if let Some(k) = limit {
             hits.truncate(k);

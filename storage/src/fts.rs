@@ -56,6 +56,9 @@ use crate::wal::{self, Op, WAL_DIR};
 #[derive(Debug, Default)]
 pub(crate) struct Registry {
     handles: RwLock<BTreeMap<u64, Arc<Handle>>>,
+    /// Why a read-only handle could not open a table's index (by table id): full-text
+    /// queries on it report this; everything else about the table works.
+    unusable: RwLock<BTreeMap<u64, String>>,
     /// Version of the newest installed manifest (buffered changes up to it are durable).
     installed: AtomicU64,
     /// Opens that rebuilt an index / caught up from its payload (for tests and diagnostics).
@@ -551,18 +554,31 @@ impl Store {
     /// `rebuild` says so.
     pub(crate) fn fts_open_tables(&self, rebuild: impl Fn(u64) -> bool) -> Result<()> {
         self.fts.handles.write().clear();
+        self.fts.unusable.write().clear();
         let snap = self.head_snapshot();
         for t in snap.tables.values() {
             let Some(entry) = t.fts.as_deref().cloned() else { continue };
             if self.opts.read_only {
-                // Searched as last committed; a read-only handle cannot catch up.
-                if let Location::Dir(dir) = self.fts_location(t.id, entry.dir_id)
-                    && let Ok(tok) = entry.tokenizer.parse::<Tokenizer>()
-                    && let Ok((_, names)) = indexed_columns(t, &entry)
-                    && let Ok(index) = FtsIndex::open(&dir, &names, tok, false)
-                {
-                    let lsn = index.payload().ok().flatten().unwrap_or_default().lsn;
-                    self.fts_register(t, entry, index, lsn, 0);
+                // Searched as last committed; a read-only handle cannot catch up, nor
+                // rebuild a damaged index: full-text queries then say why, nothing else
+                // about the table is affected.
+                let Location::Dir(dir) = self.fts_location(t.id, entry.dir_id) else { continue };
+                let opened = entry
+                    .tokenizer
+                    .parse::<Tokenizer>()
+                    .map_err(|e| e.to_string())
+                    .and_then(|tok| {
+                        let (_, names) = indexed_columns(t, &entry).map_err(|e| e.to_string())?;
+                        FtsIndex::open(&dir, &names, tok, false).map_err(|e| e.to_string())
+                    });
+                match opened {
+                    Ok(index) => {
+                        let lsn = index.payload().ok().flatten().unwrap_or_default().lsn;
+                        self.fts_register(t, entry, index, lsn, 0);
+                    }
+                    Err(why) => {
+                        self.fts.unusable.write().insert(t.id, why);
+                    }
                 }
                 continue;
             }
@@ -619,6 +635,7 @@ impl Store {
             self.vfs.as_ref(),
             &self.root.join(WAL_DIR),
             payload.lsn,
+            false,
             &schema_of,
             |_, rec| {
                 for op in rec.ops {
@@ -678,9 +695,13 @@ impl Store {
         }
         let h = self.fts.get(t.id).ok_or_else(|| Error::InvalidInput {
             table: table.into(),
-            reason: "the full-text index is not open here (a checkpoint view, or a read-only \
-                     open that could not read it)"
-                .into(),
+            reason: match self.fts.unusable.read().get(&t.id) {
+                Some(why) => format!(
+                    "the full-text index cannot be used by this read-only handle ({why}); \
+                     opening the database for writing rebuilds it from the table"
+                ),
+                None => "the full-text index is not open here (a checkpoint view)".into(),
+            },
         })?;
         self.fts_refresh(&h, false)?;
         if !h.writable {
@@ -1049,6 +1070,132 @@ mod tests {
         assert!(left.iter().all(|f| !f.contains("999") && !f.contains("998")), "{left:?}");
         assert!(left.contains(&format!("fts-{}", entry.dir_id)));
         assert_eq!(found(&s, "red", None), BTreeSet::from([1, 3, 4, 5]));
+    }
+
+    /// Copies the files of a database directory tree.
+    fn copy_dir(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for e in std::fs::read_dir(from).unwrap() {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_dir() {
+                copy_dir(&e.path(), &to.join(e.file_name()));
+            } else {
+                std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+            }
+        }
+    }
+
+    /// Flips bytes in, truncates and deletes every file of a full-text index: a writer open
+    /// rebuilds the index and answers as the intact database does; a read-only open
+    /// answers every query but full-text ones, which either answer as the intact database
+    /// or say the index is unusable. Never a panic, never a different answer.
+    #[test]
+    fn damaged_index_files_are_rebuilt_by_writers_and_refused_by_readers() {
+        let dir = tempfile::tempdir().unwrap();
+        let intact = dir.path().join("intact");
+        let mut rng = Rng(5);
+        {
+            let s = Store::open(Arc::new(OsFs), &intact, &intact, opts()).unwrap();
+            s.create_table("t", &schema()).unwrap();
+            for _ in 0..4 {
+                let rows: Vec<_> = (0..50).map(|_| [rng.text(), rng.text()]).collect();
+                s.insert("t", &[batch(&rows)]).unwrap();
+            }
+            s.create_fts_index("t", &["name", "city"], "default").unwrap();
+            s.delete("t", &[3, 17, 60]).unwrap(); // a delete bitset in the index too
+            let _ = found(&s, "red", None);
+            s.close().unwrap();
+        }
+        let answers = |s: &Store| -> Vec<Result<BTreeSet<u64>, String>> {
+            ["red", "paris", "tea"]
+                .iter()
+                .map(|w| {
+                    s.search_text(&view(s), "t", None, w, None)
+                        .map(|h| h.iter().map(|h| h.id).collect())
+                        .map_err(|e| e.to_string())
+                })
+                .collect()
+        };
+        let want = {
+            let s = Store::open(Arc::new(OsFs), &intact, &intact, opts()).unwrap();
+            answers(&s)
+        };
+        assert!(want.iter().all(|a| a.as_ref().is_ok_and(|ids| !ids.is_empty())));
+        let entry = {
+            let s = Store::open(
+                Arc::new(OsFs),
+                &intact,
+                &intact,
+                StoreOptions { read_only: true, ..opts() },
+            )
+            .unwrap();
+            s.snapshot().table("t").unwrap().fts.clone().unwrap()
+        };
+        let rel = Path::new("t1").join(format!("fts-{}", entry.dir_id));
+        let mut names: Vec<String> = std::fs::read_dir(intact.join(&rel))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| !n.ends_with(".lock"))
+            .collect();
+        names.sort();
+        assert!(names.iter().any(|n| n.ends_with(".term")) && names.contains(&"meta.json".into()));
+        let (mut cases, mut refused, mut same) = (0, 0, 0);
+        for name in &names {
+            let bytes = std::fs::read(intact.join(&rel).join(name)).unwrap();
+            let mut damages: Vec<Option<Vec<u8>>> =
+                vec![None, Some(bytes[..bytes.len() / 2].to_vec())];
+            for k in 0..12 {
+                let mut b = bytes.clone();
+                if b.is_empty() {
+                    break;
+                }
+                let at = (k * 7919 + rng.below(97) as usize) % b.len();
+                b[at] ^= 1 << (k % 8);
+                damages.push(Some(b));
+            }
+            for damage in damages {
+                cases += 1;
+                let case = dir.path().join(format!("case{cases}"));
+                copy_dir(&intact, &case);
+                let file = case.join(&rel).join(name);
+                match &damage {
+                    None => std::fs::remove_file(&file).unwrap(),
+                    Some(b) => std::fs::write(&file, b).unwrap(),
+                }
+                let ro = Store::open(
+                    Arc::new(OsFs),
+                    &case,
+                    &case,
+                    StoreOptions { read_only: true, ..opts() },
+                )
+                .unwrap_or_else(|e| panic!("{name}: read-only open failed: {e}"));
+                assert_eq!(ro.snapshot().table("t").unwrap().count(), 197);
+                for (got, want) in answers(&ro).into_iter().zip(&want) {
+                    match got {
+                        Ok(ids) => {
+                            assert_eq!(Ok(&ids), want.as_ref(), "{name}: a different answer");
+                            same += 1;
+                        }
+                        Err(e) => {
+                            assert!(e.contains("cannot be used"), "{name}: {e}");
+                            refused += 1;
+                        }
+                    }
+                }
+                drop(ro);
+                let w = Store::open(Arc::new(OsFs), &case, &case, opts())
+                    .unwrap_or_else(|e| panic!("{name}: writer open failed: {e}"));
+                assert_eq!(answers(&w), want, "{name}: the writer's answers");
+                drop(w);
+                std::fs::remove_dir_all(&case).unwrap();
+            }
+        }
+        println!(
+            "full-text damage sweep: {cases} cases over {} files; read-only queries: {refused} \
+             refused, {same} answered as intact; 0 panics, 0 different answers",
+            names.len()
+        );
+        assert!(refused > 0);
     }
 
     #[test]
