@@ -538,18 +538,22 @@ impl GroupByExec {
             return Ok(RecordBatch::new_empty(self.schema.clone()));
         }
         if scalar && !any_rows {
-            // No rows: the one group still exists, with each aggregate's empty value.
-            let empty = RecordBatch::new_empty(loose.clone());
+            // No rows: the one group still exists, with each aggregate's empty value. The
+            // accumulators learn of the group from one filtered-out row (NULL arguments, a
+            // false filter): given no row at all, DataFusion's accumulators take a group
+            // they never saw a NULL for as one that saw values, and `min` / `max` / `sum`
+            // over an empty table answered their starting values instead of NULL.
+            let excluded = BooleanArray::from(vec![false]);
             for (acc, a) in accs.iter_mut().zip(&self.aggs) {
                 let values = a
                     .expressions()
                     .iter()
-                    .map(|e| e.evaluate(&empty).and_then(|v| v.into_array(0)))
+                    .map(|e| Ok(new_null_array(&e.data_type(&self.input_schema)?, 1)))
                     .collect::<Result<Vec<_>>>()?;
                 match acc {
                     Acc::Rows(_) | Acc::RowsIf(..) => {}
                     Acc::Native(Native { acc, .. }) | Acc::Df(acc) => {
-                        acc.update_batch(&values, &[], None, 1)?
+                        acc.update_batch(&values, &[0], Some(&excluded), 1)?
                     }
                 }
             }

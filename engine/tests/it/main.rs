@@ -11,4 +11,5 @@ mod process;
 mod roundtrip;
 mod slt;
 mod sql;
+mod trust;
 mod vector;

@@ -18,7 +18,7 @@ fn rows(batches: &[RecordBatch]) -> Vec<String> {
 }
 
 /// The rows of a result in the order they came, as `a|b|…` strings.
-fn rows_in_order(batches: &[RecordBatch]) -> Vec<String> {
+pub(crate) fn rows_in_order(batches: &[RecordBatch]) -> Vec<String> {
     let mut out = Vec::new();
     for b in batches {
         let fmts: Vec<_> = b
