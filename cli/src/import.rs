@@ -193,16 +193,17 @@ pub fn import(
     let source = read_call(format, file, opts, delimiter);
     let schema = file_schema(conn, &source)
         .map_err(|e| CliError::Import(format!("{}: {e}", file.display())))?;
+    // A new table is filled under a hidden name and renamed into place at the end, so that
+    // an interrupted import (an error, a killed process) leaves no table behind.
     let created = !db.list_tables().iter().any(|t| t == table);
-    if created {
-        db.create_table(table, &schema)?;
-    }
+    let staged = if created { Some(db.stage_table(&schema)?) } else { None };
+    let target = staged.as_ref().map_or(table, |s| s.name());
     let progress = Progress::new(!opts.quiet && std::io::stderr().is_terminal());
     let mut report =
         ImportReport { rows: 0, skipped: 0, reasons: Vec::new(), created, seconds: 0.0 };
     let r = (|| -> Result<(), CliError> {
         conn.begin()?;
-        let t = conn.table(table)?;
+        let t = conn.table(target)?;
         let mut sink = |batch: RecordBatch, report: &mut ImportReport| -> Result<(), CliError> {
             if batch.num_rows() > 0 {
                 t.insert(&batch)?;
@@ -233,10 +234,10 @@ pub fn import(
         if conn.in_transaction() {
             let _ = conn.rollback();
         }
-        if created {
-            let _ = db.drop_table(table);
-        }
-        return Err(e);
+        return Err(e); // a staged table is dropped with `staged`
+    }
+    if let Some(s) = staged {
+        s.publish(table)?;
     }
     report.seconds = start.elapsed().as_secs_f64();
     Ok(report)

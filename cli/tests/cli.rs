@@ -211,6 +211,44 @@ fn directories_that_are_not_databases_or_lost_their_manifest_are_refused_untouch
     assert!(out.contains("nothing to recover"), "{out}");
 }
 
+/// `basalt import` into a new table, killed at different moments: the table is either
+/// absent or complete, never empty or partial.
+#[test]
+fn a_killed_import_leaves_no_table_or_the_whole_table() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = db_in(dir.path());
+    let csv = dir.path().join("big.csv");
+    let rows = 200_000;
+    let mut s = String::from("name,age,score\n");
+    for i in 0..rows {
+        s.push_str(&format!("user_{i},{},{}.25\n", 18 + i % 60, i % 1000));
+    }
+    std::fs::write(&csv, &s).expect("write csv");
+    ok(&["-c", "CREATE TABLE other (a INT)", &db], None);
+    let mut outcomes = Vec::new();
+    for (round, wait_ms) in [5u64, 40, 120, 300, 700, 1500].into_iter().enumerate() {
+        let table = format!("t{round}");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_basalt"))
+            .args(["import", &db, &table, &csv.to_string_lossy(), "--quiet"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("import starts");
+        std::thread::sleep(std::time::Duration::from_millis(wait_ms));
+        let _ = child.kill(); // SIGKILL
+        let status = child.wait().expect("import ends");
+        let tables = ok(&["tables", &db], None);
+        if tables.contains(&format!("{table} (")) {
+            assert_eq!(count(&db, &table), rows.to_string(), "round {round}: a partial table");
+            outcomes.push(format!("{wait_ms} ms: complete ({status})"));
+        } else {
+            outcomes.push(format!("{wait_ms} ms: absent ({status})"));
+        }
+        assert!(!tables.contains("__basalt"), "{tables}");
+    }
+    println!("killed imports: {outcomes:?}");
+}
+
 #[test]
 fn queries_files_without_a_database() {
     let dir = tempfile::tempdir().expect("temp dir");

@@ -193,14 +193,6 @@ impl Database {
         let path = path.as_ref();
         let vfs: Arc<dyn Vfs> = Arc::new(OsFs);
         let store = Arc::new(Store::open(vfs, path, path, options.store())?);
-        if !options.read_only {
-            // Temporary tables of a `CREATE TABLE … AS` that a crash interrupted.
-            for name in store.snapshot().table_names() {
-                if name.starts_with(basalt_sql::TEMP_TABLE_PREFIX) {
-                    store.drop_table(&name)?;
-                }
-            }
-        }
         Ok(Database::on_store(store, Some(path.to_path_buf()), &options))
     }
 
@@ -252,6 +244,15 @@ impl Database {
         Ok(Table { db: self.clone(), name: name.to_string(), conn: None })
     }
 
+    /// Starts a table that appears under its name with all its rows or not at all: fill
+    /// the returned hidden table (through any connection, in a transaction or not), then
+    /// [`StagedTable::publish`] it. Dropped unpublished, or after a crash at the next
+    /// writer open, it leaves nothing behind.
+    pub fn stage_table(&self, schema: &Schema) -> Result<StagedTable> {
+        let name = self.inner.store.create_staging_table(schema)?;
+        Ok(StagedTable { db: self.clone(), name, published: false })
+    }
+
     /// Drops a table and deletes its files.
     pub fn drop_table(&self, name: &str) -> Result<()> {
         Ok(self.inner.store.drop_table(name)?)
@@ -260,7 +261,7 @@ impl Database {
     /// Table names, sorted.
     pub fn list_tables(&self) -> Vec<String> {
         let mut names = self.inner.store.snapshot().table_names();
-        names.retain(|n| !n.starts_with(basalt_sql::TEMP_TABLE_PREFIX));
+        names.retain(|n| !n.starts_with(basalt_sql::RESERVED_PREFIX));
         names
     }
 
@@ -365,6 +366,41 @@ impl Database {
     /// [`StorageError::Closed`] afterwards.
     pub fn close(self) -> Result<()> {
         Ok(self.inner.store.close()?)
+    }
+}
+
+/// A new table being filled under a hidden name (see [`Database::stage_table`]).
+#[derive(Debug)]
+pub struct StagedTable {
+    db: Database,
+    name: String,
+    published: bool,
+}
+
+impl StagedTable {
+    /// The hidden name to write the rows under (`Connection::table`, `Database::table`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Renames the table into place as `name`, with every row committed to it so far, in
+    /// one catalog change. Fails (dropping the staged rows) if `name` is taken or invalid.
+    pub fn publish(mut self, name: &str) -> Result<Table> {
+        self.published = true;
+        let store = &self.db.inner.store;
+        if let Err(e) = store.rename_table(&self.name, name, false) {
+            let _ = store.drop_table(&self.name);
+            return Err(e.into());
+        }
+        Ok(Table { db: self.db.clone(), name: name.to_string(), conn: None })
+    }
+}
+
+impl Drop for StagedTable {
+    fn drop(&mut self) {
+        if !self.published {
+            let _ = self.db.inner.store.drop_table(&self.name);
+        }
     }
 }
 

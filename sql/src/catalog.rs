@@ -98,7 +98,7 @@ impl SchemaProvider for BasaltSchema {
             .view()
             .map(|v| {
                 let mut names = v.table_names();
-                names.retain(|n| !n.starts_with(crate::connection::TEMP_TABLE_PREFIX));
+                names.retain(|n| !n.starts_with(crate::connection::RESERVED_PREFIX));
                 names.extend(v.views().keys().cloned());
                 names.extend(self.external.lock().keys().cloned());
                 names

@@ -1145,8 +1145,7 @@ impl SqlConnection {
                 // CREATE TABLE … AS: fill a temporary table, then rename it into place in one
                 // manifest install, so the new table appears complete or not at all (and the
                 // query may read the table it replaces).
-                let tmp = temp_table_name();
-                store.create_table(&tmp, &schema)?;
+                let tmp = store.create_staging_table(&schema)?;
                 let r = match Box::pin(self.insert_plan(&tmp, c.input.as_ref().clone())).await {
                     Ok(_) => store.rename_table(&tmp, &name, c.or_replace).map_err(Error::from),
                     Err(e) => Err(e),
@@ -1598,16 +1597,9 @@ impl Drop for Unpin<'_> {
     }
 }
 
-/// Tables whose names start with this are the temporary tables of `CREATE TABLE … AS`
-/// still being filled: hidden from the catalog, and dropped when a database is opened for
-/// writing (what a crash left behind).
-pub const TEMP_TABLE_PREFIX: &str = "__basalt_tmp_";
-
-fn temp_table_name() -> String {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    format!("{TEMP_TABLE_PREFIX}{}_{n}", std::process::id())
-}
+/// Tables and views whose names start with this are Basalt's own (the staging tables of
+/// `CREATE TABLE … AS` among them): hidden from the catalog, refused for users' tables.
+pub use basalt_storage::store::RESERVED_PREFIX;
 
 /// Parses exactly one statement with the session's dialect.
 pub(crate) fn parse_one(

@@ -78,7 +78,7 @@ pub mod sort;
 pub mod types;
 pub mod vector;
 
-pub use connection::{Prepared, SqlConnection, TEMP_TABLE_PREFIX};
+pub use connection::{Prepared, RESERVED_PREFIX, SqlConnection};
 pub use error::{Error, Result};
 
 /// DataFusion and Arrow as this crate uses them (for the engine's signatures).

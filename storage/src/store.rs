@@ -42,6 +42,25 @@ pub const CHECKPOINT_DIR: &str = "checkpoints";
 /// Name of the writer-lock file inside a database directory.
 pub const LOCK_FILE: &str = "LOCK";
 
+/// Names of tables and views starting with this are Basalt's own: refused for user tables
+/// and views, hidden from listings.
+pub const RESERVED_PREFIX: &str = "__basalt_";
+
+/// Prefix of staging tables ([`Store::create_staging_table`]).
+pub const STAGING_PREFIX: &str = "__basalt_tmp_";
+
+/// Checks a user's table or view name: a valid name outside [`RESERVED_PREFIX`].
+fn check_user_name(name: &str) -> Result<()> {
+    check_name(name)?;
+    if name.starts_with(RESERVED_PREFIX) {
+        return Err(Error::InvalidName {
+            name: name.to_string(),
+            reason: "names starting with __basalt_ are reserved for Basalt's own tables",
+        });
+    }
+    Ok(())
+}
+
 /// Tunables of a [`Store`].
 #[derive(Debug, Clone, Copy)]
 pub struct StoreOptions {
@@ -1174,6 +1193,9 @@ fn conform_column(table: &str, f: &Field, col: &ArrayRef) -> Result<ArrayRef> {
     };
     let want = f.data_type();
     if col.data_type() == want {
+        if let Some(fsl) = col.as_any().downcast_ref::<FixedSizeListArray>() {
+            check_components(table, f, fsl)?;
+        }
         return round_vectors(table, f, col);
     }
     if col.data_type() == &DataType::Null {
@@ -1196,12 +1218,7 @@ fn conform_column(table: &str, f: &Field, col: &ArrayRef) -> Result<ArrayRef> {
             });
         }
         let fsl = col.as_any().downcast_ref::<FixedSizeListArray>().ok_or_else(mismatch)?;
-        if fsl.values().null_count() > 0 {
-            return Err(Error::InvalidInput {
-                table: table.to_string(),
-                reason: format!("column '{}': vector components must not be null", f.name()),
-            });
-        }
+        check_components(table, f, fsl)?;
         let DataType::FixedSizeList(want_child, _) = want else { return Err(mismatch()) };
         let a = FixedSizeListArray::try_new(
             want_child.clone(),
@@ -1222,6 +1239,31 @@ fn conform_column(table: &str, f: &Field, col: &ArrayRef) -> Result<ArrayRef> {
             .map_err(|e| Error::arrow(format!("column '{}'", f.name()), e));
     }
     Err(mismatch())
+}
+
+/// Refuses a vector with a NULL component (a NULL vector is a NULL row, but a vector is
+/// whole or absent: a NULL component would be stored as 0.0). Only the rows of the
+/// array's window that are not NULL themselves are looked at.
+fn check_components(table: &str, f: &Field, fsl: &FixedSizeListArray) -> Result<()> {
+    let Some(nulls) = fsl.values().nulls().filter(|n| n.null_count() > 0) else { return Ok(()) };
+    let dim = fsl.value_length().max(0) as usize;
+    for row in 0..fsl.len() {
+        if fsl.is_null(row) {
+            continue;
+        }
+        let start = fsl.value_offset(row).max(0) as usize;
+        if (start..start + dim).any(|i| nulls.is_null(i)) {
+            return Err(Error::InvalidInput {
+                table: table.to_string(),
+                reason: format!(
+                    "column '{}', row {}: a vector component is NULL (vectors are whole or NULL)",
+                    f.name(),
+                    row + 1
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The values of a vector column as its stored form holds them (`float16` / `int8`
@@ -1891,6 +1933,14 @@ impl Store {
         } else {
             store.fts_open_all(false)?;
         }
+        if !store.opts.read_only {
+            // Staging tables of a `CREATE TABLE … AS` or an import that a crash interrupted.
+            for name in store.snapshot().table_names() {
+                if name.starts_with(STAGING_PREFIX) {
+                    store.drop_table(&name)?;
+                }
+            }
+        }
         store.salvage_report = report;
         Ok(store)
     }
@@ -2230,6 +2280,23 @@ impl Store {
     /// Creates a table; with `replace`, a table of that name is dropped in the same manifest
     /// install (readers see the old table or the new one, never neither).
     pub fn create_table_with(&self, name: &str, schema: &Schema, replace: bool) -> Result<()> {
+        check_user_name(name)?;
+        self.create_table_named(name, schema, replace)
+    }
+
+    /// Creates a hidden *staging* table (its name, which starts with [`STAGING_PREFIX`], is
+    /// returned) to be filled and then renamed into place with [`Store::rename_table`], so
+    /// that a new table appears with all its rows or not at all. Staging tables left by a
+    /// crash are dropped when the database is next opened for writing.
+    pub fn create_staging_table(&self, schema: &Schema) -> Result<String> {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let name = format!("{STAGING_PREFIX}{}_{n}", std::process::id());
+        self.create_table_named(&name, schema, false)?;
+        Ok(name)
+    }
+
+    fn create_table_named(&self, name: &str, schema: &Schema, replace: bool) -> Result<()> {
         self.check_writable()?;
         check_name(name)?;
         let ts = TableSchema::from_user_schema(schema)?;
@@ -2285,7 +2352,7 @@ impl Store {
     /// dropped in the same manifest install.
     pub fn rename_table(&self, from: &str, to: &str, replace: bool) -> Result<()> {
         self.check_writable()?;
-        check_name(to)?;
+        check_user_name(to)?;
         let _w = self.writer()?;
         let head = self.head.lock();
         let mut next = (**head).clone();
@@ -2308,7 +2375,7 @@ impl Store {
     /// layer plans it at each use). `replace` replaces an existing view of that name.
     pub fn create_view(&self, name: &str, sql: &str, replace: bool) -> Result<()> {
         self.check_writable()?;
-        check_name(name)?;
+        check_user_name(name)?;
         let _w = self.writer()?;
         let mut head = self.head.lock();
         let mut next = (**head).clone();
@@ -2486,12 +2553,22 @@ impl Store {
         self.root.join(CHECKPOINT_DIR)
     }
 
-    fn checkpoint_path(&self, name: &str) -> PathBuf {
-        self.checkpoint_dir().join(format!("{name}.manifest"))
+    /// The file of checkpoint `name`. A name is one file name: no path separators, not
+    /// `.` / `..` or hidden, so a checkpoint can never be written or removed outside
+    /// `checkpoints/`.
+    fn checkpoint_path(&self, name: &str) -> Result<PathBuf> {
+        check_name(name)?;
+        if name.contains(['/', '\\']) || name.starts_with('.') {
+            return Err(Error::InvalidName {
+                name: name.to_string(),
+                reason: "checkpoint names must not contain '/' or '\\' or start with '.'",
+            });
+        }
+        Ok(self.checkpoint_dir().join(format!("{name}.manifest")))
     }
 
     fn load_checkpoint(&self, name: &str) -> Result<Manifest> {
-        let p = self.checkpoint_path(name);
+        let p = self.checkpoint_path(name)?;
         if !self.vfs.exists(&p) {
             return Err(Error::InvalidInput {
                 table: String::new(),
@@ -2557,10 +2634,10 @@ impl Store {
     /// first). The files it needs are pinned — compaction and drops leave them alone —
     /// until the checkpoint is dropped.
     pub fn checkpoint(&self, name: &str) -> Result<()> {
-        check_name(name)?;
+        let path = self.checkpoint_path(name)?;
         let _w = self.writer()?;
         let mut head = self.head.lock();
-        if self.vfs.exists(&self.checkpoint_path(name)) {
+        if self.vfs.exists(&path) {
             return Err(Error::InvalidInput {
                 table: String::new(),
                 reason: format!("checkpoint '{name}' already exists"),
@@ -2572,7 +2649,7 @@ impl Store {
         self.vfs.create_dir_all(&self.checkpoint_dir())?;
         let tmp = self.checkpoint_dir().join(format!("{name}.tmp"));
         self.vfs.write_file(&tmp, &[&m.encode()], true)?;
-        self.vfs.rename(&tmp, &self.checkpoint_path(name))?;
+        self.vfs.rename(&tmp, &path)?;
         self.vfs.sync_dir(&self.checkpoint_dir())?;
         self.pins.write().extend(manifest_files(&self.root, &m));
         Ok(())
@@ -2583,7 +2660,7 @@ impl Store {
         let _w = self.writer()?;
         let _head = self.head.lock();
         self.load_checkpoint(name)?;
-        self.vfs.remove_file(&self.checkpoint_path(name))?;
+        self.vfs.remove_file(&self.checkpoint_path(name)?)?;
         self.vfs.sync_dir(&self.checkpoint_dir())?;
         self.reload_pins()?;
         drop(_head);

@@ -259,6 +259,71 @@ fn bad_input_is_refused_and_nothing_is_written() {
 }
 
 #[test]
+fn vectors_with_null_components_are_refused_on_insert_and_update() {
+    use arrow_array::{FixedSizeListArray, Float32Array};
+    let fs = Arc::new(MemFs::new());
+    let s = mem_store(&fs);
+    let vs = Schema::new(vec![Field::new("v", crate::types::vector_type(2), true)]);
+    s.create_table("t", &vs).unwrap();
+    let DataType::FixedSizeList(item, _) = crate::types::vector_type(2) else { unreachable!() };
+    let vectors = |values: Vec<Option<f32>>, rows: Option<Vec<bool>>| {
+        let fsl = FixedSizeListArray::try_new(
+            item.clone(),
+            2,
+            Arc::new(Float32Array::from(values)),
+            rows.map(arrow_buffer::NullBuffer::from),
+        )
+        .unwrap();
+        RecordBatch::try_new(Arc::new(vs.clone()), vec![Arc::new(fsl)]).unwrap()
+    };
+    // A NULL component in a vector that is not NULL: refused, with the row named.
+    let bad = vectors(vec![Some(1.0), Some(2.0), Some(3.0), None], None);
+    let e = s.insert("t", std::slice::from_ref(&bad)).unwrap_err();
+    assert!(e.to_string().contains("row 2") && e.to_string().contains("NULL"), "{e}");
+    assert_eq!(s.snapshot().table("t").unwrap().count(), 0);
+    // A NULL vector may hold anything in its slots.
+    let null_row = vectors(vec![Some(1.0), Some(2.0), None, None], Some(vec![true, false]));
+    s.insert("t", &[null_row]).unwrap();
+    let one = bad.slice(1, 1);
+    assert!(s.update("t", &[1], &one).is_err(), "updates are checked too");
+    s.update("t", &[1], &bad.slice(0, 1)).unwrap();
+    s.flush().unwrap();
+    assert_eq!(s.snapshot().table("t").unwrap().count(), 2);
+}
+
+#[test]
+fn reserved_names_are_refused_and_staging_tables_do_not_outlive_a_crash() {
+    let fs = MemFs::new();
+    let s = open_with(&fs, Durability::ProcessSafe);
+    for name in ["__basalt_tmp_1_1", "__basalt_x"] {
+        let e = s.create_table(name, &schema()).unwrap_err();
+        assert!(matches!(e, Error::InvalidName { .. }), "{e}");
+        assert!(s.create_view(name, "SELECT 1", false).is_err());
+    }
+    s.create_table("t", &schema()).unwrap();
+    assert!(s.rename_table("t", "__basalt_tmp_9", false).is_err());
+    // Checkpoint names are one file name inside checkpoints/.
+    for name in ["../escape", "a/b", "a\\b", ".hidden", "..", ""] {
+        let e = s.checkpoint(name).unwrap_err();
+        assert!(matches!(e, Error::InvalidName { .. }), "{name}: {e}");
+        assert!(s.drop_checkpoint(name).is_err());
+        assert!(s.restore(name).is_err());
+    }
+    assert!(fs.list_dir(Path::new("/")).unwrap().iter().all(|n| n == "db"));
+    // A staging table is renamed into place whole, or dropped at the next writer open.
+    let staged = s.create_staging_table(&schema()).unwrap();
+    assert!(staged.starts_with(STAGING_PREFIX));
+    s.insert(&staged, &[rows(0, 5)]).unwrap();
+    s.rename_table(&staged, "whole", false).unwrap();
+    let left = s.create_staging_table(&schema()).unwrap();
+    s.insert(&left, &[rows(0, 5)]).unwrap();
+    kill(s);
+    let s = open_with(&fs, Durability::ProcessSafe);
+    assert_eq!(s.snapshot().table_names(), ["t", "whole"]);
+    assert_eq!(s.snapshot().table("whole").unwrap().count(), 5);
+}
+
+#[test]
 fn drop_removes_files_and_names_can_be_reused() {
     let t = tempfile::tempdir().unwrap();
     let store = Store::open(Arc::new(OsFs), t.path(), t.path(), StoreOptions::default()).unwrap();
