@@ -394,6 +394,7 @@ impl SqlConnection {
             .with_runtime_env(self.runtime.get()?)
             .with_default_features()
             .with_type_planner(Arc::new(VectorTypes))
+            .with_analyzer_rule(Arc::new(crate::checked::CheckedArithmetic::default()))
             .with_physical_optimizer_rule(Arc::new(FuseGroupBy::new(fast_paths.clone())))
             .with_physical_optimizer_rule(Arc::new(crate::vector::VectorTopKRule::new(
                 fast_paths.clone(),
@@ -413,6 +414,8 @@ impl SqlConnection {
         {
             ctx.register_udf(f);
         }
+        // Replaces DataFusion's `sum`: the same but for integer overflow (see `checked`).
+        ctx.register_udaf(crate::checked::CheckedSum::udaf());
         ctx.register_udtf(
             "fts_search",
             Arc::new(crate::fts::FtsSearchFunction::new(self.binding.clone())),

@@ -1583,12 +1583,19 @@ impl Fold {
         Ok(())
     }
 
-    /// The answer of `f` as a one-row array (NULL over no rows).
-    fn finish(&self, f: FoldFn) -> ArrayRef {
+    /// The answer of `f` as a one-row array (NULL over no rows). An integer sum outside
+    /// the range of BIGINT is an overflow error, as `sum` is everywhere (`checked`).
+    fn finish(&self, f: FoldFn) -> crate::Result<ArrayRef> {
         let one_f = |v: Option<f64>| Arc::new(Float64Array::from(vec![v])) as ArrayRef;
         let one_i = |v: Option<i64>| Arc::new(Int64Array::from(vec![v])) as ArrayRef;
         let some = self.rows > 0;
-        match (f, self.float) {
+        if (f, self.float) == (FoldFn::Sum, false) && some && i64::try_from(self.exact).is_err() {
+            return Err(crate::Error::sql(format!(
+                "integer overflow: the sum {} does not fit BIGINT",
+                self.exact
+            )));
+        }
+        Ok(match (f, self.float) {
             (FoldFn::Avg, true) => one_f(some.then(|| self.sum / self.rows as f64)),
             (FoldFn::Avg, false) => one_f(some.then(|| self.exact as f64 / self.rows as f64)),
             (FoldFn::Sum, true) => one_f(some.then_some(self.sum)),
@@ -1597,7 +1604,7 @@ impl Fold {
             (FoldFn::Min, false) => one_i(some.then_some(self.imin)),
             (FoldFn::Max, true) => one_f(some.then_some(self.fmax)),
             (FoldFn::Max, false) => one_i(some.then_some(self.imax)),
-        }
+        })
     }
 }
 
@@ -1809,7 +1816,7 @@ impl DirectAggregate {
                 },
                 AggFn::Fold(f, _) => {
                     match self.fold_slot[i].and_then(|o| total.folds[o].as_ref()) {
-                        Some(fold) => fold.finish(*f),
+                        Some(fold) => fold.finish(*f)?,
                         None => new_null_array(self.schema.field(i).data_type(), 1),
                     }
                 }

@@ -774,6 +774,12 @@ impl Native {
             let v = values.as_primitive::<T>().values();
             fold(self.op, |r| v[r], n, nulls.as_ref(), keys, nk)
         };
+        if part.carry != 0 {
+            return Err(DataFusionError::Execution(format!(
+                "integer overflow: a sum does not fit {}",
+                self.target
+            )));
+        }
         let (idx, present) = present_keys(rows, gid);
         let value = |k: usize| (part.cnt[k] > 0).then(|| part.acc[k]);
         let values: ArrayRef =
@@ -797,28 +803,37 @@ fn present_keys(rows: &[u64], gid: &[usize]) -> (Vec<usize>, Vec<usize>) {
     (present.iter().map(|&k| gid[k]).collect(), present)
 }
 
-/// A number a [`Native`] aggregate folds: adds as DataFusion's `sum` does (wrapping for
-/// integers) and orders as its `min` / `max` do (`partial_cmp`, a NaN replaces).
+/// A number a [`Native`] aggregate folds: adds as `sum` does and orders as `min` / `max`
+/// do (`partial_cmp`, a NaN replaces). Integers add with wrapping and count the carries
+/// (+1 for each add that wrapped upwards, −1 downwards): the exact sum is the wrapped one
+/// plus `carry · 2^64`, so it fits a BIGINT exactly when the net carry is 0 — an overflow
+/// check without a branch in the loop, whatever order the lanes add in.
 trait Value: Copy + PartialOrd + Default {
-    fn plus(self, other: Self) -> Self;
+    fn plus(self, other: Self, carry: &mut i64) -> Self;
 }
 
 impl Value for i64 {
-    fn plus(self, other: i64) -> i64 {
-        self.wrapping_add(other)
+    #[inline(always)]
+    fn plus(self, other: i64, carry: &mut i64) -> i64 {
+        let (s, wrapped) = self.overflowing_add(other);
+        *carry += i64::from(wrapped) * (1 | (other >> 63));
+        s
     }
 }
 
 impl Value for f64 {
-    fn plus(self, other: f64) -> f64 {
+    #[inline(always)]
+    fn plus(self, other: f64, _carry: &mut i64) -> f64 {
         self + other
     }
 }
 
-/// Per key: rows with a value, and their sum (`Sum`, `Avg`) or extreme (`Min`, `Max`).
+/// Per key: rows with a value, and their sum (`Sum`, `Avg`) or extreme (`Min`, `Max`);
+/// `carry` is the sum's net carry (see [`Value`]), not 0 when it does not fit.
 struct Partial<T> {
     cnt: Vec<u64>,
     acc: Vec<T>,
+    carry: i64,
 }
 
 /// Whether `new` replaces `cur` as the minimum (`MIN`) or maximum (`MAX`): DataFusion's rule.
@@ -857,11 +872,13 @@ fn fold_op<T: Value, const OP: u8>(
 ) -> Partial<T> {
     let mut cnt = vec![0u64; nk];
     let mut acc = vec![T::default(); nk];
+    // Net carries of every key's sum: any key's not 0 is an overflow (see `Value`).
+    let mut carries = vec![0i64; nk];
     let mut put = |k: usize, v: T| {
         let c = &mut cnt[k];
         let a = &mut acc[k];
         if OP == 0 {
-            *a = a.plus(v);
+            *a = a.plus(v, &mut carries[k]);
         } else if *c == 0 || replaces::<T>(OP == 2, v, *a) {
             *a = v;
         }
@@ -871,6 +888,7 @@ fn fold_op<T: Value, const OP: u8>(
         (None, None) if n > 0 => {
             // One key, no NULLs: four independent lanes so the adds (or compares) overlap.
             let mut lane = [get(0); 4];
+            let mut lane_carry = [0i64; 4];
             if OP == 0 {
                 lane = [T::default(); 4];
             }
@@ -879,7 +897,7 @@ fn fold_op<T: Value, const OP: u8>(
                 for (l, x) in lane.iter_mut().enumerate() {
                     let v = get(r + l);
                     if OP == 0 {
-                        *x = x.plus(v);
+                        *x = x.plus(v, &mut lane_carry[l]);
                     } else if replaces::<T>(OP == 2, v, *x) {
                         *x = v;
                     }
@@ -891,6 +909,7 @@ fn fold_op<T: Value, const OP: u8>(
             for x in lane {
                 put(0, x);
             }
+            carries[0] += lane_carry.iter().sum::<i64>();
             // `put` counted the lanes and the tail; the count is the rows.
             cnt[0] = n as u64;
         }
@@ -911,7 +930,8 @@ fn fold_op<T: Value, const OP: u8>(
             }
         }
     }
-    Partial { cnt, acc }
+    let carry = carries.iter().find(|&&c| c != 0).copied().unwrap_or(0);
+    Partial { cnt, acc, carry }
 }
 
 /// Rows per key: `rows[k]` = how many of `keys` are `k`, for keys below `space`. Small

@@ -57,6 +57,7 @@ macro_rules! leaf_exec {
 }
 
 pub mod catalog;
+pub mod checked;
 pub mod connection;
 mod direct;
 pub mod dml;

@@ -86,3 +86,103 @@ fn fast_paths_agree_with_datafusion_on_empty_null_deleted_and_truncated_tables()
         }
     }
 }
+
+/// Integer arithmetic that does not fit its type is an error, in queries, constants,
+/// aggregates and writes — and nothing wrapped is stored.
+#[test]
+fn integer_overflow_is_an_error_and_nothing_wrapped_is_stored() {
+    let db = Database::open_in_memory().unwrap();
+    let conn = db.connect();
+    let off = db.connect();
+    off.set_fast_paths(false).unwrap();
+    conn.sql("CREATE TABLE t (a BIGINT, b INT, s SMALLINT)").unwrap();
+    conn.sql("INSERT INTO t VALUES (9223372036854775807, 2147483647, 32767), (5, 1, 1)").unwrap();
+    let overflowing = [
+        "SELECT 9223372036854775807 + 1",
+        "SELECT -9223372036854775807 - 2",
+        "SELECT 4611686018427387904 * 2",
+        "SELECT -(-9223372036854775807 - 1)",
+        "SELECT a + 1 FROM t",
+        "SELECT a * 2 FROM t WHERE a > 10",
+        "SELECT s * s FROM t",
+        "SELECT -a - 2 FROM t",
+        "SELECT sum(a) FROM t",
+        "SELECT sum(a) + 0 FROM t",
+        "SELECT b > 0, sum(a) FROM t GROUP BY b > 0",
+        "SELECT sum(a) FROM t GROUP BY 1 = 1",
+        "SELECT count(*) FROM t WHERE a + 1 > 0",
+        "SELECT a FROM t ORDER BY a + a",
+        "SELECT (SELECT max(a) + 1 FROM t)",
+    ];
+    for q in overflowing {
+        for (c, fast) in [(&conn, "on"), (&off, "off")] {
+            let e = c.sql(q).map(|b| cells(&b)).expect_err(&format!("fast paths {fast}: {q}"));
+            assert!(e.to_string().contains("overflow"), "{q}: {e}");
+        }
+    }
+    // Writes that would overflow fail and change nothing.
+    for w in [
+        "UPDATE t SET a = a * 2",
+        "UPDATE t SET b = b + 1 WHERE b > 5",
+        "INSERT INTO t SELECT a + 1, b, s FROM t",
+    ] {
+        let e = conn.sql(w).unwrap_err();
+        assert!(e.to_string().contains("overflow") || e.to_string().contains("cast"), "{w}: {e}");
+    }
+    let rows = cells(&conn.sql("SELECT a, b, s FROM t ORDER BY a").unwrap());
+    assert_eq!(rows, ["5|1|1", "9223372036854775807|2147483647|32767"]);
+    // What fits is computed as before, names unchanged.
+    let ok =
+        conn.sql("SELECT a - 1, b - 1, -a, a * 1, sum(b) FROM t GROUP BY a, b ORDER BY a").unwrap();
+    assert_eq!(ok[0].schema().field(0).name(), "t.a - Int64(1)");
+    assert_eq!(
+        cells(&ok),
+        [
+            "4|0|-5|5|1",
+            "9223372036854775806|2147483646|-9223372036854775807|9223372036854775807|2147483647"
+        ]
+    );
+    assert_eq!(cells(&conn.sql("SELECT sum(b) FROM t").unwrap()), ["2147483648"]);
+    // Sums folded natively over segments (dictionary keys, four lanes): an overflow in any
+    // order of additions is found; a sum whose parts overflow but whose total fits is not
+    // one.
+    conn.sql("CREATE TABLE big (k TEXT, v BIGINT)").unwrap();
+    conn.sql(
+        "INSERT INTO big SELECT CASE WHEN value % 2 = 0 THEN 'x' ELSE 'y' END, \
+         CASE WHEN value % 4 < 2 THEN 4611686018427387904 ELSE -4611686018427387904 END \
+         FROM generate_series(1, 70000)",
+    )
+    .unwrap();
+    db.flush().unwrap();
+    for (c, fast) in [(&conn, "on"), (&off, "off")] {
+        let fits = c.sql("SELECT k, sum(v), sum(v / 2) FROM big GROUP BY k ORDER BY k").unwrap();
+        assert_eq!(cells(&fits), ["x|0|0", "y|0|0"], "fast paths {fast}");
+        let e =
+            c.sql("SELECT k, sum(v + 4611686018427387904 - 1) FROM big GROUP BY k").unwrap_err();
+        assert!(e.to_string().contains("overflow"), "fast paths {fast}: {e}");
+        let e = c.sql("SELECT sum(abs(v)) FROM big WHERE k = 'x'").unwrap_err();
+        assert!(e.to_string().contains("overflow"), "fast paths {fast}: {e}");
+        let e = c.sql("SELECT k, sum(abs(v)) FROM big GROUP BY k").unwrap_err();
+        assert!(e.to_string().contains("overflow"), "fast paths {fast}: {e}");
+    }
+}
+
+/// A vector with a NULL component is refused by every write path; NULL vectors are fine.
+#[test]
+fn vectors_with_null_components_are_refused_everywhere() {
+    let db = Database::open_in_memory().unwrap();
+    let conn = db.connect();
+    conn.sql("CREATE TABLE v (id INT, e VECTOR(2))").unwrap();
+    for w in ["INSERT INTO v VALUES (1, [1.0, NULL])", "INSERT INTO v SELECT 2, [NULL, 2.0]"] {
+        let e = conn.sql(w).unwrap_err();
+        assert!(e.to_string().contains("NULL"), "{w}: {e}");
+    }
+    conn.sql("INSERT INTO v VALUES (3, [1.0, 2.0]), (4, NULL)").unwrap();
+    let e = conn.sql("UPDATE v SET e = [NULL, 1.0] WHERE id = 3").unwrap_err();
+    assert!(e.to_string().contains("NULL"), "{e}");
+    db.flush().unwrap();
+    assert_eq!(
+        cells(&conn.sql("SELECT id, e FROM v ORDER BY id").unwrap()),
+        ["3|[1.0, 2.0]", "4|NULL"]
+    );
+}

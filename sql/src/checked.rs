@@ -1,0 +1,463 @@
+//! Checked integer arithmetic: an integer `+`, `-`, `*`, unary `-` or `sum` whose result
+//! does not fit its type is an error ("integer overflow"), as in PostgreSQL and DuckDB,
+//! never a wrapped value that a query returns or an `UPDATE` stores.
+//!
+//! DataFusion wraps: its binary operators use wrapping kernels, its constant folding
+//! evaluates them, and its `sum` adds with wrapping. So:
+//!
+//! - [`CheckedArithmetic`], an analyzer rule that runs after DataFusion's type coercion,
+//!   replaces every integer `a + b`, `a - b`, `a * b` (both sides of one integer type) and
+//!   `-a` of a plan — subqueries included — by [`CheckedOp`], a scalar function computing
+//!   it with Arrow's checked kernels. Its output name is the operator's (`a + Int64(1)`),
+//!   so column names do not change. Constant folding cannot fold an overflowing call (the
+//!   error comes when the statement runs, like any runtime error).
+//! - [`CheckedSum`] is `sum` computed exactly (in 128 bits) for integer arguments (Int64 /
+//!   UInt64 results), an error when the result does not fit; every other argument type,
+//!   `DISTINCT` and window frames are DataFusion's `sum` unchanged.
+//!
+//! Used on every session (registered in `connection.rs`). What it must not do: change
+//! anything but whether an overflow is an error.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, PrimitiveArray};
+use datafusion::arrow::buffer::NullBuffer;
+use datafusion::arrow::compute::kernels::numeric::{add, mul, neg, sub};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Int64Type, UInt64Type};
+use datafusion::arrow::error::ArrowError;
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::{DFSchema, DataFusionError, Result, ScalarValue, plan_err};
+use datafusion::functions_aggregate::sum::Sum;
+use datafusion::logical_expr::expr::ScalarFunction;
+use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
+use datafusion::logical_expr::utils::AggregateOrderSensitivity;
+use datafusion::logical_expr::{
+    Accumulator, AggregateUDF, AggregateUDFImpl, BinaryExpr, ColumnarValue, EmitTo, Expr,
+    ExprSchemable, GroupsAccumulator, LogicalPlan, Operator, ReturnFieldArgs, ReversedUDAF,
+    ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, SetMonotonicity, Signature, Volatility,
+};
+use datafusion::optimizer::AnalyzerRule;
+
+/// The arithmetic a [`CheckedOp`] computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Arith {
+    /// `a + b`
+    Add,
+    /// `a - b`
+    Sub,
+    /// `a * b`
+    Mul,
+    /// `-a`
+    Neg,
+}
+
+/// An integer operator computed with Arrow's checked kernels (see the module docs).
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct CheckedOp {
+    op: Arith,
+    signature: Signature,
+}
+
+impl CheckedOp {
+    /// The function for `op`.
+    pub fn udf(op: Arith) -> ScalarUDF {
+        let arity = if op == Arith::Neg { 1 } else { 2 };
+        ScalarUDF::from(CheckedOp { op, signature: Signature::any(arity, Volatility::Immutable) })
+    }
+
+    /// The expression this call stands for, for its names.
+    fn original(&self, args: &[Expr]) -> Result<Expr> {
+        let operator = match self.op {
+            Arith::Add => Operator::Plus,
+            Arith::Sub => Operator::Minus,
+            Arith::Mul => Operator::Multiply,
+            Arith::Neg => {
+                let [a] = args else { return plan_err!("{} takes one argument", self.name()) };
+                return Ok(Expr::Negative(Box::new(a.clone())));
+            }
+        };
+        let [a, b] = args else { return plan_err!("{} takes two arguments", self.name()) };
+        Ok(Expr::BinaryExpr(BinaryExpr::new(Box::new(a.clone()), operator, Box::new(b.clone()))))
+    }
+}
+
+fn overflow(e: ArrowError) -> DataFusionError {
+    match e {
+        ArrowError::ArithmeticOverflow(m) => {
+            DataFusionError::Execution(format!("integer overflow: {m}"))
+        }
+        e => DataFusionError::ArrowError(Box::new(e), None),
+    }
+}
+
+impl ScalarUDFImpl for CheckedOp {
+    fn name(&self) -> &str {
+        match self.op {
+            Arith::Add => "basalt_checked_add",
+            Arith::Sub => "basalt_checked_sub",
+            Arith::Mul => "basalt_checked_mul",
+            Arith::Neg => "basalt_checked_neg",
+        }
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        match arg_types.first() {
+            Some(t) => Ok(t.clone()),
+            None => plan_err!("{} needs an argument", self.name()),
+        }
+    }
+    fn return_field_from_args(&self, args: ReturnFieldArgs<'_>) -> Result<FieldRef> {
+        let Some(first) = args.arg_fields.first() else {
+            return plan_err!("{} needs an argument", self.name());
+        };
+        let nullable = args.arg_fields.iter().any(|f| f.is_nullable());
+        Ok(Arc::new(Field::new(self.name(), first.data_type().clone(), nullable)))
+    }
+    fn schema_name(&self, args: &[Expr]) -> Result<String> {
+        Ok(self.original(args)?.schema_name().to_string())
+    }
+    fn display_name(&self, args: &[Expr]) -> Result<String> {
+        Ok(self.original(args)?.to_string())
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let scalar = args.args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let rows = args.number_rows;
+        let arrays: Vec<ArrayRef> =
+            args.args.iter().map(|a| a.to_array(rows)).collect::<Result<_>>()?;
+        let out = match (self.op, arrays.as_slice()) {
+            (Arith::Add, [a, b]) => add(a, b),
+            (Arith::Sub, [a, b]) => sub(a, b),
+            (Arith::Mul, [a, b]) => mul(a, b),
+            (Arith::Neg, [a]) => neg(a),
+            _ => return plan_err!("{}: wrong number of arguments", self.name()),
+        }
+        .map_err(overflow)?;
+        if scalar {
+            Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?))
+        } else {
+            Ok(ColumnarValue::Array(out))
+        }
+    }
+}
+
+/// Replaces integer operators by [`CheckedOp`] calls (see the module docs).
+#[derive(Debug)]
+pub struct CheckedArithmetic {
+    add: Arc<ScalarUDF>,
+    sub: Arc<ScalarUDF>,
+    mul: Arc<ScalarUDF>,
+    neg: Arc<ScalarUDF>,
+}
+
+impl Default for CheckedArithmetic {
+    fn default() -> Self {
+        CheckedArithmetic {
+            add: Arc::new(CheckedOp::udf(Arith::Add)),
+            sub: Arc::new(CheckedOp::udf(Arith::Sub)),
+            mul: Arc::new(CheckedOp::udf(Arith::Mul)),
+            neg: Arc::new(CheckedOp::udf(Arith::Neg)),
+        }
+    }
+}
+
+impl CheckedArithmetic {
+    /// `e` with its integer operators replaced, given the schema its columns come from.
+    fn rewrite(&self, e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
+        e.transform_up(|e| {
+            let int = |x: &Expr| x.get_type(schema).ok().filter(DataType::is_integer);
+            let call = |f: &Arc<ScalarUDF>, args: Vec<Expr>| {
+                Expr::ScalarFunction(ScalarFunction { func: f.clone(), args })
+            };
+            Ok(match e {
+                Expr::BinaryExpr(BinaryExpr { left, op, right })
+                    if matches!(op, Operator::Plus | Operator::Minus | Operator::Multiply)
+                        && int(&left).is_some_and(|t| Some(t) == int(&right)) =>
+                {
+                    let f = match op {
+                        Operator::Plus => &self.add,
+                        Operator::Minus => &self.sub,
+                        _ => &self.mul,
+                    };
+                    Transformed::yes(call(f, vec![*left, *right]))
+                }
+                Expr::Negative(a) if int(&a).is_some() => {
+                    Transformed::yes(call(&self.neg, vec![*a]))
+                }
+                e => Transformed::no(e),
+            })
+        })
+    }
+}
+
+impl AnalyzerRule for CheckedArithmetic {
+    fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
+        plan.transform_up_with_subqueries(|p| {
+            // Expressions of a node read its inputs' columns (a scan's, its own schema's).
+            let schema = match p.inputs().as_slice() {
+                [] => p.schema().as_ref().clone(),
+                inputs => datafusion::logical_expr::utils::merge_schema(inputs),
+            };
+            p.map_expressions(|e| self.rewrite(e, &schema))
+        })
+        .map(|t| t.data)
+    }
+
+    fn name(&self) -> &str {
+        "basalt_checked_arithmetic"
+    }
+}
+
+/// `sum` with checked integer additions (see the module docs).
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct CheckedSum {
+    inner: Sum,
+}
+
+impl CheckedSum {
+    /// The aggregate function, named `sum`.
+    pub fn udaf() -> AggregateUDF {
+        AggregateUDF::from(CheckedSum { inner: Sum::new() })
+    }
+}
+
+/// Whether `sum` of this argument is computed here: integer results, no DISTINCT.
+fn checked_type(args: &AccumulatorArgs<'_>) -> Option<DataType> {
+    let t = args.return_field.data_type();
+    (!args.is_distinct && matches!(t, DataType::Int64 | DataType::UInt64)).then(|| t.clone())
+}
+
+impl AggregateUDFImpl for CheckedSum {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn aliases(&self) -> &[String] {
+        self.inner.aliases()
+    }
+    fn signature(&self) -> &Signature {
+        self.inner.signature()
+    }
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        self.inner.coerce_types(arg_types)
+    }
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        self.inner.return_type(arg_types)
+    }
+    fn accumulator(&self, args: AccumulatorArgs<'_>) -> Result<Box<dyn Accumulator>> {
+        match checked_type(&args) {
+            Some(t) => Ok(Box::new(SumAcc::new(t == DataType::Int64))),
+            None => self.inner.accumulator(args),
+        }
+    }
+    fn state_fields(&self, args: StateFieldsArgs<'_>) -> Result<Vec<FieldRef>> {
+        self.inner.state_fields(args)
+    }
+    fn groups_accumulator_supported(&self, args: AccumulatorArgs<'_>) -> bool {
+        self.inner.groups_accumulator_supported(args)
+    }
+    fn create_groups_accumulator(
+        &self,
+        args: AccumulatorArgs<'_>,
+    ) -> Result<Box<dyn GroupsAccumulator>> {
+        match checked_type(&args) {
+            Some(t) => Ok(Box::new(SumGroups::new(t == DataType::Int64))),
+            None => self.inner.create_groups_accumulator(args),
+        }
+    }
+    fn create_sliding_accumulator(
+        &self,
+        args: AccumulatorArgs<'_>,
+    ) -> Result<Box<dyn Accumulator>> {
+        self.inner.create_sliding_accumulator(args)
+    }
+    fn reverse_expr(&self) -> ReversedUDAF {
+        ReversedUDAF::Identical
+    }
+    fn order_sensitivity(&self) -> AggregateOrderSensitivity {
+        self.inner.order_sensitivity()
+    }
+    fn documentation(&self) -> Option<&datafusion::logical_expr::Documentation> {
+        self.inner.documentation()
+    }
+    fn set_monotonicity(&self, data_type: &DataType) -> SetMonotonicity {
+        self.inner.set_monotonicity(data_type)
+    }
+    fn value_from_stats(
+        &self,
+        statistics_args: &datafusion::logical_expr::StatisticsArgs<'_>,
+    ) -> Option<ScalarValue> {
+        self.inner.value_from_stats(statistics_args)
+    }
+}
+
+/// Calls `f(row, value)` for each non-NULL value of an Int64 or UInt64 array, widened.
+fn each_value(a: &dyn Array, mut f: impl FnMut(usize, i128)) -> Result<()> {
+    fn go<T: datafusion::arrow::datatypes::ArrowPrimitiveType>(
+        a: &PrimitiveArray<T>,
+        f: &mut impl FnMut(usize, i128),
+    ) where
+        T::Native: Into<i128>,
+    {
+        match a.nulls().filter(|n| n.null_count() > 0) {
+            None => a.values().iter().enumerate().for_each(|(r, &v)| f(r, v.into())),
+            Some(n) => n.valid_indices().for_each(|r| f(r, a.value(r).into())),
+        }
+    }
+    if let Some(v) = a.as_primitive_opt::<Int64Type>() {
+        go(v, &mut f);
+    } else if let Some(v) = a.as_primitive_opt::<UInt64Type>() {
+        go(v, &mut f);
+    } else {
+        return Err(DataFusionError::Internal(format!("an integer sum of {}", a.data_type())));
+    }
+    Ok(())
+}
+
+/// `sum` of one group or of each group, computed exactly in 128 bits: it fails only when
+/// the result (or a partial result handed to another part of the plan) does not fit the
+/// sum's type, whatever order the rows come in.
+fn narrowed(sums: &[i128], seen: &[bool], signed: bool) -> Result<ArrayRef> {
+    let nulls = NullBuffer::from(seen.to_vec());
+    let fits = |s: &i128, what: &str| {
+        DataFusionError::Execution(format!("integer overflow: the sum {s} does not fit {what}"))
+    };
+    Ok(if signed {
+        let v = sums
+            .iter()
+            .zip(seen)
+            .map(
+                |(s, &ok)| {
+                    if ok { i64::try_from(*s).map_err(|_| fits(s, "BIGINT")) } else { Ok(0) }
+                },
+            )
+            .collect::<Result<Vec<i64>>>()?;
+        Arc::new(PrimitiveArray::<Int64Type>::new(v.into(), Some(nulls)))
+    } else {
+        let v =
+            sums.iter()
+                .zip(seen)
+                .map(|(s, &ok)| {
+                    if ok {
+                        u64::try_from(*s).map_err(|_| fits(s, "BIGINT UNSIGNED"))
+                    } else {
+                        Ok(0)
+                    }
+                })
+                .collect::<Result<Vec<u64>>>()?;
+        Arc::new(PrimitiveArray::<UInt64Type>::new(v.into(), Some(nulls)))
+    })
+}
+
+/// `sum` of one group.
+#[derive(Debug)]
+struct SumAcc {
+    signed: bool,
+    sum: i128,
+    seen: bool,
+}
+
+impl SumAcc {
+    fn new(signed: bool) -> Self {
+        SumAcc { signed, sum: 0, seen: false }
+    }
+}
+
+impl Accumulator for SumAcc {
+    fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        let Some(v) = values.first() else { return Ok(()) };
+        // Fewer than 2^63 rows of at most 2^64 each: an i128 cannot overflow.
+        let (mut sum, mut seen) = (0i128, false);
+        each_value(v.as_ref(), |_, x| {
+            sum += x;
+            seen = true;
+        })?;
+        self.sum += sum;
+        self.seen |= seen;
+        Ok(())
+    }
+    fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
+        self.update_batch(states)
+    }
+    fn state(&mut self) -> Result<Vec<ScalarValue>> {
+        Ok(vec![self.evaluate()?])
+    }
+    fn evaluate(&mut self) -> Result<ScalarValue> {
+        ScalarValue::try_from_array(&narrowed(&[self.sum], &[self.seen], self.signed)?, 0)
+    }
+    fn size(&self) -> usize {
+        std::mem::size_of_val(self)
+    }
+}
+
+/// `sum` per group: a running 128-bit sum and whether a value was seen, per group.
+#[derive(Debug)]
+struct SumGroups {
+    signed: bool,
+    sums: Vec<i128>,
+    seen: Vec<bool>,
+}
+
+impl SumGroups {
+    fn new(signed: bool) -> Self {
+        SumGroups { signed, sums: Vec::new(), seen: Vec::new() }
+    }
+}
+
+impl GroupsAccumulator for SumGroups {
+    fn update_batch(
+        &mut self,
+        values: &[ArrayRef],
+        group_indices: &[usize],
+        opt_filter: Option<&BooleanArray>,
+        total_num_groups: usize,
+    ) -> Result<()> {
+        let Some(v) = values.first() else { return Ok(()) };
+        self.sums.resize(total_num_groups, 0);
+        self.seen.resize(total_num_groups, false);
+        let (sums, seen) = (&mut self.sums, &mut self.seen);
+        each_value(v.as_ref(), |row, x| {
+            if opt_filter.is_some_and(|f| !f.is_valid(row) || !f.value(row)) {
+                return;
+            }
+            let g = group_indices[row];
+            sums[g] += x;
+            seen[g] = true;
+        })
+    }
+    fn merge_batch(
+        &mut self,
+        values: &[ArrayRef],
+        group_indices: &[usize],
+        total_num_groups: usize,
+    ) -> Result<()> {
+        self.update_batch(values, group_indices, None, total_num_groups)
+    }
+    fn convert_to_state(
+        &self,
+        values: &[ArrayRef],
+        opt_filter: Option<&BooleanArray>,
+    ) -> Result<Vec<ArrayRef>> {
+        // Each row its own group: the value, NULL where it is NULL or filtered out.
+        let Some(v) = values.first() else { return Ok(Vec::new()) };
+        let keep = opt_filter.map(|f| match f.nulls() {
+            Some(n) => NullBuffer::new(f.values() & n.inner()),
+            None => NullBuffer::new(f.values().clone()),
+        });
+        let nulls = NullBuffer::union(v.nulls(), keep.as_ref());
+        let data = v.to_data().into_builder().nulls(nulls).build()?;
+        Ok(vec![datafusion::arrow::array::make_array(data)])
+    }
+    fn evaluate(&mut self, emit_to: EmitTo) -> Result<ArrayRef> {
+        let sums = emit_to.take_needed(&mut self.sums);
+        let seen = emit_to.take_needed(&mut self.seen);
+        narrowed(&sums, &seen, self.signed)
+    }
+    fn state(&mut self, emit_to: EmitTo) -> Result<Vec<ArrayRef>> {
+        Ok(vec![self.evaluate(emit_to)?])
+    }
+    fn size(&self) -> usize {
+        self.sums.capacity() * 16 + self.seen.capacity()
+    }
+}
