@@ -48,6 +48,11 @@ pub struct Shell {
     out: Out,
     /// SQL typed so far that does not end a statement yet.
     buf: String,
+    /// The statement boundaries of `buf`, scanned a line at a time (so that a statement of
+    /// many lines is not rescanned from its start at every line).
+    scan: basalt::ScriptScanner,
+    /// How many `.read` files are being read inside each other.
+    depth: usize,
     /// Script line `buf` starts on (1-based).
     buf_line: usize,
     /// Script line the next fed line is.
@@ -70,6 +75,9 @@ const HELP: &str = "\
 .quit / .exit            leave
 SQL statements end with ';' and may span lines.";
 
+/// Deepest nesting of `.read` files.
+const MAX_READ_DEPTH: usize = 32;
+
 impl Shell {
     /// A shell on `db` printing with `printer`.
     pub fn new(db: Database, printer: Printer) -> Shell {
@@ -81,6 +89,8 @@ impl Shell {
             timer: false,
             out: Out::Stdout(std::io::stdout()),
             buf: String::new(),
+            scan: basalt::ScriptScanner::default(),
+            depth: 0,
             buf_line: 1,
             line: 1,
             number: 0,
@@ -177,6 +187,7 @@ impl Shell {
 
     fn reset(&mut self) {
         self.buf.clear();
+        self.scan.reset();
         self.buf_line = 1;
         self.line = 1;
         self.number = 0;
@@ -185,22 +196,27 @@ impl Shell {
     /// Takes one line of input: a dot command (when no statement is open), or more SQL —
     /// every statement it completes runs.
     fn feed(&mut self, line: &str) -> Result<Flow, CliError> {
-        let open = !basalt::split_script(&self.buf).is_empty();
+        let open = self.scan.is_open();
         if !open && line.trim_start().starts_with('.') {
             self.buf.clear();
+            self.scan.reset();
             self.line += 1;
             self.buf_line = self.line;
             return self.dot(line.trim());
         }
         if !open {
             self.buf.clear();
+            self.scan.reset();
             self.buf_line = self.line;
         }
+        let from = self.buf.len();
         self.buf.push_str(line);
         self.buf.push('\n');
+        self.scan.feed(&self.buf[from..], |_| {});
         self.line += 1;
-        if basalt::split_script(&self.buf).iter().all(|s| s.terminated) {
+        if !self.scan.is_open() {
             let buf = std::mem::take(&mut self.buf);
+            self.scan.reset();
             self.execute(&buf)?;
             self.buf_line = self.line;
         }
@@ -210,17 +226,19 @@ impl Shell {
     /// Runs what is left at the end of the input (a last statement without `;`).
     fn end_of_input(&mut self) -> Result<(), CliError> {
         let buf = std::mem::take(&mut self.buf);
+        self.scan.reset();
         self.execute(&buf)
     }
 
     /// Runs every statement of `buf` (which starts on script line `buf_line`).
     fn execute(&mut self, buf: &str) -> Result<(), CliError> {
+        let mut at = Cursor::default();
         for s in basalt::split_script(buf) {
             self.number += 1;
-            let (line, col) = position(buf, s.offset);
+            let (line, col) = at.advance(buf, s.offset);
             let (line, col) = (self.buf_line + line - 1, col);
             let lead = s.text.len() - s.text.trim_start().len();
-            let first_line = self.buf_line + position(buf, s.offset + lead).0 - 1;
+            let first_line = self.buf_line + at.clone().advance(buf, s.offset + lead).0 - 1;
             let number = self.number;
             self.statement(s.text).map_err(|e| match e {
                 CliError::Db(e) => CliError::Statement {
@@ -325,11 +343,26 @@ impl Shell {
                 let Some(f) = arg(1) else {
                     return Err(CliError::Usage(".read FILE".into()));
                 };
+                // A file that reads itself (or a longer cycle) stops here, not in a stack
+                // overflow.
+                if self.depth >= MAX_READ_DEPTH {
+                    return Err(CliError::Usage(format!(
+                        ".read {f}: more than {MAX_READ_DEPTH} files read inside each other"
+                    )));
+                }
                 let file = File::open(f).map_err(|e| CliError::io(format!("opening {f}"), e))?;
                 // The file is a script of its own: positions count from its first line.
-                let saved = (std::mem::take(&mut self.buf), self.buf_line, self.line, self.number);
+                let saved = (
+                    std::mem::take(&mut self.buf),
+                    std::mem::take(&mut self.scan),
+                    self.buf_line,
+                    self.line,
+                    self.number,
+                );
+                self.depth += 1;
                 let r = self.run_reader(std::io::BufReader::new(file));
-                (self.buf, self.buf_line, self.line, self.number) = saved;
+                self.depth -= 1;
+                (self.buf, self.scan, self.buf_line, self.line, self.number) = saved;
                 r.map_err(|e| CliError::Import(format!("{f}: {e}")))?;
             }
             ".import" => {
@@ -367,11 +400,35 @@ fn first_word(sql: &str) -> &str {
 }
 
 /// 1-based line and column of byte `offset` in `text`.
-fn position(text: &str, offset: usize) -> (usize, usize) {
-    let before = &text[..offset];
-    let line = before.matches('\n').count() + 1;
-    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-    (line, col)
+/// A position in a text (1-based line and column, in characters) moved forward from one
+/// statement to the next, so positioning every statement of a script costs one pass.
+#[derive(Debug, Clone)]
+struct Cursor {
+    offset: usize,
+    line: usize,
+    col: usize,
+}
+
+impl Default for Cursor {
+    fn default() -> Self {
+        Cursor { offset: 0, line: 1, col: 1 }
+    }
+}
+
+impl Cursor {
+    /// Moves to byte `offset` of `text` (at or after the cursor) and returns its line and
+    /// column.
+    fn advance(&mut self, text: &str, offset: usize) -> (usize, usize) {
+        for c in text[self.offset..offset].chars() {
+            if c == '\n' {
+                (self.line, self.col) = (self.line + 1, 1);
+            } else {
+                self.col += 1;
+            }
+        }
+        self.offset = offset;
+        (self.line, self.col)
+    }
 }
 
 /// Rewrites the positions in a database message — `Line: L, Column: C` (syntax errors)
@@ -514,7 +571,10 @@ mod tests {
 
     #[test]
     fn positions_move_to_the_script() {
-        assert_eq!(position("ab\ncd", 4), (2, 2));
+        let mut at = Cursor::default();
+        assert_eq!(at.advance("ab\ncdé\nf", 4), (2, 2));
+        assert_eq!(at.advance("ab\ncdé\nf", 7), (2, 4), "columns count characters");
+        assert_eq!(at.advance("ab\ncdé\nf", 8), (3, 1));
         assert_eq!(
             relocate("Expected: x, found: y at Line: 1, Column: 8", 3, 5),
             "Expected: x, found: y at Line: 3, Column: 12"

@@ -249,6 +249,98 @@ fn a_killed_import_leaves_no_table_or_the_whole_table() {
     println!("killed imports: {outcomes:?}");
 }
 
+/// Runs `basalt` with `args` and `stdin`, killing it after `limit`; the exit status, or
+/// `None` if it had to be killed (a hang).
+fn bounded(args: &[&str], stdin: &[u8], limit: std::time::Duration) -> (Option<i32>, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_basalt"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the basalt binary starts");
+    let mut input = child.stdin.take().expect("stdin is piped");
+    let data = stdin.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = input.write_all(&data);
+    });
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break Some(s);
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let _ = writer.join();
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut err);
+    }
+    match status {
+        None => (None, err),
+        Some(s) => {
+            // A signal (abort, segfault) is no exit code: report it as the test's failure.
+            use std::os::unix::process::ExitStatusExt;
+            assert!(s.signal().is_none(), "basalt {args:?} died of signal {:?}: {err}", s.signal());
+            (s.code(), err)
+        }
+    }
+}
+
+/// Hostile input through the command line: deep and wide expressions, long set operations,
+/// huge literals and IN lists, invalid UTF-8, NUL bytes, overflow, very wide tables, a
+/// script reading itself, a statement of 40,000 lines. Each ends with exit code 0 or 1 —
+/// never an abort or a crash — and none hangs.
+#[test]
+fn hostile_input_neither_aborts_nor_hangs() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = db_in(dir.path());
+    ok(&["-c", "CREATE TABLE t AS SELECT value AS a FROM generate_series(1, 1000)", &db], None);
+    let chain = |sep: &str, term: &str, n: usize| vec![term; n].join(sep);
+    let selfread = dir.path().join("self.sql");
+    std::fs::write(&selfread, format!(".read {}\n", selfread.display())).expect("write");
+    let wide: Vec<String> = (0..10_000).map(|i| format!("c{i} INT")).collect();
+    let rows: Vec<String> = (0..40_000).map(|i| format!("({i}, 'row {i}')")).collect();
+    let cases: Vec<(&str, Vec<u8>, Option<&str>)> = vec![
+        ("10,000-term OR", format!("SELECT count(*) FROM t WHERE {};", chain(" OR ", "a = 7", 10_000)).into_bytes(), None),
+        ("10,000-term AND", format!("SELECT count(*) FROM t WHERE {};", chain(" AND ", "a > 0", 10_000)).into_bytes(), None),
+        ("10,000-term +", format!("SELECT {};", chain("+", "1", 10_000)).into_bytes(), Some("too complex")),
+        ("10,000-term + over a column", format!("SELECT sum({}) FROM t;", chain("+", "a", 10_000)).into_bytes(), Some("too complex")),
+        ("5,000 UNION ALL", format!("{};", chain(" UNION ALL ", "SELECT 1", 5_000)).into_bytes(), Some("too complex")),
+        ("10,000 || ", format!("SELECT length({});", chain(" || ", "'x'", 10_000)).into_bytes(), None),
+        ("nested parentheses", format!("SELECT {}1{};", "(".repeat(5_000), ")".repeat(5_000)).into_bytes(), Some("nested too deeply")),
+        ("nested subqueries", format!("SELECT {}1{};", "(SELECT ".repeat(500), ")".repeat(500)).into_bytes(), Some("nested too deeply")),
+        (".read of itself", format!(".read {}\n", selfread.display()).into_bytes(), Some("inside each other")),
+        ("100,000-value IN list", format!("SELECT count(*) FROM t WHERE a IN ({});", (0..100_000).map(|i| i.to_string()).collect::<Vec<_>>().join(",")).into_bytes(), None),
+        ("8 MB string literal", format!("SELECT length('{}');", "x".repeat(8 << 20)).into_bytes(), None),
+        ("invalid UTF-8", b"SELECT '\xff\xfe';\n".to_vec(), None),
+        ("NUL bytes", b"SELECT 'a\0b', length('a\0b');\nCREATE TABLE \"n\0\" (x INT);\n".to_vec(), None),
+        ("overflow", b"SELECT 9223372036854775807 + 1;".to_vec(), Some("overflow")),
+        ("10,000 columns", format!("CREATE TABLE w ({}); INSERT INTO w (c9999) VALUES (1); SELECT c9999 FROM w;", wide.join(", ")).into_bytes(), None),
+        ("40,000-line INSERT", format!("CREATE TABLE big (i INT, s TEXT);\nINSERT INTO big VALUES\n{};\nSELECT count(*) FROM big;\n", rows.join(",\n")).into_bytes(), None),
+        ("bounded recursive CTE", b"WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 10000) SELECT count(*) FROM r;".to_vec(), None),
+    ];
+    let mut report = Vec::new();
+    for (name, script, want) in &cases {
+        let (code, err) = bounded(&[&db], script, std::time::Duration::from_secs(120));
+        let code = code.unwrap_or_else(|| panic!("{name}: hung (killed after 120 s)"));
+        assert!(code == 0 || code == 1, "{name}: exit code {code}: {err}");
+        if let Some(w) = want {
+            assert!(
+                code == 1 && err.contains(w),
+                "{name}: expected an error with {w:?}, got {code}: {err}"
+            );
+        }
+        report.push(format!("{name}: {code}"));
+    }
+    println!("hostile input: {} cases, 0 aborts, 0 hangs: {report:?}", cases.len());
+}
+
 #[test]
 fn queries_files_without_a_database() {
     let dir = tempfile::tempdir().expect("temp dir");

@@ -73,7 +73,7 @@ pub use basalt_sql::Error as SqlError;
 /// Cutting SQL scripts into statements at `;` outside strings, quoted names and comments
 /// (what [`Connection::sql`] does with a script; shells use it to know a statement is
 /// complete and where each one starts).
-pub use basalt_sql::script::{ScriptStatement, split_script};
+pub use basalt_sql::script::{ScriptScanner, ScriptStatement, StatementEnd, split_script};
 
 /// The Arrow crates Basalt speaks, re-exported so users build schemas and batches with the
 /// exact versions Basalt was built with.
@@ -482,20 +482,24 @@ impl Connection {
         if let Some(b) = sql::unwinding(|| conn.execute_direct(sql))? {
             return Ok(b);
         }
-        self.db.inner.runtime.block_on(self.sql_async(sql))?
+        let rt = &self.db.inner.runtime;
+        sql::on_deep_stack(sql::may_be_deep(sql), || rt.block_on(self.sql_async(sql)))?
     }
 
     /// The async form of [`Connection::sql`].
     pub async fn sql_async(&self, sql: &str) -> Result<Vec<RecordBatch>> {
         let conn = self.sql_conn()?;
-        sql::guarded(async { Ok(conn.execute(sql).await?) }).await
+        let run = sql::guarded(async { Ok(conn.execute(sql).await?) });
+        sql::DeepStack::new(sql::may_be_deep(sql), run).await
     }
 
     /// Like [`Connection::sql`], with the last statement's rows streamed batch by batch
     /// (the query reads the data as of this call).
     pub fn sql_stream(&self, sql: &str) -> Result<SqlRows> {
-        let stream = self.db.inner.runtime.block_on(self.sql_stream_async(sql))??;
-        Ok(SqlRows { stream, db: self.db.clone() })
+        let rt = &self.db.inner.runtime;
+        let deep = sql::may_be_deep(sql);
+        let stream = sql::on_deep_stack(deep, || rt.block_on(self.sql_stream_async(sql)))??;
+        Ok(SqlRows { stream, db: self.db.clone(), deep })
     }
 
     /// The async form of [`Connection::sql_stream`]: a stream of Arrow record batches.
@@ -504,7 +508,8 @@ impl Connection {
         sql: &str,
     ) -> Result<basalt_sql::datafusion::execution::SendableRecordBatchStream> {
         let conn = self.sql_conn()?;
-        sql::guarded(async { Ok(conn.execute_stream(sql).await?) }).await
+        let run = sql::guarded(async { Ok(conn.execute_stream(sql).await?) });
+        sql::DeepStack::new(sql::may_be_deep(sql), run).await
     }
 
     /// Parses and plans one statement with `$1`, `$2`, … placeholders, to run many times
@@ -512,17 +517,21 @@ impl Connection {
     pub fn prepare(&self, sql: &str) -> Result<Statement> {
         // A statement the direct path takes as it is needs no planning (and no runtime).
         let conn = self.sql_conn()?;
+        let deep = sql::may_be_deep(sql);
         if let Some(prepared) = sql::unwinding(|| conn.prepare_direct(sql))? {
-            return Ok(Statement { conn: self.clone(), prepared: Arc::new(prepared) });
+            return Ok(Statement { conn: self.clone(), prepared: Arc::new(prepared), deep });
         }
-        self.db.inner.runtime.block_on(self.prepare_async(sql))?
+        let rt = &self.db.inner.runtime;
+        sql::on_deep_stack(deep, || rt.block_on(self.prepare_async(sql)))?
     }
 
     /// The async form of [`Connection::prepare`].
     pub async fn prepare_async(&self, sql: &str) -> Result<Statement> {
         let conn = self.sql_conn()?;
-        let prepared = sql::guarded(async { Ok(conn.prepare(sql).await?) }).await?;
-        Ok(Statement { conn: self.clone(), prepared: Arc::new(prepared) })
+        let deep = sql::may_be_deep(sql);
+        let run = sql::guarded(async { Ok(conn.prepare(sql).await?) });
+        let prepared = sql::DeepStack::new(deep, run).await?;
+        Ok(Statement { conn: self.clone(), prepared: Arc::new(prepared), deep })
     }
 
     /// Turns filter pushdown into table scans on or off for this connection's SQL (on by

@@ -14,6 +14,53 @@ use futures::StreamExt;
 use crate::error::{Error, Result};
 use crate::value::Value;
 
+/// Stack of the query runtime's threads (address space; pages are used as touched).
+const WORKER_STACK: usize = 32 << 20;
+
+/// SQL texts this long or longer are planned and run on a stack of [`DEEP_STACK`] bytes:
+/// DataFusion's planning recurses once per level of an expression (with frames of several
+/// kilobytes in unoptimised builds), so an expression a few hundred levels deep — which
+/// takes a few hundred bytes of text to write — overflowed a 2 MiB thread stack. Shorter
+/// texts cannot nest that deep and run where they are called.
+const DEEP_SQL_BYTES: usize = 256;
+
+/// The stack long statements get (address space; pages are used as touched).
+const DEEP_STACK: usize = 64 << 20;
+
+/// Whether `sql` may nest deeply enough to need [`on_deep_stack`].
+pub(crate) fn may_be_deep(sql: &str) -> bool {
+    sql.len() >= DEEP_SQL_BYTES
+}
+
+/// Runs `f` on a stack of [`DEEP_STACK`] bytes when `deep` (unless the current one already
+/// has most of that left).
+pub(crate) fn on_deep_stack<R>(deep: bool, f: impl FnOnce() -> R) -> R {
+    if deep { stacker::maybe_grow(DEEP_STACK / 2, DEEP_STACK, f) } else { f() }
+}
+
+/// A future whose every poll runs [`on_deep_stack`] (the async forms of long statements).
+pub(crate) struct DeepStack<F> {
+    inner: std::pin::Pin<Box<F>>,
+    deep: bool,
+}
+
+impl<F> DeepStack<F> {
+    pub(crate) fn new(deep: bool, inner: F) -> Self {
+        DeepStack { inner: Box::pin(inner), deep }
+    }
+}
+
+impl<F: std::future::Future> std::future::Future for DeepStack<F> {
+    type Output = F::Output;
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<F::Output> {
+        let deep = self.deep;
+        on_deep_stack(deep, || self.inner.as_mut().poll(cx))
+    }
+}
+
 /// The tokio runtime the sync SQL calls block on (one per database, built on first use).
 #[derive(Debug, Default)]
 pub(crate) struct Runtime {
@@ -33,6 +80,9 @@ impl Runtime {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(Self::cores())
             .thread_name("basalt-sql")
+            // Queries nest at most `basalt_sql::depth::MAX_EXPR_DEPTH` deep; evaluating
+            // that deep an expression recurses once per level (see `DEEP_STACK`).
+            .thread_stack_size(WORKER_STACK)
             .enable_all()
             .build()
             .map_err(|e| {
@@ -121,6 +171,8 @@ impl SqlSlot {
 pub struct SqlRows {
     pub(crate) stream: SendableRecordBatchStream,
     pub(crate) db: crate::Database,
+    /// The statement may nest deeply: its batches are computed on a large stack.
+    pub(crate) deep: bool,
 }
 
 impl std::fmt::Debug for SqlRows {
@@ -140,7 +192,8 @@ impl Iterator for SqlRows {
     type Item = Result<RecordBatch>;
     fn next(&mut self) -> Option<Self::Item> {
         let rt = &self.db.inner.runtime;
-        match rt.block_on(self.stream.next()) {
+        let (deep, stream) = (self.deep, &mut self.stream);
+        match on_deep_stack(deep, || rt.block_on(stream.next())) {
             Err(e) => Some(Err(e)),
             Ok(None) => None,
             Ok(Some(r)) => Some(r.map_err(|e| Error::from(basalt_sql::Error::from(e)))),
@@ -156,6 +209,8 @@ pub struct Statement {
     pub(crate) conn: crate::Connection,
     /// Shared: cloning a statement does not copy its plan.
     pub(crate) prepared: Arc<Prepared>,
+    /// Its text may nest deeply: it runs on a large stack ([`on_deep_stack`]).
+    pub(crate) deep: bool,
 }
 
 impl Statement {
@@ -168,14 +223,14 @@ impl Statement {
             return Ok(b);
         }
         let rt = &self.conn.db.inner.runtime;
-        rt.block_on(self.run_planned(&sql, scalars))?
+        on_deep_stack(self.deep, || rt.block_on(self.run_planned(&sql, scalars)))?
     }
 
     /// The async form of [`Statement::execute`].
     pub async fn execute_async(&self, params: &[Value]) -> Result<Vec<RecordBatch>> {
         let sql = self.conn.sql_conn()?;
         let params = params.iter().map(to_scalar).collect::<Result<Vec<_>>>()?;
-        self.run_planned(&sql, params).await
+        DeepStack::new(self.deep, self.run_planned(&sql, params)).await
     }
 
     async fn run_planned(

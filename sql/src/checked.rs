@@ -66,19 +66,39 @@ impl CheckedOp {
         ScalarUDF::from(CheckedOp { op, signature: Signature::any(arity, Volatility::Immutable) })
     }
 
-    /// The expression this call stands for, for its names.
-    fn original(&self, args: &[Expr]) -> Result<Expr> {
-        let operator = match self.op {
+    /// The operator's symbol.
+    fn symbol(&self) -> Operator {
+        match self.op {
             Arith::Add => Operator::Plus,
-            Arith::Sub => Operator::Minus,
+            Arith::Sub | Arith::Neg => Operator::Minus,
             Arith::Mul => Operator::Multiply,
-            Arith::Neg => {
-                let [a] = args else { return plan_err!("{} takes one argument", self.name()) };
-                return Ok(Expr::Negative(Box::new(a.clone())));
-            }
+        }
+    }
+
+    /// The name the operator's expression has (`a + b`, `(- a)`), from the arguments'
+    /// names given by `name`. A left-deep chain of these calls (`a + b + c …`) is named in
+    /// one loop, not one nested call per term: names of long chains are asked for often,
+    /// and recursing per term took the stack of a thread at a few hundred terms.
+    fn name_as_operator(&self, args: &[Expr], name: impl Fn(&Expr) -> String) -> Result<String> {
+        let (left, right) = match (self.op, args) {
+            (Arith::Neg, [a]) => return Ok(format!("(- {})", name(a))),
+            (_, [a, b]) => (a, b),
+            _ => return plan_err!("{}: wrong number of arguments", self.name()),
         };
-        let [a, b] = args else { return plan_err!("{} takes two arguments", self.name()) };
-        Ok(Expr::BinaryExpr(BinaryExpr::new(Box::new(a.clone()), operator, Box::new(b.clone()))))
+        let mut rights = vec![(self.symbol(), right)];
+        let mut left = left;
+        while let Expr::ScalarFunction(f) = left
+            && let Some(inner) = f.func.inner().downcast_ref::<CheckedOp>()
+            && let [l, r] = f.args.as_slice()
+        {
+            rights.push((inner.symbol(), r));
+            left = l;
+        }
+        let mut out = name(left);
+        for (op, r) in rights.iter().rev() {
+            out.push_str(&format!(" {op} {}", name(r)));
+        }
+        Ok(out)
     }
 }
 
@@ -117,10 +137,10 @@ impl ScalarUDFImpl for CheckedOp {
         Ok(Arc::new(Field::new(self.name(), first.data_type().clone(), nullable)))
     }
     fn schema_name(&self, args: &[Expr]) -> Result<String> {
-        Ok(self.original(args)?.schema_name().to_string())
+        self.name_as_operator(args, |e| e.schema_name().to_string())
     }
     fn display_name(&self, args: &[Expr]) -> Result<String> {
-        Ok(self.original(args)?.to_string())
+        self.name_as_operator(args, |e| e.to_string())
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let scalar = args.args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
@@ -167,7 +187,7 @@ impl CheckedArithmetic {
     /// `e` with its integer operators replaced, given the schema its columns come from.
     fn rewrite(&self, e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
         e.transform_up(|e| {
-            let int = |x: &Expr| x.get_type(schema).ok().filter(DataType::is_integer);
+            let int = |x: &Expr| type_of(x, schema).filter(DataType::is_integer);
             let call = |f: &Arc<ScalarUDF>, args: Vec<Expr>| {
                 Expr::ScalarFunction(ScalarFunction { func: f.clone(), args })
             };
@@ -190,6 +210,20 @@ impl CheckedArithmetic {
             })
         })
     }
+}
+
+/// The type of `e` (`None`: unknown). A chain of [`CheckedOp`] calls has the type of the
+/// innermost first argument, found in a loop: asking DataFusion would compute the type
+/// (and the name) of every level below, for every level of the chain.
+fn type_of(e: &Expr, schema: &DFSchema) -> Option<DataType> {
+    let mut e = e;
+    while let Expr::ScalarFunction(f) = e
+        && f.func.inner().downcast_ref::<CheckedOp>().is_some()
+        && let Some(first) = f.args.first()
+    {
+        e = first;
+    }
+    e.get_type(schema).ok()
 }
 
 impl AnalyzerRule for CheckedArithmetic {

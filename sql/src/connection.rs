@@ -1645,7 +1645,11 @@ fn parse(options: &datafusion::config::ConfigOptions, sql: &str) -> Result<Vec<D
         .with_dialect(dialect.as_ref())
         .with_recursion_limit(options.sql_parser.recursion_limit.get())
         .build()?;
-    Ok(parser.parse_statements()?.into_iter().collect())
+    let mut statements: Vec<DfStatement> = parser.parse_statements()?.into_iter().collect();
+    for s in &mut statements {
+        crate::depth::shape(s)?;
+    }
+    Ok(statements)
 }
 
 /// A one-part (or `public.`-qualified) table name.

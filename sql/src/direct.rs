@@ -379,10 +379,10 @@ impl Relation {
         match x {
             Expr::Nested(e) => self.predicate(e, env),
             Expr::BinaryOp { left, op: BinaryOperator::And, right } => {
-                Some(Predicate::And(vec![self.predicate(left, env)?, self.predicate(right, env)?]))
+                Some(Predicate::all(self.predicate(left, env)?, self.predicate(right, env)?))
             }
             Expr::BinaryOp { left, op: BinaryOperator::Or, right } => {
-                Some(Predicate::Or(vec![self.predicate(left, env)?, self.predicate(right, env)?]))
+                Some(Predicate::any(self.predicate(left, env)?, self.predicate(right, env)?))
             }
             Expr::UnaryOp { op: UnaryOperator::Not, expr } => {
                 Some(Predicate::Not(Box::new(self.predicate(expr, env)?)))

@@ -59,6 +59,7 @@ macro_rules! leaf_exec {
 pub mod catalog;
 pub mod checked;
 pub mod connection;
+pub mod depth;
 mod direct;
 pub mod dml;
 pub mod entry;

@@ -41,13 +41,13 @@ pub fn relaxed(expr: &Expr, schema: &Schema) -> Option<Predicate> {
     match expr {
         Expr::BinaryExpr(BinaryExpr { left, op: Operator::And, right }) => {
             match (relaxed(left, schema), relaxed(right, schema)) {
-                (Some(l), Some(r)) => Some(Predicate::And(vec![l, r])),
+                (Some(l), Some(r)) => Some(Predicate::all(l, r)),
                 (Some(p), None) | (None, Some(p)) => Some(p),
                 (None, None) => None,
             }
         }
         Expr::BinaryExpr(BinaryExpr { left, op: Operator::Or, right }) => {
-            Some(Predicate::Or(vec![relaxed(left, schema)?, relaxed(right, schema)?]))
+            Some(Predicate::any(relaxed(left, schema)?, relaxed(right, schema)?))
         }
         _ => None,
     }
@@ -56,12 +56,8 @@ pub fn relaxed(expr: &Expr, schema: &Schema) -> Option<Predicate> {
 fn convert(expr: &Expr, schema: &Schema) -> Option<Predicate> {
     match expr {
         Expr::BinaryExpr(BinaryExpr { left, op, right }) => match op {
-            Operator::And => {
-                Some(Predicate::And(vec![convert(left, schema)?, convert(right, schema)?]))
-            }
-            Operator::Or => {
-                Some(Predicate::Or(vec![convert(left, schema)?, convert(right, schema)?]))
-            }
+            Operator::And => Some(Predicate::all(convert(left, schema)?, convert(right, schema)?)),
+            Operator::Or => Some(Predicate::any(convert(left, schema)?, convert(right, schema)?)),
             _ => comparison(left, *op, right, schema),
         },
         Expr::Not(e) => Some(Predicate::Not(Box::new(convert(e, schema)?))),
@@ -230,12 +226,12 @@ fn physical(e: &Arc<dyn PhysicalExpr>, schema: &Schema) -> Option<Predicate> {
     if let Some(b) = e.downcast_ref::<PBinary>() {
         return match b.op() {
             Operator::And => match (physical(b.left(), schema), physical(b.right(), schema)) {
-                (Some(l), Some(r)) => Some(Predicate::And(vec![l, r])),
+                (Some(l), Some(r)) => Some(Predicate::all(l, r)),
                 (Some(p), None) | (None, Some(p)) => Some(p),
                 (None, None) => None,
             },
             Operator::Or => {
-                Some(Predicate::Or(vec![physical(b.left(), schema)?, physical(b.right(), schema)?]))
+                Some(Predicate::any(physical(b.left(), schema)?, physical(b.right(), schema)?))
             }
             op => {
                 let op = cmp_op(*op)?;

@@ -156,6 +156,24 @@ impl Predicate {
         ids.dedup();
         Predicate::IdSet(ids.into())
     }
+    /// `left AND right`, flattened: conjunctions on either side become one list, so a
+    /// chain `a AND b AND c …` of any length is one level deep, not one per term (every
+    /// pass over a predicate recurses per level).
+    pub fn all(left: Predicate, right: Predicate) -> Self {
+        let terms = |p| match p {
+            Predicate::And(v) => v,
+            p => vec![p],
+        };
+        Predicate::And([terms(left), terms(right)].concat())
+    }
+    /// `left OR right`, flattened as [`Predicate::all`] is.
+    pub fn any(left: Predicate, right: Predicate) -> Self {
+        let terms = |p| match p {
+            Predicate::Or(v) => v,
+            p => vec![p],
+        };
+        Predicate::Or([terms(left), terms(right)].concat())
+    }
     /// `column BETWEEN low AND high` (inclusive).
     pub fn between(column: &str, low: impl Into<Scalar>, high: impl Into<Scalar>) -> Self {
         Predicate::And(vec![

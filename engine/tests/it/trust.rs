@@ -186,3 +186,34 @@ fn vectors_with_null_components_are_refused_everywhere() {
         ["3|[1.0, 2.0]", "4|NULL"]
     );
 }
+
+/// Statements as deep as the limit allows run on a 2 MiB thread (sync, streamed, prepared
+/// and async forms); deeper ones are refused with a clear error, not a stack overflow.
+#[test]
+fn deep_statements_run_on_small_stacks_or_are_refused() {
+    let db = Database::open_in_memory().unwrap();
+    db.connect().sql("CREATE TABLE t AS SELECT value AS a FROM generate_series(1, 100)").unwrap();
+    let deep = format!("SELECT sum({}) FROM t", vec!["a"; 600].join(" + "));
+    let ors = format!(
+        "SELECT count(*) FROM t WHERE {}",
+        (0..2_000).map(|i| format!("a = {i}")).collect::<Vec<_>>().join(" OR ")
+    );
+    let too_deep = format!("SELECT {}", vec!["1"; 1_200].join(" + "));
+    let handle = std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(move || {
+            let conn = db.connect();
+            assert_eq!(cells(&conn.sql(&deep).unwrap()), ["3030000"]);
+            let streamed: Vec<_> = conn.sql_stream(&deep).unwrap().map(|b| b.unwrap()).collect();
+            assert_eq!(cells(&streamed), ["3030000"]);
+            assert_eq!(cells(&conn.prepare(&deep).unwrap().execute(&[]).unwrap()), ["3030000"]);
+            assert_eq!(cells(&conn.sql(&ors).unwrap()), ["100"]);
+            let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            let r = rt.block_on(conn.sql_async(&deep)).unwrap();
+            assert_eq!(cells(&r), ["3030000"]);
+            let e = conn.sql(&too_deep).unwrap_err();
+            assert!(e.to_string().contains("too complex"), "{e}");
+        })
+        .unwrap();
+    handle.join().expect("no stack overflow");
+}
