@@ -639,6 +639,12 @@ pub fn export_command(args: &[String]) -> Result<(), CliError> {
     let what = &args[1];
     let source = if db.list_tables().iter().any(|t| t == what) {
         format!("\"{}\"", what.replace('"', "\"\""))
+    } else if is_plain_name(what) {
+        // One word that names no table: not a query either.
+        return Err(CliError::Import(format!(
+            "no table '{what}' in {} (give a table name or a query)",
+            args[0]
+        )));
     } else {
         format!("({})", what.trim().trim_end_matches(';'))
     };
@@ -651,6 +657,12 @@ pub fn export_command(args: &[String]) -> Result<(), CliError> {
     let secs = start.elapsed().as_secs_f64();
     println!("exported {} rows to {} in {:.2} s", group(rows), file.display(), secs);
     Ok(())
+}
+
+/// A bare identifier (letters, digits, `_`), as a table name is written.
+fn is_plain_name(s: &str) -> bool {
+    let s = s.trim();
+    !s.is_empty() && s.chars().all(|c| c.is_alphanumeric() || c == '_')
 }
 
 #[cfg(test)]

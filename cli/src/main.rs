@@ -16,6 +16,7 @@
 
 mod demo;
 mod import;
+mod interrupt;
 mod output;
 mod shell;
 
@@ -52,6 +53,9 @@ pub enum CliError {
     /// A file could not be imported; nothing was written.
     #[error("{0}")]
     Import(String),
+    /// A script ended with work left undone (an open transaction, rolled back).
+    #[error("{0}")]
+    Unfinished(String),
     /// A statement of a script failed.
     #[error("line {line} (statement {number}): {message}")]
     Statement {
@@ -162,9 +166,11 @@ fn run(args: Vec<String>) -> Result<ExitCode, CliError> {
     };
     let mut sh = Shell::new(db, a.printer);
     sh.timer = a.timer;
+    interrupt::install(sh.connection().interrupter());
     if let Some(sql) = a.command {
         sh.run_script(&sql)?;
         sh.finish()?;
+        sh.end_script()?;
         return Ok(ExitCode::SUCCESS);
     }
     let stdin = std::io::stdin();
@@ -172,6 +178,8 @@ fn run(args: Vec<String>) -> Result<ExitCode, CliError> {
         sh.interactive()?;
     } else {
         sh.run_reader(stdin.lock())?;
+        sh.finish()?;
+        sh.end_script()?;
     }
     sh.finish()?;
     Ok(ExitCode::SUCCESS)

@@ -97,9 +97,16 @@ impl Shell {
         }
     }
 
+    /// The connection statements run on (to interrupt them from another thread).
+    pub fn connection(&self) -> basalt::Connection {
+        self.conn.clone()
+    }
+
     /// Runs a whole script (`-c`): every statement in order, stopping at the first error.
     pub fn run_script(&mut self, text: &str) -> Result<(), CliError> {
         self.reset();
+        // A UTF-8 byte order mark (editors on Windows write one) is not part of the SQL.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         for line in text.split_inclusive('\n') {
             if self.feed(line.trim_end_matches(['\n', '\r']))? == Flow::Quit {
                 return Ok(());
@@ -111,13 +118,31 @@ impl Shell {
     /// Runs a script read line by line (stdin, `.read`), stopping at the first error.
     pub fn run_reader(&mut self, input: impl BufRead) -> Result<(), CliError> {
         self.reset();
-        for line in input.lines() {
-            let line = line.map_err(|e| CliError::io("reading the script", e))?;
+        for (i, line) in input.lines().enumerate() {
+            let mut line = line.map_err(|e| CliError::io("reading the script", e))?;
+            if i == 0 && line.starts_with('\u{feff}') {
+                line.remove(0); // a byte order mark
+            }
             if self.feed(&line)? == Flow::Quit {
                 return Ok(());
             }
         }
         self.end_of_input()
+    }
+
+    /// Ends a script (not the interactive shell): a transaction it began and did not end
+    /// is rolled back, and that is an error (the script's last statements did not take
+    /// effect).
+    pub fn end_script(&mut self) -> Result<(), CliError> {
+        if !self.conn.in_transaction() {
+            return Ok(());
+        }
+        self.conn.rollback()?;
+        Err(CliError::Unfinished(
+            "the script ended inside a transaction (BEGIN without COMMIT or ROLLBACK): its \
+             changes were rolled back"
+                .into(),
+        ))
     }
 
     /// Flushes output (and a file set by `.output`).
@@ -255,6 +280,7 @@ impl Shell {
     /// Runs one statement and prints its result. Data changes print how many rows they
     /// touched in table mode and nothing in the other modes (whose output is data).
     fn statement(&mut self, sql: &str) -> Result<(), CliError> {
+        let _running = crate::interrupt::Running::start();
         let start = Instant::now();
         let mut rows = self.conn.sql_stream(sql)?;
         let schema = rows.schema();

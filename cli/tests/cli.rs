@@ -341,6 +341,58 @@ fn hostile_input_neither_aborts_nor_hangs() {
     println!("hostile input: {} cases, 0 aborts, 0 hangs: {report:?}", cases.len());
 }
 
+/// Ctrl-C (SIGINT) during a statement stops the statement, not the process: the script
+/// reports the interruption and exits 1.
+#[cfg(unix)]
+#[test]
+fn ctrl_c_interrupts_the_running_statement() {
+    let child = Command::new(env!("CARGO_BIN_EXE_basalt"))
+        .args(["-c", "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("basalt starts");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let pid = child.id().to_string();
+    let sent = Command::new("kill").args(["-INT", &pid]).status().expect("kill runs");
+    assert!(sent.success());
+    let out = child.wait_with_output().expect("basalt ends");
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("interrupted"), "{err}");
+}
+
+/// Errors that name what is wrong: the NOT NULL column of a VALUES list, a file that is
+/// not a regular file, a table to export that does not exist, a COPY into the database,
+/// a byte order mark, a script that leaves a transaction open.
+#[test]
+fn errors_name_what_is_wrong() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = db_in(dir.path());
+    ok(&["-c", "CREATE TABLE n (a INT, b TEXT NOT NULL, c INT, d TEXT NOT NULL)", &db], None);
+    let err = fails(&["-c", "INSERT INTO n VALUES (1, 'x', 2, NULL)", &db], None, 1);
+    assert!(err.contains("column 'd' is NOT NULL"), "{err}");
+    let err = fails(&["-c", "INSERT INTO n (d, b) VALUES ('a', NULL)", &db], None, 1);
+    assert!(err.contains("column 'b' is NOT NULL"), "{err}");
+    let err = fails(&["-c", "SELECT * FROM read_csv('/dev/null')"], None, 1);
+    assert!(err.contains("not a regular file"), "{err}");
+    let out = dir.path().join("x.csv").to_string_lossy().into_owned();
+    let err = fails(&["export", &db, "nosuchtable", &out], None, 1);
+    assert!(err.contains("no table 'nosuchtable'"), "{err}");
+    for target in ["MANIFEST", "t1/x.csv", "../db/new.csv"] {
+        let sql = format!("COPY n TO '{db}/{target}'");
+        let err = fails(&["-c", &sql, &db], None, 1);
+        assert!(err.contains("refusing to write into the database directory"), "{target}: {err}");
+    }
+    assert_eq!(count(&db, "n"), "0", "the database still opens");
+    let out = ok(&["--mode", "csv"], Some("\u{feff}SELECT 1 AS one;\n"));
+    assert_eq!(out, "one\n1\n");
+    let script = "BEGIN;\nINSERT INTO n VALUES (1, 'x', 2, 'y');\n";
+    let err = fails(&[&db], Some(script), 1);
+    assert!(err.contains("ended inside a transaction") && err.contains("rolled back"), "{err}");
+    assert_eq!(count(&db, "n"), "0");
+}
+
 #[test]
 fn queries_files_without_a_database() {
     let dir = tempfile::tempdir().expect("temp dir");

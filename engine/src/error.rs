@@ -24,6 +24,16 @@ pub enum Error {
     /// model mismatches, missing items.
     #[error(transparent)]
     Memory(#[from] crate::memory::MemoryError),
+    /// The statement was stopped by [`crate::Connection::interrupt`] (its work undone).
+    #[error("statement interrupted")]
+    Interrupted,
+    /// The statement ran longer than its timeout (`Options::statement_timeout`,
+    /// `Connection::set_statement_timeout`) and was stopped (its work undone).
+    #[error("statement timed out after {limit:?} (the statement timeout)")]
+    Timeout {
+        /// The timeout.
+        limit: std::time::Duration,
+    },
     /// A row value cannot be stored in its column.
     #[error("table '{table}', column '{column}': {reason}")]
     InvalidValue {
@@ -42,6 +52,8 @@ impl Error {
         match self {
             Error::Storage(e) => Some(e),
             Error::InvalidValue { .. }
+            | Error::Interrupted
+            | Error::Timeout { .. }
             | Error::Transaction(_)
             | Error::Sql(_)
             | Error::Memory(_) => None,

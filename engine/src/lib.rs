@@ -104,8 +104,10 @@ pub struct Options {
     /// or a call may ask for a stronger level than this default, and gets it. In-memory
     /// databases have nothing to make durable: every level behaves as buffered there.
     pub durability: Durability,
-    /// How long a write waits for another connection's write transaction before failing
-    /// with `StorageError::LockTimeout` (default 10 s).
+    /// How long a write waits for another connection's write transaction, and an open for
+    /// writing waits for a writer in another process to close, before failing with
+    /// `StorageError::LockTimeout` (default 10 s; zero: an open fails at once with
+    /// `StorageError::Locked`).
     pub lock_timeout: std::time::Duration,
     /// Compact small and delete-heavy segments after each explicit flush (default on).
     pub auto_compact: bool,
@@ -114,6 +116,16 @@ pub struct Options {
     /// with a "resources exhausted" error. Scans and imports stream and need little memory
     /// either way. `None` (default): no limit.
     pub sql_memory_limit: Option<usize>,
+    /// Longest a planned SQL statement may run (planning, execution and reading its result
+    /// stream) before it fails with [`Error::Timeout`] and its work is undone; `None`
+    /// (default): no limit. `Connection::set_statement_timeout` overrides it per
+    /// connection. (Statements of the direct path — point reads and writes by `_id` and
+    /// the like — take microseconds and are not timed.)
+    pub statement_timeout: Option<std::time::Duration>,
+    /// Iterations a recursive query (`WITH RECURSIVE`) may run before it fails with
+    /// "recursive query stopped after N iterations" (default 1,000,000): a recursion
+    /// without a stopping condition ends instead of running forever.
+    pub max_recursion: usize,
     /// Open a damaged database by keeping what is intact instead of refusing it (writers
     /// only): a missing `MANIFEST` is replaced by the newest intact pending manifest or
     /// checkpoint; a damaged log is replayed up to the damage; what is given up is moved
@@ -134,6 +146,8 @@ impl Default for Options {
             lock_timeout: s.lock_timeout,
             auto_compact: s.auto_compact,
             sql_memory_limit: None,
+            statement_timeout: None,
+            max_recursion: basalt_sql::recursion::DEFAULT_MAX_RECURSION,
             salvage: false,
         }
     }
@@ -173,6 +187,8 @@ struct Inner {
     /// Exact-dedupe indexes of memory stores, by store name: shared by every handle of a
     /// store on this database (see `memory::DedupeIndex`).
     memory_dedupe: memory::DedupeSlots,
+    /// `Options::statement_timeout`.
+    statement_timeout: Option<std::time::Duration>,
 }
 
 impl Database {
@@ -203,10 +219,12 @@ impl Database {
                 store,
                 path,
                 runtime: sql::Runtime::default(),
-                sql_env: Arc::new(basalt_sql::connection::SharedRuntime::new(
-                    options.sql_memory_limit,
-                )),
+                sql_env: Arc::new(
+                    basalt_sql::connection::SharedRuntime::new(options.sql_memory_limit)
+                        .with_max_recursion(options.max_recursion),
+                ),
                 memory_dedupe: Default::default(),
+                statement_timeout: options.statement_timeout,
             }),
         }
     }
@@ -283,6 +301,7 @@ impl Database {
             db: self.clone(),
             session: Arc::new(Mutex::new(Session::new(self.inner.store.clone()))),
             sql: Arc::new(sql::SqlSlot::default()),
+            cancel: Arc::default(),
         }
     }
 
@@ -404,6 +423,18 @@ impl Drop for StagedTable {
     }
 }
 
+/// Interrupts the statements of one connection from anywhere (see
+/// [`Connection::interrupter`]).
+#[derive(Debug, Clone)]
+pub struct Interrupter(Arc<sql::Cancel>);
+
+impl Interrupter {
+    /// Stops the statement the connection is running, as [`Connection::interrupt`] does.
+    pub fn interrupt(&self) {
+        self.0.interrupt();
+    }
+}
+
 /// A connection: the unit of transactions. Outside a transaction every write commits on
 /// its own; between [`Connection::begin`] and [`Connection::commit`] /
 /// [`Connection::rollback`], the connection's tables read their own uncommitted writes, other
@@ -415,6 +446,8 @@ pub struct Connection {
     db: Database,
     session: Arc<Mutex<Session>>,
     sql: Arc<sql::SqlSlot>,
+    /// Interrupts and the statement timeout.
+    cancel: Arc<sql::Cancel>,
 }
 
 /// Maps the storage layer's transaction-order errors to [`Error::Transaction`].
@@ -489,8 +522,33 @@ impl Connection {
     /// The async form of [`Connection::sql`].
     pub async fn sql_async(&self, sql: &str) -> Result<Vec<RecordBatch>> {
         let conn = self.sql_conn()?;
-        let run = sql::guarded(async { Ok(conn.execute(sql).await?) });
+        let mut watch = self.watch()?;
+        let run = watch.run(sql::guarded(async { Ok(conn.execute(sql).await?) }));
         sql::DeepStack::new(sql::may_be_deep(sql), run).await
+    }
+
+    /// Stops the statement this connection is running (from another thread): it fails
+    /// with [`Error::Interrupted`] and its work is undone; a transaction it ran in stays
+    /// open. Statements started afterwards run normally.
+    pub fn interrupt(&self) {
+        self.cancel.interrupt();
+    }
+
+    /// A handle that interrupts this connection's statements ([`Connection::interrupt`])
+    /// without keeping the connection or its database open (for a signal handler's thread).
+    pub fn interrupter(&self) -> Interrupter {
+        Interrupter(self.cancel.clone())
+    }
+
+    /// Sets this connection's statement timeout (`None`: no limit), overriding
+    /// `Options::statement_timeout`.
+    pub fn set_statement_timeout(&self, timeout: Option<std::time::Duration>) {
+        self.cancel.set_timeout(timeout);
+    }
+
+    /// The watch of a statement this connection starts now.
+    pub(crate) fn watch(&self) -> Result<sql::Watch> {
+        self.cancel.watch(self.db.inner.statement_timeout, &self.db.inner.runtime)
     }
 
     /// Like [`Connection::sql`], with the last statement's rows streamed batch by batch
@@ -508,8 +566,11 @@ impl Connection {
         sql: &str,
     ) -> Result<basalt_sql::datafusion::execution::SendableRecordBatchStream> {
         let conn = self.sql_conn()?;
-        let run = sql::guarded(async { Ok(conn.execute_stream(sql).await?) });
-        sql::DeepStack::new(sql::may_be_deep(sql), run).await
+        // One watch for planning and for the stream: the timeout counts from the start.
+        let mut watch = self.watch()?;
+        let run = watch.run(sql::guarded(async { Ok(conn.execute_stream(sql).await?) }));
+        let stream = sql::DeepStack::new(sql::may_be_deep(sql), run).await?;
+        Ok(watch.stream(stream))
     }
 
     /// Parses and plans one statement with `$1`, `$2`, … placeholders, to run many times
@@ -529,7 +590,8 @@ impl Connection {
     pub async fn prepare_async(&self, sql: &str) -> Result<Statement> {
         let conn = self.sql_conn()?;
         let deep = sql::may_be_deep(sql);
-        let run = sql::guarded(async { Ok(conn.prepare(sql).await?) });
+        let mut watch = self.watch()?;
+        let run = watch.run(sql::guarded(async { Ok(conn.prepare(sql).await?) }));
         let prepared = sql::DeepStack::new(deep, run).await?;
         Ok(Statement { conn: self.clone(), prepared: Arc::new(prepared), deep })
     }

@@ -196,8 +196,20 @@ impl Iterator for SqlRows {
         match on_deep_stack(deep, || rt.block_on(stream.next())) {
             Err(e) => Some(Err(e)),
             Ok(None) => None,
-            Ok(Some(r)) => Some(r.map_err(|e| Error::from(basalt_sql::Error::from(e)))),
+            Ok(Some(r)) => Some(r.map_err(stream_error)),
         }
+    }
+}
+
+/// An error of a result stream: the engine's own when a [`Watch`] stopped the statement.
+pub(crate) fn stream_error(e: basalt_sql::datafusion::common::DataFusionError) -> Error {
+    use basalt_sql::datafusion::common::DataFusionError;
+    match e {
+        DataFusionError::External(b) => match b.downcast::<Error>() {
+            Ok(e) => *e,
+            Err(b) => Error::from(basalt_sql::Error::from(DataFusionError::External(b))),
+        },
+        e => Error::from(basalt_sql::Error::from(e)),
     }
 }
 
@@ -238,7 +250,8 @@ impl Statement {
         sql: &basalt_sql::SqlConnection,
         params: Vec<ScalarValue>,
     ) -> Result<Vec<RecordBatch>> {
-        guarded(async { Ok(sql.execute_prepared(&self.prepared, params).await?) }).await
+        let mut watch = self.conn.watch()?;
+        watch.run(guarded(async { Ok(sql.execute_prepared(&self.prepared, params).await?) })).await
     }
 
     /// The types inferred for `$1`, `$2`, … (`None` where the statement does not say).
@@ -278,4 +291,133 @@ fn to_scalar(v: &Value) -> Result<ScalarValue> {
             }));
         }
     })
+}
+
+/// What stops a connection's running statement: [`crate::Connection::interrupt`] and the
+/// statement timeout. Shared by the connection's clones.
+#[derive(Debug, Default)]
+pub(crate) struct Cancel {
+    /// Bumped by every interrupt: a statement that started at another value is stopped.
+    generation: std::sync::atomic::AtomicU64,
+    notify: Arc<tokio::sync::Notify>,
+    /// The connection's own statement timeout (`None`: the database's).
+    timeout: parking_lot::Mutex<Option<Option<std::time::Duration>>>,
+}
+
+impl Cancel {
+    /// Stops the statement running now (if any).
+    pub(crate) fn interrupt(&self) {
+        self.generation.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        self.notify.notify_waiters();
+    }
+
+    /// Sets the connection's statement timeout.
+    pub(crate) fn set_timeout(&self, t: Option<std::time::Duration>) {
+        *self.timeout.lock() = Some(t);
+    }
+
+    /// The watch of a statement starting now, given the database's default timeout and
+    /// the runtime whose timer measures it.
+    pub(crate) fn watch(
+        self: &Arc<Self>,
+        default: Option<std::time::Duration>,
+        rt: &Runtime,
+    ) -> Result<Watch> {
+        let limit = (*self.timeout.lock()).unwrap_or(default);
+        let sleep = match limit {
+            // Made inside the query runtime, so its timer drives it wherever it is polled.
+            Some(d) => {
+                let _in = rt.get()?.enter();
+                Some((Box::pin(tokio::time::sleep(d)), d))
+            }
+            None => None,
+        };
+        let mut notified = Box::pin(self.notify.clone().notified_owned());
+        notified.as_mut().enable();
+        Ok(Watch {
+            generation: self.generation.load(std::sync::atomic::Ordering::Acquire),
+            cancel: self.clone(),
+            notified,
+            sleep,
+            done: false,
+        })
+    }
+}
+
+/// Stops one statement when its connection is interrupted or its time is up: around its
+/// future ([`Watch::run`]) and its result stream ([`Watch::stream`]). Dropping a statement's
+/// future or stream cancels its work (DataFusion's tasks end with them, and a write
+/// statement is undone).
+pub(crate) struct Watch {
+    cancel: Arc<Cancel>,
+    generation: u64,
+    notified: std::pin::Pin<Box<tokio::sync::futures::OwnedNotified>>,
+    sleep: Option<(std::pin::Pin<Box<tokio::time::Sleep>>, std::time::Duration)>,
+    /// The error was reported (a stream then ends).
+    done: bool,
+}
+
+impl Watch {
+    /// The error to stop with, if the statement must stop now.
+    fn poll_stop(&mut self, cx: &mut std::task::Context<'_>) -> Option<Error> {
+        use std::future::Future;
+        let interrupted = self.cancel.generation.load(std::sync::atomic::Ordering::Acquire)
+            != self.generation
+            || self.notified.as_mut().poll(cx).is_ready();
+        if interrupted {
+            return Some(Error::Interrupted);
+        }
+        let (sleep, limit) = self.sleep.as_mut()?;
+        sleep.as_mut().poll(cx).is_ready().then_some(Error::Timeout { limit: *limit })
+    }
+
+    /// Runs `f` unless the statement is stopped first.
+    pub(crate) async fn run<T>(
+        &mut self,
+        f: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
+        let mut f = std::pin::pin!(f);
+        std::future::poll_fn(move |cx| {
+            if let Some(e) = self.poll_stop(cx) {
+                return std::task::Poll::Ready(Err(e));
+            }
+            f.as_mut().poll(cx)
+        })
+        .await
+    }
+
+    /// `stream`, ended by an error when the statement is stopped.
+    pub(crate) fn stream(self, stream: SendableRecordBatchStream) -> SendableRecordBatchStream {
+        Box::pin(Watched { watch: self, inner: stream })
+    }
+}
+
+/// A result stream under a [`Watch`].
+struct Watched {
+    watch: Watch,
+    inner: SendableRecordBatchStream,
+}
+
+impl futures::Stream for Watched {
+    type Item = basalt_sql::datafusion::common::Result<RecordBatch>;
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        if self.watch.done {
+            return std::task::Poll::Ready(None);
+        }
+        if let Some(e) = self.watch.poll_stop(cx) {
+            self.watch.done = true;
+            let e = basalt_sql::datafusion::common::DataFusionError::External(Box::new(e));
+            return std::task::Poll::Ready(Some(Err(e)));
+        }
+        self.inner.as_mut().poll_next(cx)
+    }
+}
+
+impl basalt_sql::datafusion::physical_plan::RecordBatchStream for Watched {
+    fn schema(&self) -> SchemaRef {
+        self.inner.schema()
+    }
 }

@@ -245,12 +245,24 @@ fn dml_count(n: u64) -> Result<Vec<RecordBatch>> {
 pub struct SharedRuntime {
     limit: Option<usize>,
     env: OnceLock<Arc<RuntimeEnv>>,
+    /// Iterations a recursive query may run ([`crate::recursion`]).
+    max_recursion: usize,
 }
 
 impl SharedRuntime {
     /// A runtime environment whose memory pool holds `limit` bytes (`None`: unbounded).
     pub fn new(limit: Option<usize>) -> SharedRuntime {
-        SharedRuntime { limit, env: OnceLock::new() }
+        SharedRuntime {
+            limit,
+            env: OnceLock::new(),
+            max_recursion: crate::recursion::DEFAULT_MAX_RECURSION,
+        }
+    }
+
+    /// Recursive queries of every connection stop with an error after `n` iterations.
+    pub fn with_max_recursion(mut self, n: usize) -> SharedRuntime {
+        self.max_recursion = n.max(1);
+        self
     }
 
     fn get(&self) -> Result<Arc<RuntimeEnv>> {
@@ -404,6 +416,9 @@ impl SqlConnection {
             )))
             .with_physical_optimizer_rule(Arc::new(crate::serial::SmallLimitSerial::new(
                 fast_paths.clone(),
+            )))
+            .with_physical_optimizer_rule(Arc::new(crate::recursion::RecursionLimit::new(
+                self.runtime.max_recursion,
             )))
             .build();
         let ctx = SessionContext::new_with_state(state);
@@ -1317,11 +1332,38 @@ impl SqlConnection {
     /// is evaluated on its own to find the first that fails, and the error names it.
     async fn name_failing_column(&self, plan: &LogicalPlan, e: Error) -> Error {
         let text = e.to_string().to_lowercase();
-        if !(text.contains("cast") || text.contains("overflow") || text.contains("out of range")) {
+        let null = text.contains("declared as non-nullable");
+        if !(null
+            || text.contains("cast")
+            || text.contains("overflow")
+            || text.contains("out of range"))
+        {
             return e;
         }
         let LogicalPlan::Dml(dml) = plan else { return e };
         let LogicalPlan::Projection(p) = dml.input.as_ref() else { return e };
+        if null {
+            // A NULL in a VALUES list for a NOT NULL column: DataFusion names the VALUES
+            // list's own column (`column4`); name the table's.
+            let original = e.to_string();
+            let values_column = original
+                .split("Column '")
+                .nth(1)
+                .and_then(|rest| rest.split('\'').next())
+                .map(str::to_string);
+            let target = values_column.and_then(|c| {
+                p.expr.iter().zip(p.schema.fields()).find_map(|(x, f)| {
+                    x.column_refs().iter().any(|r| r.name == c).then(|| f.name().clone())
+                })
+            });
+            return match target {
+                Some(column) => Error::Storage(basalt_storage::Error::NullViolation {
+                    table: dml.table_name.table().to_string(),
+                    column,
+                }),
+                None => e,
+            };
+        }
         let name = |field: &str| {
             let message = format!("table '{}', column '{field}': {e}", dml.table_name);
             match &e {
@@ -1508,6 +1550,39 @@ impl SqlConnection {
     }
 }
 
+/// Refuses a `COPY … TO` target inside the database's directory: only the store writes
+/// there (a file written over `MANIFEST` or a segment would destroy the database).
+fn refuse_database_target(binding: &Binding, target: &str) -> Result<()> {
+    let store = binding.session().lock().store().clone();
+    let Some(dir) = store.directory() else { return Ok(()) };
+    let resolve = |p: &std::path::Path| {
+        let abs = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+        // The deepest existing ancestor, resolved (links, `..`), then the rest as written.
+        let mut base = abs.as_path();
+        let mut rest = Vec::new();
+        loop {
+            if let Ok(real) = base.canonicalize() {
+                return rest.iter().rev().fold(real, |acc: std::path::PathBuf, c| acc.join(c));
+            }
+            match (base.parent(), base.file_name()) {
+                (Some(parent), Some(name)) => {
+                    rest.push(name.to_os_string());
+                    base = parent;
+                }
+                _ => return abs.clone(),
+            }
+        }
+    };
+    if resolve(std::path::Path::new(target)).starts_with(resolve(dir)) {
+        return Err(Error::sql(format!(
+            "COPY … TO '{target}': refusing to write into the database directory {} (only the \
+             database writes there)",
+            store.display_path().display()
+        )));
+    }
+    Ok(())
+}
+
 /// Prepares a statement for DataFusion: Basalt's rewrites ([`crate::rewrite`]) with the
 /// catalog as `binding` sees it, then its file table functions resolved
 /// ([`Files::resolve`]). `COPY t TO …` of a native table becomes `COPY (SELECT * FROM t)`
@@ -1520,6 +1595,9 @@ pub(crate) async fn prepare_statement(
 ) -> Result<DfStatement> {
     let fold = state.config().options().sql_parser.enable_ident_normalization;
     let tables = CatalogNames::new(binding, fold)?;
+    if let DfStatement::CopyTo(c) = &stmt {
+        refuse_database_target(binding, &c.target)?;
+    }
     if let DfStatement::CopyTo(c) = &mut stmt
         && let datafusion::sql::parser::CopyToSource::Relation(name) = &c.source
         && rewrite::table_name_of(name, fold).is_some_and(|t| tables.is_native(&t))

@@ -229,11 +229,15 @@ impl Files {
             Format::Json => Arc::new(JsonFormat::default()),
         };
         let url = ListingTableUrl::parse(&path)?;
-        let is_file = std::path::Path::new(&path).is_file();
-        if !is_file && !path.contains(['*', '?']) && !std::path::Path::new(&path).is_dir() {
-            return Err(Error::Execution {
-                message: format!("{fname}: no such file or directory: {path}"),
-            });
+        let p = std::path::Path::new(&path);
+        let is_file = p.is_file();
+        if !is_file && !path.contains(['*', '?']) && !p.is_dir() {
+            let message = if p.exists() {
+                format!("{fname}: not a regular file or directory: {path}")
+            } else {
+                format!("{fname}: no such file or directory: {path}")
+            };
+            return Err(Error::Execution { message });
         }
         // A file named explicitly is read whatever its extension; a directory by extension.
         let ext = if is_file { String::new() } else { format.get_ext() };

@@ -72,6 +72,7 @@ pub mod join;
 pub mod ndjson;
 pub mod provider;
 pub mod pushdown;
+pub mod recursion;
 pub mod rewrite;
 pub mod script;
 pub mod semi;

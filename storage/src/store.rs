@@ -75,8 +75,9 @@ pub struct StoreOptions {
     /// Durability of writes that do not choose one ([`Durability::Buffered`] also means no
     /// log is kept at all).
     pub durability: Durability,
-    /// How long a writer waits for another writer (an open write transaction) before
-    /// failing with [`Error::LockTimeout`].
+    /// How long a writer waits for another writer (an open write transaction, or a writer
+    /// holding the database in another process when opening) before failing with
+    /// [`Error::LockTimeout`].
     pub lock_timeout: std::time::Duration,
     /// Compact small and delete-heavy segments after each explicit flush.
     pub auto_compact: bool,
@@ -1830,7 +1831,7 @@ impl Store {
             None
         } else {
             vfs.create_dir_all(root)?;
-            Some(vfs.lock_exclusive(&root.join(LOCK_FILE), display)?)
+            Some(Self::lock_within(vfs.as_ref(), root, display, opts.lock_timeout)?)
         };
         let mut attempts = 0;
         let mut report = Vec::new();
@@ -1949,6 +1950,34 @@ impl Store {
     /// it found nothing to salvage, and for every other open.
     pub fn salvage_report(&self) -> &[String] {
         &self.salvage_report
+    }
+
+    /// Takes the writer lock of the database at `root`, waiting up to `timeout` for a
+    /// writer in another process (or another handle) to let it go: [`Error::Locked`] with
+    /// no timeout, [`Error::LockTimeout`] after waiting.
+    fn lock_within(
+        vfs: &dyn Vfs,
+        root: &Path,
+        display: &Path,
+        timeout: std::time::Duration,
+    ) -> Result<LockGuard> {
+        let start = std::time::Instant::now();
+        let mut pause = std::time::Duration::from_millis(1);
+        loop {
+            match vfs.lock_exclusive(&root.join(LOCK_FILE), display) {
+                Err(Error::Locked { path }) if !timeout.is_zero() => {
+                    let waited = start.elapsed();
+                    if waited >= timeout {
+                        return Err(Error::LockTimeout { path, waited });
+                    }
+                    // The other writer holds a file lock: there is nothing to be woken by,
+                    // so poll, backing off to 50 ms.
+                    std::thread::sleep(pause.min(timeout - waited));
+                    pause = (pause * 2).min(std::time::Duration::from_millis(50));
+                }
+                r => return r,
+            }
+        }
     }
 
     fn load(
@@ -2120,6 +2149,12 @@ impl Store {
     /// The database's name in messages (path or `:memory:`).
     pub fn display_path(&self) -> &Path {
         &self.display
+    }
+
+    /// The directory of a database on disk (`None` in memory): nothing but the store
+    /// writes there.
+    pub fn directory(&self) -> Option<&Path> {
+        self.vfs.native().then_some(self.root.as_path())
     }
 
     /// Whether writes are refused.

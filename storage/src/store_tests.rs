@@ -395,8 +395,20 @@ fn views_persist_and_share_the_table_namespace() {
 fn second_writer_is_refused_and_readers_can_open() {
     let t = tempfile::tempdir().unwrap();
     let w = Store::open(Arc::new(OsFs), t.path(), t.path(), StoreOptions::default()).unwrap();
-    let e = Store::open(Arc::new(OsFs), t.path(), t.path(), StoreOptions::default()).unwrap_err();
+    let no_wait =
+        StoreOptions { lock_timeout: std::time::Duration::ZERO, ..StoreOptions::default() };
+    let e = Store::open(Arc::new(OsFs), t.path(), t.path(), no_wait).unwrap_err();
     assert!(matches!(e, Error::Locked { .. }), "{e}");
+    // A second writer waits for the lock up to its timeout (across processes too: the lock
+    // is the file lock), then says how long it waited.
+    let short = StoreOptions {
+        lock_timeout: std::time::Duration::from_millis(150),
+        ..StoreOptions::default()
+    };
+    match Store::open(Arc::new(OsFs), t.path(), t.path(), short).unwrap_err() {
+        Error::LockTimeout { waited, .. } => assert!(waited >= short.lock_timeout, "{waited:?}"),
+        e => panic!("expected a lock timeout: {e}"),
+    }
     w.create_table("t", &schema()).unwrap();
     w.insert("t", &[rows(0, 50)]).unwrap();
     w.flush().unwrap();
@@ -405,7 +417,14 @@ fn second_writer_is_refused_and_readers_can_open() {
     assert_eq!(r.snapshot().table("t").unwrap().count(), 50);
     assert!(matches!(r.insert("t", &[rows(0, 1)]), Err(Error::ReadOnly { .. })));
     drop(r);
+    // A writer waiting while the first one closes gets the database.
+    let path = t.path().to_path_buf();
+    let waiter = std::thread::spawn(move || {
+        Store::open(Arc::new(OsFs), &path, &path, StoreOptions::default()).map(|_| ())
+    });
+    std::thread::sleep(std::time::Duration::from_millis(50));
     drop(w);
+    waiter.join().unwrap().unwrap();
     Store::open(Arc::new(OsFs), t.path(), t.path(), StoreOptions::default()).unwrap();
     let missing = t.path().join("nothing-here");
     assert!(Store::open(Arc::new(OsFs), &missing, &missing, ro).is_err());

@@ -57,13 +57,25 @@ fn a_second_process_cannot_write_but_can_read() {
         spawn("process::a_second_process_cannot_write_but_can_read", "hold", dir.path());
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     wait_for(&mut lines, "@@ready");
-    let e = Database::open(dir.path()).unwrap_err();
+    let opts = |ms| basalt::Options {
+        lock_timeout: std::time::Duration::from_millis(ms),
+        ..basalt::Options::default()
+    };
+    let e = Database::open_with(dir.path(), opts(0)).unwrap_err();
     assert!(matches!(e, Error::Storage(StorageError::Locked { .. })), "{e}");
     assert!(e.to_string().contains("locked"));
+    // The lock timeout holds across processes: a writer waits for it, then says so.
+    let e = Database::open_with(dir.path(), opts(200)).unwrap_err();
+    assert!(matches!(e, Error::Storage(StorageError::LockTimeout { .. })), "{e}");
     let ro = Database::open_read_only(dir.path()).unwrap();
     assert_eq!(ro.table("t").unwrap().count().unwrap(), 1);
+    // A writer waiting (default timeout, 10 s) gets the database when the other one exits.
+    let path = dir.path().to_path_buf();
+    let waiter = std::thread::spawn(move || Database::open(&path).map(|_| ()));
+    std::thread::sleep(std::time::Duration::from_millis(100));
     drop(child.stdin.take()); // EOF: the child exits and releases the lock
     assert!(child.wait().unwrap().success());
+    waiter.join().unwrap().unwrap();
     Database::open(dir.path()).unwrap();
 }
 

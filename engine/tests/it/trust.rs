@@ -217,3 +217,63 @@ fn deep_statements_run_on_small_stacks_or_are_refused() {
         .unwrap();
     handle.join().expect("no stack overflow");
 }
+
+/// A recursion without a stopping condition ends at the recursion limit; a running
+/// statement stops at its timeout or when interrupted from another thread — its writes
+/// undone, the connection usable afterwards.
+#[test]
+fn statements_stop_at_the_recursion_limit_a_timeout_or_an_interrupt() {
+    use std::time::Duration;
+    let forever = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) \
+                   SELECT count(*) FROM r";
+    let limited = basalt::Database::open_in_memory_with(basalt::Options {
+        max_recursion: 200,
+        ..basalt::Options::default()
+    })
+    .unwrap();
+    let e = limited.connect().sql(forever).unwrap_err();
+    assert!(e.to_string().contains("stopped after 200 iterations"), "{e}");
+    let ok = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 150) \
+              SELECT count(*) FROM r";
+    assert_eq!(cells(&limited.connect().sql(ok).unwrap()), ["150"]);
+    // Each run starts counting afresh (a prepared plan is reused).
+    let p = limited.connect().prepare(ok).unwrap();
+    for _ in 0..3 {
+        assert_eq!(cells(&p.execute(&[]).unwrap()), ["150"]);
+    }
+
+    let db = Database::open_in_memory_with(basalt::Options {
+        max_recursion: usize::MAX,
+        statement_timeout: Some(Duration::from_millis(300)),
+        ..basalt::Options::default()
+    })
+    .unwrap();
+    let conn = db.connect();
+    let e = conn.sql(forever).unwrap_err();
+    assert!(matches!(e, basalt::Error::Timeout { .. }), "{e}");
+    let mut rows = conn.sql_stream(forever).unwrap();
+    let e = rows.next().unwrap().unwrap_err();
+    assert!(matches!(e, basalt::Error::Timeout { .. }), "{e}");
+    // Interrupted from another thread; a write is undone.
+    conn.set_statement_timeout(None);
+    conn.sql("CREATE TABLE t (n BIGINT)").unwrap();
+    let other = conn.clone();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = done.clone();
+    // Interrupts keep coming until the statement ends (one sent before it starts is lost).
+    let stopper = std::thread::spawn(move || {
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(100));
+            other.interrupt();
+        }
+    });
+    let e = conn
+        .sql("INSERT INTO t WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT n FROM r")
+        .unwrap_err();
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    stopper.join().unwrap();
+    assert!(matches!(e, basalt::Error::Interrupted), "{e}");
+    assert_eq!(cells(&conn.sql("SELECT count(*) FROM t").unwrap()), ["0"]);
+    conn.sql("INSERT INTO t VALUES (1)").unwrap();
+    assert_eq!(cells(&conn.sql("SELECT count(*) FROM t").unwrap()), ["1"]);
+}
