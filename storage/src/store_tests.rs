@@ -2366,3 +2366,235 @@ fn float32_zone_maps_compare_with_the_rounded_constant() {
     assert_eq!(count(Predicate::cmp("x", CmpOp::LtEq, 0.1f64)), 2);
     assert_eq!(count(Predicate::cmp("x", CmpOp::GtEq, 16_777_217i64)), 1, "rounds to 2^24");
 }
+
+/// Rows of every table (and a full-text search) as sorted text: what a database answers.
+fn answers(s: &Store) -> Result<Vec<String>> {
+    let snap = s.snapshot();
+    let mut out = Vec::new();
+    for name in snap.table_names() {
+        let t = snap.table(&name)?.clone();
+        let proj: Vec<usize> = (0..t.schema().full_schema().fields().len()).collect();
+        let mut rows = Vec::new();
+        for b in t.scan(&proj)? {
+            let b = b?;
+            let opts = arrow_cast::display::FormatOptions::default().with_null("NULL");
+            let fmts: Vec<_> = b
+                .columns()
+                .iter()
+                .map(|c| arrow_cast::display::ArrayFormatter::try_new(c.as_ref(), &opts))
+                .collect::<std::result::Result<_, _>>()
+                .map_err(|e| Error::arrow("format", e))?;
+            for r in 0..b.num_rows() {
+                let cells: Vec<String> = fmts.iter().map(|f| f.value(r).to_string()).collect();
+                rows.push(format!("{name}|{}", cells.join("|")));
+            }
+        }
+        rows.sort();
+        out.extend(rows);
+        if t.fts.is_some() {
+            let view = crate::session::ReadView::Committed(snap.clone());
+            let mut ids: Vec<u64> =
+                s.search_text(&view, &name, None, "user_7", None)?.iter().map(|h| h.id).collect();
+            ids.sort_unstable();
+            out.push(format!("{name} fts {ids:?}"));
+        }
+    }
+    Ok(out)
+}
+
+/// Copies a directory tree.
+fn copy_dir_all(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            copy_dir_all(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+/// Every file of a tree, relative to its root, sorted.
+fn tree_files(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            tree_files(root, &e.path(), out);
+        } else {
+            out.push(e.path().strip_prefix(root).unwrap().to_path_buf());
+        }
+    }
+    out.sort();
+}
+
+/// The corruption sweep: every kind of file the database writes — segments, delete files,
+/// the manifest, pending slots, the log, checkpoints, full-text index files — with bytes
+/// flipped at seeded offsets, cut to half, a page zeroed, or removed. Each case must end in
+/// a typed error (naming the file, at open or at the first read of the damaged part) or in
+/// the intact database's answers; damage to the log's last record may drop that record
+/// (a torn tail), nothing more. Never a panic, never a silently different answer, never a
+/// file of the user's removed. Counts per outcome are printed.
+#[test]
+fn corruption_sweep_over_every_file_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let intact = dir.path().join("intact");
+    let opts = StoreOptions {
+        durability: Durability::ProcessSafe,
+        auto_compact: false,
+        bulk_insert_rows: 40,
+        memtable_flush_rows: 1000,
+        ..StoreOptions::default()
+    };
+    let open = |p: &Path| Store::open(Arc::new(OsFs), p, p, opts);
+    {
+        let s = open(&intact).unwrap();
+        s.create_table("t", &schema()).unwrap();
+        s.insert("t", &[rows(0, 60)]).unwrap(); // a segment
+        s.insert("t", &[rows(60, 60)]).unwrap(); // another
+        s.delete("t", &[3, 4, 70]).unwrap();
+        s.update("t", &[10], &set_name("changed")).unwrap();
+        s.create_fts_index("t", &["name"], "default").unwrap();
+        s.flush().unwrap(); // delete files, the updated row's segment
+        s.checkpoint("c").unwrap();
+        s.create_table("u", &schema()).unwrap();
+        s.insert("u", &[rows(500, 50)]).unwrap();
+        s.flush().unwrap();
+        // Logged commits left in the log by a kill.
+        for i in 0..6 {
+            s.insert("t", &[rows(1000 + i, 1)]).unwrap();
+        }
+        kill(s);
+    }
+    // A user's file inside the database directory: never removed.
+    std::fs::write(intact.join("t1").join("notes.txt"), b"mine").unwrap();
+    let mut files = Vec::new();
+    tree_files(&intact, &intact, &mut files);
+    files.retain(|f| f.file_name().is_some_and(|n| n != "LOCK" && n != "notes.txt"));
+    // The answers of the intact database, and of each prefix of its log (a torn tail).
+    let state = |root: &Path| -> Result<Vec<String>> {
+        let s = open(root)?;
+        answers(&s)
+    };
+    let case_dir = |n: usize| {
+        let c = dir.path().join(format!("case{n}"));
+        copy_dir_all(&intact, &c);
+        c
+    };
+    let want = state(&case_dir(0)).unwrap();
+    let wal_file = files.iter().find(|f| f.starts_with("wal")).unwrap().clone();
+    let wal_bytes = std::fs::read(intact.join(&wal_file)).unwrap();
+    let starts = crate::wal::record_starts_for_tests(&wal_bytes);
+    assert_eq!(starts.len(), 6);
+    let mut prefixes = Vec::new();
+    for &cut in &starts {
+        let c = case_dir(1);
+        let mut b = wal_bytes[..cut].to_vec();
+        b.resize(wal_bytes.len(), 0);
+        std::fs::write(c.join(&wal_file), b).unwrap();
+        prefixes.push(state(&c).unwrap());
+        std::fs::remove_dir_all(&c).unwrap();
+    }
+    let state_without_log = {
+        let c = case_dir(1);
+        std::fs::remove_file(c.join(&wal_file)).unwrap();
+        let a = state(&c).unwrap();
+        std::fs::remove_dir_all(&c).unwrap();
+        a
+    };
+    let mut log_removed = 0;
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move |n: usize| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        (rng % n.max(1) as u64) as usize
+    };
+    let (mut cases, mut refused_at_open, mut refused_at_read, mut same, mut torn) = (0, 0, 0, 0, 0);
+    for f in &files {
+        let bytes = std::fs::read(intact.join(f)).unwrap();
+        let mut damages: Vec<(String, Option<Vec<u8>>)> = vec![("removed".into(), None)];
+        damages.push(("cut to half".into(), Some(bytes[..bytes.len() / 2].to_vec())));
+        if bytes.len() > 8 {
+            let at = next(bytes.len()) / 4096 * 4096;
+            let mut z = bytes.clone();
+            z[at..(at + 4096).min(bytes.len())].fill(0);
+            if z != bytes {
+                damages.push((format!("page at {at} zeroed"), Some(z)));
+            }
+        }
+        for _ in 0..12 {
+            let at = next(bytes.len());
+            let mut b = bytes.clone();
+            if b.is_empty() {
+                break;
+            }
+            b[at] ^= 1 << next(8);
+            damages.push((format!("byte {at} flipped"), Some(b)));
+        }
+        for (what, damage) in damages {
+            cases += 1;
+            let c = case_dir(2);
+            let p = c.join(f);
+            match &damage {
+                None => std::fs::remove_file(&p).unwrap(),
+                Some(b) => std::fs::write(&p, b).unwrap(),
+            }
+            let case = format!("{} {what}", f.display());
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let s = match open(&c) {
+                    Ok(s) => s,
+                    Err(e) => return Err((true, e)),
+                };
+                answers(&s).map_err(|e| (false, e))
+            }));
+            match outcome {
+                Err(_) => panic!("{case}: panicked"),
+                Ok(Err((at_open, e))) => {
+                    // Typed, and names a file of the database (or the database).
+                    assert!(
+                        e.is_corruption()
+                            || matches!(
+                                e,
+                                Error::Io { .. }
+                                    | Error::ManifestMissing { .. }
+                                    | Error::Fts { .. }
+                            ),
+                        "{case}: untyped error {e:?}"
+                    );
+                    assert!(e.to_string().contains(&*c.to_string_lossy()), "{case}: {e}");
+                    if at_open { refused_at_open += 1 } else { refused_at_read += 1 }
+                }
+                Ok(Ok(got)) if got == want => same += 1,
+                // Known gap (ARCHITECTURE, damage analysis): a removed log file looks like
+                // a log never written, and its commits are lost undetected.
+                Ok(Ok(got)) if f == &wal_file && damage.is_none() => {
+                    assert_eq!(got, state_without_log, "{case}");
+                    log_removed += 1;
+                }
+                Ok(Ok(got)) => {
+                    // Only the log's last record may be dropped (a torn tail).
+                    let in_last = f == &wal_file
+                        && damage.as_ref().is_some_and(|b| {
+                            b.len() < wal_bytes.len() && b.len() >= starts[5]
+                                || b.iter()
+                                    .zip(&wal_bytes)
+                                    .position(|(x, y)| x != y)
+                                    .is_some_and(|d| d >= starts[5])
+                        });
+                    assert!(in_last && got == prefixes[5], "{case}: a different answer");
+                    torn += 1;
+                }
+            }
+            assert_eq!(std::fs::read(c.join("t1/notes.txt")).unwrap(), b"mine", "{case}");
+            std::fs::remove_dir_all(&c).unwrap();
+        }
+    }
+    println!(
+        "corruption sweep: {cases} cases over {} files: {refused_at_open} refused at open, \
+         {refused_at_read} refused at read, {same} answered as intact, {torn} dropped a torn \
+         log tail, {log_removed} removed log undetected (known gap); 0 panics, 0 different \
+         answers, 0 user files removed",
+        files.len()
+    );
+}
