@@ -98,6 +98,9 @@ options:
   --readonly                   open DB read-only (next to a running writer)
   --timer                      print each statement's run time
   --max-width N                widest value shown in table mode (default 40)
+  --memory-limit SIZE          memory for sorts, joins and aggregations (e.g. 512MB, 4GB,
+                                 none; default half the machine's memory); beyond it they
+                                 spill to DB/spill or fail (resources exhausted)
 
 import options:
   --format csv|parquet|json    file format (default: from the extension)
@@ -131,6 +134,8 @@ struct ShellArgs {
     printer: Printer,
     readonly: bool,
     timer: bool,
+    /// `--memory-limit` (`Some(None)`: none).
+    memory_limit: Option<Option<usize>>,
 }
 
 fn run(args: Vec<String>) -> Result<ExitCode, CliError> {
@@ -159,10 +164,13 @@ fn run(args: Vec<String>) -> Result<ExitCode, CliError> {
         _ => {}
     }
     let a = shell_args(&args)?;
-    let db = match (&a.db, a.readonly) {
-        (None, _) => basalt::Database::open_in_memory()?,
-        (Some(p), false) => basalt::Database::open(p)?,
-        (Some(p), true) => basalt::Database::open_read_only(p)?,
+    let mut options = basalt::Options { read_only: a.readonly, ..basalt::Options::default() };
+    if let Some(limit) = a.memory_limit {
+        options.sql_memory_limit = limit;
+    }
+    let db = match &a.db {
+        None => basalt::Database::open_in_memory_with(options)?,
+        Some(p) => basalt::Database::open_with(p, options)?,
     };
     let mut sh = Shell::new(db, a.printer);
     sh.timer = a.timer;
@@ -192,6 +200,7 @@ fn shell_args(args: &[String]) -> Result<ShellArgs, CliError> {
         printer: Printer::default(),
         readonly: false,
         timer: false,
+        memory_limit: None,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -201,6 +210,7 @@ fn shell_args(args: &[String]) -> Result<ShellArgs, CliError> {
             "--readonly" => a.readonly = true,
             "--timer" => a.timer = true,
             "--max-width" => a.printer.max_width = number(value(&mut it, arg)?, arg)?,
+            "--memory-limit" => a.memory_limit = Some(bytes(value(&mut it, arg)?, arg)?),
             s if s.starts_with('-') && s.len() > 1 => {
                 return Err(CliError::Usage(format!("unknown option {s}")));
             }
@@ -225,6 +235,30 @@ fn number(s: &str, opt: &str) -> Result<usize, CliError> {
     s.replace('_', "")
         .parse()
         .map_err(|_| CliError::Usage(format!("{opt}: '{s}' is not a whole number")))
+}
+
+/// A size in bytes: a number with an optional `KB` / `MB` / `GB` (powers of 1024), or
+/// `none` (no limit).
+fn bytes(s: &str, opt: &str) -> Result<Option<usize>, CliError> {
+    let t = s.trim().to_ascii_uppercase();
+    if t == "NONE" {
+        return Ok(None);
+    }
+    let (digits, unit) = match t.find(|c: char| !c.is_ascii_digit() && c != '_') {
+        Some(i) => t.split_at(i),
+        None => (t.as_str(), ""),
+    };
+    let shift = match unit.trim() {
+        "" | "B" => 0,
+        "K" | "KB" | "KIB" => 10,
+        "M" | "MB" | "MIB" => 20,
+        "G" | "GB" | "GIB" => 30,
+        _ => return Err(CliError::Usage(format!("{opt}: '{s}' is not a size (e.g. 512MB, 4GB)"))),
+    };
+    let n = number(digits, opt)?;
+    n.checked_mul(1 << shift)
+        .map(Some)
+        .ok_or_else(|| CliError::Usage(format!("{opt}: '{s}' is too large")))
 }
 
 /// Exactly `N` positional arguments (no options).

@@ -112,9 +112,11 @@ pub struct Options {
     /// Compact small and delete-heavy segments after each explicit flush (default on).
     pub auto_compact: bool,
     /// Memory the SQL operators that hold data (sorts, joins, aggregations) may use, across
-    /// all connections of this database; beyond it they spill to temporary files or fail
-    /// with a "resources exhausted" error. Scans and imports stream and need little memory
-    /// either way. `None` (default): no limit.
+    /// all connections of this database; beyond it they spill to temporary files (in the
+    /// database's `spill/` folder, or the system's temporary directory for in-memory and
+    /// read-only databases) or fail with a "resources exhausted" error. Scans and imports
+    /// stream and need little memory either way. Default: half the machine's memory
+    /// (`None`: no limit).
     pub sql_memory_limit: Option<usize>,
     /// Longest a planned SQL statement may run (planning, execution and reading its result
     /// stream) before it fails with [`Error::Timeout`] and its work is undone; `None`
@@ -145,12 +147,26 @@ impl Default for Options {
             durability: s.durability,
             lock_timeout: s.lock_timeout,
             auto_compact: s.auto_compact,
-            sql_memory_limit: None,
+            sql_memory_limit: default_memory_limit(),
             statement_timeout: None,
             max_recursion: basalt_sql::recursion::DEFAULT_MAX_RECURSION,
             salvage: false,
         }
     }
+}
+
+/// Half the machine's physical memory (Linux; `None` where it cannot be read).
+fn default_memory_limit() -> Option<usize> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: usize = info
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib * 1024 / 2)
 }
 
 impl Options {
@@ -212,17 +228,29 @@ impl Database {
         Ok(Database::on_store(store, Some(path.to_path_buf()), &options))
     }
 
+    /// Where SQL operators spill: the database's own folder for a writer (cleaned up at the
+    /// next writer open if a process dies mid-query), the system's temporary directory
+    /// otherwise.
+    fn spill_dir(path: Option<&Path>, options: &Options) -> Option<PathBuf> {
+        path.filter(|_| !options.read_only).map(|p| p.join(basalt_storage::owned::SPILL_DIR))
+    }
+
     /// The handle of an opened store.
     fn on_store(store: Arc<Store>, path: Option<PathBuf>, options: &Options) -> Database {
+        let spill = Self::spill_dir(path.as_deref(), options);
         Database {
             inner: Arc::new(Inner {
                 store,
                 path,
                 runtime: sql::Runtime::default(),
-                sql_env: Arc::new(
-                    basalt_sql::connection::SharedRuntime::new(options.sql_memory_limit)
-                        .with_max_recursion(options.max_recursion),
-                ),
+                sql_env: Arc::new({
+                    let env = basalt_sql::connection::SharedRuntime::new(options.sql_memory_limit)
+                        .with_max_recursion(options.max_recursion);
+                    match spill {
+                        Some(dir) => env.with_spill_dir(dir),
+                        None => env,
+                    }
+                }),
                 memory_dedupe: Default::default(),
                 statement_timeout: options.statement_timeout,
             }),

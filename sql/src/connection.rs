@@ -244,6 +244,8 @@ fn dml_count(n: u64) -> Result<Vec<RecordBatch>> {
 #[derive(Debug)]
 pub struct SharedRuntime {
     limit: Option<usize>,
+    /// Where operators spill (`None`: the system's temporary directory).
+    spill: Option<std::path::PathBuf>,
     env: OnceLock<Arc<RuntimeEnv>>,
     /// Iterations a recursive query may run ([`crate::recursion`]).
     max_recursion: usize,
@@ -254,9 +256,17 @@ impl SharedRuntime {
     pub fn new(limit: Option<usize>) -> SharedRuntime {
         SharedRuntime {
             limit,
+            spill: None,
             env: OnceLock::new(),
             max_recursion: crate::recursion::DEFAULT_MAX_RECURSION,
         }
+    }
+
+    /// Operators spill into `dir` (made when first needed) instead of the system's
+    /// temporary directory.
+    pub fn with_spill_dir(mut self, dir: std::path::PathBuf) -> SharedRuntime {
+        self.spill = Some(dir);
+        self
     }
 
     /// Recursive queries of every connection stop with an error after `n` iterations.
@@ -271,7 +281,20 @@ impl SharedRuntime {
         }
         let mut b = datafusion::execution::runtime_env::RuntimeEnvBuilder::new();
         if let Some(limit) = self.limit {
-            b = b.with_memory_limit(limit, 1.0);
+            // Fair: operators that can spill share what those that cannot leave over, so
+            // a sort spilling its runs does not starve the merge that reads them back.
+            use datafusion::execution::memory_pool::{FairSpillPool, TrackConsumersPool};
+            let pool = TrackConsumersPool::new(
+                FairSpillPool::new(limit),
+                std::num::NonZeroUsize::new(5).unwrap_or(std::num::NonZeroUsize::MIN),
+            );
+            b = b.with_memory_pool(Arc::new(pool));
+            // A merge of spilled runs holds a batch of each run it reads: at most eight at a
+            // time (merged in passes), so it stays bounded however many runs spilled.
+            b = b.with_max_spill_merge_fan_in(8);
+        }
+        if let Some(dir) = &self.spill {
+            b = b.with_temp_file_path(dir.clone());
         }
         let env = b.build_arc()?;
         Ok(self.env.get_or_init(|| env).clone())
@@ -354,6 +377,15 @@ impl SqlConnection {
         opts.sql_parser.map_string_types_to_utf8view = false;
         // Positions in planning errors.
         opts.sql_parser.collect_spans = true;
+        if let Some(limit) = runtime.limit {
+            // A sort sets this much aside to merge its spilled runs (DataFusion: 10 MiB);
+            // under a small memory limit that alone would exceed the pool, so it is a quarter
+            // of the limit at most.
+            let reserve = opts.execution.sort_spill_reservation_bytes.min(limit / 4);
+            opts.execution.sort_spill_reservation_bytes = reserve;
+            opts.execution.sort_in_place_threshold_bytes =
+                opts.execution.sort_in_place_threshold_bytes.min(reserve);
+        }
         let fast_paths = Arc::new(AtomicBool::new(true));
         let files = Arc::new(Files::new(fast_paths.clone()));
         let schema = Arc::new(BasaltSchema::new(binding.clone(), files.clone()));

@@ -144,6 +144,30 @@ pub fn dispose_table_dir(
     Ok(())
 }
 
+/// Folder (under the database) where SQL operators spill; each query runtime makes a
+/// `datafusion-…` folder of temporary files in it, removed when the runtime ends.
+pub const SPILL_DIR: &str = "spill";
+
+/// Removes what a killed process left in the spill folder `dir`: the files of its
+/// `datafusion-…` folders whose names are temporary files' (`.tmp…`), then those folders
+/// and `dir` if that left them empty.
+pub fn remove_spill_leftovers(vfs: &dyn Vfs, dir: &Path) -> Result<()> {
+    for d in vfs.list_dir(dir)? {
+        if !d.starts_with("datafusion-") {
+            continue;
+        }
+        let sub = dir.join(&d);
+        for f in vfs.list_dir(&sub)? {
+            if f.starts_with(".tmp") {
+                vfs.remove_file(&sub.join(&f))?;
+            }
+        }
+        vfs.remove_dir(&sub)?;
+    }
+    vfs.remove_dir(dir)?;
+    Ok(())
+}
+
 /// What an existing directory without a `MANIFEST` holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Contents {

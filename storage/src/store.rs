@@ -1917,6 +1917,11 @@ impl Store {
                     }
                 }
             }
+            // Spill files of queries a killed process was running (only one writer: no
+            // query of this database runs yet).
+            if store.vfs.native() {
+                owned::remove_spill_leftovers(store.vfs.as_ref(), &root.join(owned::SPILL_DIR))?;
+            }
             // Indexes catch up with the replayed log before the log can be trimmed.
             store.fts_open_all(false)?;
             if replayed.files > 0 {

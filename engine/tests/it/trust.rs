@@ -277,3 +277,69 @@ fn statements_stop_at_the_recursion_limit_a_timeout_or_an_interrupt() {
     conn.sql("INSERT INTO t VALUES (1)").unwrap();
     assert_eq!(cells(&conn.sql("SELECT count(*) FROM t").unwrap()), ["1"]);
 }
+
+/// Sorts, aggregates and joins over more data than the memory limit: each completes with
+/// the right answer (spilling into the database's spill folder) or fails with "resources
+/// exhausted" — never an abort; the spill folder is empty afterwards. Which of them
+/// completed is printed.
+#[test]
+fn queries_larger_than_the_memory_limit_complete_or_say_resources_exhausted() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = basalt::Options { sql_memory_limit: Some(24 << 20), ..basalt::Options::default() };
+    let db = Database::open_with(dir.path(), opts).unwrap();
+    let conn = db.connect();
+    // 400,000 rows of ~100-byte strings: about 40 MB of values, well over the limit.
+    conn.sql(
+        "CREATE TABLE big AS SELECT value AS k, \
+         concat('row-', CAST(value * 7919 % 400009 AS TEXT), '-', repeat('x', 90)) AS s \
+         FROM generate_series(1, 400000)",
+    )
+    .unwrap();
+    let mut outcomes = Vec::new();
+    let mut judge = |what: &str, r: basalt::Result<Vec<String>>, want: &[&str]| match r {
+        Ok(rows) => {
+            assert_eq!(rows, want, "{what}");
+            outcomes.push(format!("{what}: completed"));
+        }
+        Err(e) => {
+            assert!(e.to_string().contains("esources exhausted"), "{what}: {e}");
+            outcomes.push(format!("{what}: resources exhausted"));
+        }
+    };
+    for fast in [true, false] {
+        conn.set_fast_paths(fast).unwrap();
+        let sorted = (|| {
+            let (mut last, mut n): (Option<String>, usize) = (None, 0);
+            for b in conn.sql_stream("SELECT s FROM big ORDER BY s")? {
+                for row in cells(&[b?]) {
+                    assert!(last.as_ref().is_none_or(|l| *l <= row), "sorted");
+                    last = Some(row);
+                    n += 1;
+                }
+            }
+            Ok(vec![n.to_string()])
+        })();
+        judge(&format!("sort (fast paths {fast})"), sorted, &["400000"]);
+        let grouped = conn
+            .sql("SELECT count(*), sum(n) FROM (SELECT s, count(*) AS n FROM big GROUP BY s)")
+            .map(|b| cells(&b));
+        judge(&format!("aggregate (fast paths {fast})"), grouped, &["400000|400000"]);
+        let joined =
+            conn.sql("SELECT count(*) FROM big a JOIN big b ON a.s = b.s").map(|b| cells(&b));
+        judge(&format!("join (fast paths {fast})"), joined, &["400000"]);
+    }
+    println!("over the memory limit: {outcomes:?}");
+    assert!(outcomes.iter().any(|o| o.ends_with("completed")), "nothing spilled");
+    // What a killed process leaves in the spill folder goes at the next writer open.
+    drop(conn);
+    drop(db);
+    let spill = dir.path().join("spill");
+    let stale = spill.join("datafusion-dead");
+    std::fs::create_dir_all(&stale).unwrap();
+    std::fs::write(stale.join(".tmpAbCdEf"), vec![0u8; 1 << 20]).unwrap();
+    drop(Database::open(dir.path()).unwrap());
+    let left: Vec<_> = std::fs::read_dir(&spill)
+        .map(|d| d.flatten().map(|e| e.path()).filter(|p| p.ends_with("datafusion-dead")).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "spill files left behind: {left:?}");
+}
