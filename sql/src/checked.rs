@@ -144,6 +144,11 @@ impl ScalarUDFImpl for CheckedOp {
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let scalar = args.args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        if let (Arith::Add | Arith::Sub, [a, b]) = (self.op, args.args.as_slice())
+            && let Some(out) = wide_add_or_sub(self.op == Arith::Sub, a, b)?
+        {
+            return Ok(ColumnarValue::Array(out));
+        }
         let rows = args.number_rows;
         let arrays: Vec<ArrayRef> =
             args.args.iter().map(|a| a.to_array(rows)).collect::<Result<_>>()?;
@@ -161,6 +166,73 @@ impl ScalarUDFImpl for CheckedOp {
             Ok(ColumnarValue::Array(out))
         }
     }
+}
+
+/// `a + b` or `a - b` of BIGINT columns without NULLs (or a column and a constant), when
+/// that is what the arguments are: the wrapping results computed in one loop the compiler
+/// vectorises, with the overflow test of two's complement (`a + b` overflowed iff the
+/// result's sign differs from both operands'; `a - b` iff the operands' signs differ and
+/// the result's differs from `a`'s) folded into one word, so checking costs no branch per
+/// row (Arrow's checked kernels test each row). `None` when the arguments are anything
+/// else (they take the general path).
+fn wide_add_or_sub(sub: bool, a: &ColumnarValue, b: &ColumnarValue) -> Result<Option<ArrayRef>> {
+    use datafusion::arrow::array::Int64Array;
+    fn values(v: &ColumnarValue) -> Option<Result<&[i64], i64>> {
+        match v {
+            ColumnarValue::Array(a) => {
+                let a = a.as_primitive_opt::<Int64Type>()?;
+                (a.null_count() == 0).then(|| Ok(a.values().as_ref()))
+            }
+            ColumnarValue::Scalar(ScalarValue::Int64(Some(x))) => Some(Err(*x)),
+            _ => None,
+        }
+    }
+    let (Some(x), Some(y)) = (values(a), values(b)) else { return Ok(None) };
+    let op = |p: i64, q: i64| {
+        if sub {
+            let r = p.wrapping_sub(q);
+            (r, (p ^ q) & (p ^ r))
+        } else {
+            let r = p.wrapping_add(q);
+            (r, (p ^ r) & (q ^ r))
+        }
+    };
+    let mut bad = 0i64;
+    let out: Vec<i64> = match (x, y) {
+        (Ok(x), Ok(y)) => x
+            .iter()
+            .zip(y)
+            .map(|(&p, &q)| op(p, q))
+            .map(|(r, o)| {
+                bad |= o;
+                r
+            })
+            .collect(),
+        (Ok(x), Err(q)) => x
+            .iter()
+            .map(|&p| op(p, q))
+            .map(|(r, o)| {
+                bad |= o;
+                r
+            })
+            .collect(),
+        (Err(p), Ok(y)) => y
+            .iter()
+            .map(|&q| op(p, q))
+            .map(|(r, o)| {
+                bad |= o;
+                r
+            })
+            .collect(),
+        (Err(_), Err(_)) => return Ok(None),
+    };
+    if bad < 0 {
+        return Err(DataFusionError::Execution(format!(
+            "integer overflow: a BIGINT {} does not fit BIGINT",
+            if sub { "difference" } else { "sum" }
+        )));
+    }
+    Ok(Some(Arc::new(Int64Array::from(out))))
 }
 
 /// Replaces integer operators by [`CheckedOp`] calls (see the module docs).
@@ -493,5 +565,49 @@ impl GroupsAccumulator for SumGroups {
     }
     fn size(&self) -> usize {
         self.sums.capacity() * 16 + self.seen.capacity()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::arrow::array::Int64Array;
+
+    use super::*;
+
+    /// The vectorised sum and difference fail exactly when Arrow's checked kernels do, and
+    /// give their values otherwise: columns with columns and with constants, at the edges.
+    #[test]
+    fn wide_sums_and_differences_agree_with_checked_kernels() {
+        let edges = [i64::MIN, i64::MIN + 1, -2, -1, 0, 1, 2, i64::MAX - 1, i64::MAX];
+        let mut pairs: Vec<(i64, i64)> =
+            edges.iter().flat_map(|&a| edges.iter().map(move |&b| (a, b))).collect();
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..2000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let a = x as i64 >> (x % 3 * 20);
+            let b = (x.rotate_left(29) as i64) >> (x % 5 * 12);
+            pairs.push((a, b));
+        }
+        for sub in [false, true] {
+            for &(p, q) in &pairs {
+                let want = if sub { p.checked_sub(q) } else { p.checked_add(q) };
+                let col = |v: i64| ColumnarValue::Array(Arc::new(Int64Array::from(vec![v, v, v])));
+                let lit = |v: i64| ColumnarValue::Scalar(ScalarValue::Int64(Some(v)));
+                for (a, b) in [(col(p), col(q)), (col(p), lit(q)), (lit(p), col(q))] {
+                    let got = wide_add_or_sub(sub, &a, &b);
+                    match (want, got) {
+                        (Some(w), Ok(Some(arr))) => {
+                            assert_eq!(arr.as_primitive::<Int64Type>().value(1), w, "{p} {q}");
+                        }
+                        (None, Err(e)) => assert!(e.to_string().contains("overflow")),
+                        (w, g) => {
+                            panic!("{p} {} {q}: want {w:?}, got {g:?}", if sub { '-' } else { '+' })
+                        }
+                    }
+                }
+            }
+        }
     }
 }
