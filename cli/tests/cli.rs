@@ -346,25 +346,33 @@ fn hostile_input_neither_aborts_nor_hangs() {
 #[cfg(unix)]
 #[test]
 fn ctrl_c_interrupts_the_running_statement() {
-    let child = Command::new(env!("CARGO_BIN_EXE_basalt"))
-        .args(["-c", "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r"])
-        .stdout(Stdio::null())
+    use std::io::BufRead;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_basalt"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("basalt starts");
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let script = "SELECT 'started' AS s;\n\
+        WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r;\n";
+    child.stdin.take().expect("stdin").write_all(script.as_bytes()).expect("script");
+    // The endless statement starts right after the first one's result is printed.
+    let mut out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    while !line.contains("started") {
+        line.clear();
+        assert!(out.read_line(&mut line).expect("read") > 0, "basalt ended early");
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
     let pid = child.id().to_string();
     let sent = Command::new("kill").args(["-INT", &pid]).status().expect("kill runs");
     assert!(sent.success());
-    let out = child.wait_with_output().expect("basalt ends");
-    let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    let result = child.wait_with_output().expect("basalt ends");
+    let err = text(&result.stderr);
+    assert_eq!(result.status.code(), Some(1), "{err}");
     assert!(err.contains("interrupted"), "{err}");
 }
 
-/// Errors that name what is wrong: the NOT NULL column of a VALUES list, a file that is
-/// not a regular file, a table to export that does not exist, a COPY into the database,
-/// a byte order mark, a script that leaves a transaction open.
 #[test]
 fn errors_name_what_is_wrong() {
     let dir = tempfile::tempdir().expect("temp dir");

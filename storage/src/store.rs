@@ -1854,7 +1854,7 @@ impl Store {
         // call may ask for more than the default (its file is created at the first record).
         let wal = (!opts.read_only).then(|| Wal::new(vfs.clone(), root.join(WAL_DIR), next_lsn));
         let state = Arc::new(state);
-        let store = Store {
+        let mut store = Store {
             vfs,
             root: root.to_path_buf(),
             display: display.to_path_buf(),
@@ -1873,7 +1873,6 @@ impl Store {
             pending: Mutex::new(PendingCatalog::default()),
             salvage_report: Vec::new(),
         };
-        let mut store = store;
         store.reload_pins()?;
         if !opts.read_only {
             let aside = match opts.salvage {
