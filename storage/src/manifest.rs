@@ -1,6 +1,6 @@
 //! The manifest: the single source of truth for which tables and segments exist.
 //!
-//! # Byte layout (format version 3), file `MANIFEST`
+//! # Byte layout (format version 4), file `MANIFEST`
 //!
 //! ```text
 //! magic "BSLTMAN\0" (8) | format version u32 | body length u64 | body | CRC-32C u32
@@ -15,8 +15,11 @@
 //! (0 = none) and deleted rows (u64 each); then (since version 2) view count (u32) and per
 //! view its name and its SQL text; then (since version 3) full-text index count (u32) and per
 //! index its table id (u64), directory id (u64), tokenizer name and column count (u32) with
-//! the column ids (u32 each). Versions 1 (no views) and 2 (no full-text indexes) are still
-//! read; every install writes version 3.
+//! the column ids (u32 each); then (since version 4) flags (u32): bit 0 = *the log is kept*
+//! — the log file whose first LSN is `wal_lsn + 1` exists for as long as this manifest is
+//! in force, so a writer open that does not find it knows commits may be lost. Versions 1
+//! (no views), 2 (no full-text indexes) and 3 (no flags) are still read; every install
+//! writes version 4.
 //!
 //! # Atomic replacement
 //!
@@ -58,7 +61,7 @@ use crate::io::{SlotFile, Vfs};
 use crate::types::{ColumnDef, TableSchema};
 
 /// Current manifest format version.
-pub const MANIFEST_FORMAT_VERSION: u32 = 3;
+pub const MANIFEST_FORMAT_VERSION: u32 = 4;
 /// Oldest manifest format version still read.
 pub const MANIFEST_OLDEST_VERSION: u32 = 1;
 /// File name of the manifest inside the database directory.
@@ -142,6 +145,9 @@ pub struct Manifest {
     pub tables: Vec<TableEntry>,
     /// Views: name and SQL text of the query, sorted by name.
     pub views: Vec<(String, String)>,
+    /// The log file starting at `wal_lsn + 1` exists while this manifest is in force (a
+    /// writer of format 4 or later made it before installing; see the module docs).
+    pub log_kept: bool,
 }
 
 /// Path of a table's directory.
@@ -221,6 +227,7 @@ impl Manifest {
                 b.u32(*c);
             }
         }
+        b.u32(u32::from(self.log_kept));
         let body = b.finish();
         let mut out = Vec::with_capacity(body.len() + 24);
         out.extend_from_slice(MAGIC);
@@ -270,6 +277,7 @@ impl Manifest {
             feeds: Vec::new(),
             tables: Vec::new(),
             views: Vec::new(),
+            log_kept: false,
         };
         let nfeeds = d.count(12, "feed count")?;
         for _ in 0..nfeeds {
@@ -330,6 +338,13 @@ impl Manifest {
                 };
                 t.fts = Some(FtsEntry { dir_id, tokenizer, columns });
             }
+        }
+        if version >= 4 {
+            let flags = d.u32("manifest flags")?;
+            if flags > 1 {
+                return Err(d.err(format!("unknown manifest flags {flags:#x}")));
+            }
+            m.log_kept = flags & 1 == 1;
         }
         d.finish("manifest")?;
         Ok(m)
@@ -448,6 +463,7 @@ mod tests {
                 fts: Some(FtsEntry { dir_id: 5, tokenizer: "english".into(), columns: vec![2, 1] }),
             }],
             views: vec![("v".into(), "SELECT a FROM t WHERE b = 'x'".into())],
+            log_kept: true,
         }
     }
 
@@ -475,23 +491,29 @@ mod tests {
     #[test]
     fn older_versions_are_read() {
         let mut m = sample();
+        // A version-3 body is the version-4 body without the trailing flags (no promise
+        // about the log).
+        let mut v3 = sample();
+        v3.log_kept = false;
+        assert_eq!(Manifest::decode(&older(&m, 3, 4), Path::new("M")).unwrap(), v3);
+        m.log_kept = false;
         for t in &mut m.tables {
             t.fts = None;
         }
         // A version-2 body is the version-3 body without the trailing index count; a
         // version-1 body also lacks the view count before it.
-        assert_eq!(Manifest::decode(&older(&m, 2, 4), Path::new("M")).unwrap(), m);
+        assert_eq!(Manifest::decode(&older(&m, 2, 8), Path::new("M")).unwrap(), m);
         m.views.clear();
-        assert_eq!(Manifest::decode(&older(&m, 1, 8), Path::new("M")).unwrap(), m);
+        assert_eq!(Manifest::decode(&older(&m, 1, 12), Path::new("M")).unwrap(), m);
         // A version from the future is refused, not guessed at.
-        let mut v4 = m.encode();
-        v4[8] = 4;
-        let n = v4.len() - 4;
-        let c = crc(&v4[..n]);
-        v4[n..].copy_from_slice(&c.to_le_bytes());
+        let mut v5 = m.encode();
+        v5[8] = 5;
+        let n = v5.len() - 4;
+        let c = crc(&v5[..n]);
+        v5[n..].copy_from_slice(&c.to_le_bytes());
         assert!(matches!(
-            Manifest::decode(&v4, Path::new("M")),
-            Err(Error::UnsupportedFormatVersion { found: 4, .. })
+            Manifest::decode(&v5, Path::new("M")),
+            Err(Error::UnsupportedFormatVersion { found: 5, .. })
         ));
     }
 

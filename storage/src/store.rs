@@ -1654,6 +1654,9 @@ pub struct DbSnapshot {
     tables: BTreeMap<Arc<str>, Arc<TableSnapshot>>,
     /// Views: name → SQL text of the query.
     views: BTreeMap<String, String>,
+    /// The log file starting at `wal_lsn + 1` exists (the manifest's promise; see
+    /// [`Manifest::log_kept`]).
+    log_kept: bool,
 }
 
 impl DbSnapshot {
@@ -1707,6 +1710,7 @@ impl DbSnapshot {
             feeds: self.feeds.iter().map(|(k, v)| (k.clone(), *v)).collect(),
             tables,
             views: self.views.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            log_kept: self.log_kept,
         }
     }
 
@@ -1847,6 +1851,27 @@ impl Store {
                 r => break r?,
             }
         };
+        // The log file a manifest promises (format 4) must be there: without it, commits
+        // acknowledged after the last flush would be lost without a word.
+        if !opts.read_only && state.log_kept {
+            let name = format!("{:016x}.wal", state.wal_lsn + 1);
+            if !vfs.exists(&root.join(WAL_DIR).join(&name)) {
+                let file = display.join(WAL_DIR).join(&name);
+                if !opts.salvage {
+                    return Err(Error::corrupt(
+                        file,
+                        0,
+                        "the log file is missing: commits made since the last flush may be \
+                         lost (put it back, or open with salvage to go on without them)",
+                    ));
+                }
+                report.push(format!(
+                    "the log file {} was missing: commits made since the last flush, if \
+                     any, are lost",
+                    file.display()
+                ));
+            }
+        }
         // LSNs of log records a salvage dropped are not handed out again.
         let dropped = replayed.damage.as_ref().map_or(0, |d| d.dropped_through);
         let next_lsn = replayed.last_lsn.max(state.wal_lsn).max(dropped) + 1;
@@ -1938,6 +1963,15 @@ impl Store {
         } else {
             store.fts_open_all(false)?;
         }
+        if let Some(wal) = &store.wal {
+            // The file the next record goes to exists from now on, so the next install can
+            // promise it (`Manifest::log_kept`).
+            wal.start_next_file()?;
+            let mut head = store.head.lock();
+            if !head.log_kept && head.wal_lsn == wal.last_lsn() {
+                Arc::make_mut(&mut head).log_kept = true;
+            }
+        }
         if !store.opts.read_only {
             // Staging tables of a `CREATE TABLE … AS` or an import that a crash interrupted.
             for name in store.snapshot().table_names() {
@@ -2015,6 +2049,7 @@ impl Store {
                     feeds: Vec::new(),
                     tables: Vec::new(),
                     views: Vec::new(),
+                    log_kept: false,
                 };
                 manifest::install(vfs, root, &m)?;
                 m
@@ -2684,7 +2719,9 @@ impl Store {
         }
         let next = (**head).clone();
         self.flush_into(&mut head, next)?;
-        let m = head.to_manifest(head.manifest_version);
+        let mut m = head.to_manifest(head.manifest_version);
+        // A past state: its log file is not kept for it.
+        m.log_kept = false;
         self.vfs.create_dir_all(&self.checkpoint_dir())?;
         let tmp = self.checkpoint_dir().join(format!("{name}.tmp"));
         self.vfs.write_file(&tmp, &[&m.encode()], true)?;
@@ -2771,6 +2808,8 @@ impl Store {
         // tables, are all in segments now): none may replay onto the restored one.
         if let Some(wal) = &self.wal {
             next.wal_lsn = next.wal_lsn.max(wal.last_lsn());
+            self.poison(wal.start_next_file())?;
+            next.log_kept = true;
         }
         next.lsn = next.lsn.max(next.wal_lsn);
         self.install(&mut head, next, true)?;
@@ -3049,6 +3088,9 @@ impl Store {
         }
         if let Some(wal) = &self.wal {
             next.wal_lsn = next.wal_lsn.max(wal.last_lsn());
+            // The file of the records after `wal_lsn` exists before a manifest says so.
+            self.poison(wal.start_next_file())?;
+            next.log_kept = true;
         }
         self.install(head, next, true)?;
         // Index commits after the install, so buffered changes it absorbed can clear the
@@ -3457,6 +3499,7 @@ fn state_from_manifest(vfs: &dyn Vfs, root: &Path, manifest: Manifest) -> Result
         feeds: manifest.feeds.into_iter().collect(),
         tables,
         views: manifest.views.into_iter().collect(),
+        log_kept: manifest.log_kept,
     })
 }
 

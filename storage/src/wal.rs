@@ -530,6 +530,12 @@ pub fn replay(
             break;
         }
         let version = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
+        if version == 0 && fi + 1 == files.len() && bytes[12..].iter().all(|&b| b == 0) {
+            // A header torn while the last file was started: it holds no record.
+            end.torn_tail = true;
+            end.torn_at = Some((path.clone(), 0));
+            break;
+        }
         if !(WAL_OLDEST_READ..=WAL_FORMAT_VERSION).contains(&version) {
             return Err(Error::UnsupportedFormatVersion {
                 file: path.clone(),
@@ -604,11 +610,20 @@ pub fn remove_through(vfs: &dyn Vfs, dir: &Path, through: u64, last_lsn: u64) ->
             Some(next_first) => next_first.saturating_sub(1),
             None => last_lsn,
         };
-        if last <= through {
+        // A file holding no record yet (the one the next record goes to) stays.
+        if last <= through && first(f).is_none_or(|start| start <= last) {
             vfs.remove_file(f)?;
         }
     }
     Ok(())
+}
+
+/// A log file's header.
+fn header() -> [u8; HEADER_LEN] {
+    let mut h = [0u8; HEADER_LEN];
+    h[..8].copy_from_slice(MAGIC);
+    h[8..12].copy_from_slice(&WAL_FORMAT_VERSION.to_le_bytes());
+    h
 }
 
 #[derive(Debug)]
@@ -632,6 +647,8 @@ const SPARE_BYTES: usize = 1 << 20;
 struct Output {
     file: Option<Box<dyn AppendFile>>,
     syncer: Option<std::sync::Arc<dyn SyncFile>>,
+    /// LSN the open file's name says it starts at.
+    first: u64,
 }
 
 /// The open log of a writer.
@@ -665,7 +682,7 @@ impl Wal {
                 first: next_lsn,
                 spare: Vec::new(),
             }),
-            out: Mutex::new(Output { file: None, syncer: None }),
+            out: Mutex::new(Output { file: None, syncer: None, first: 0 }),
             written_lsn: AtomicU64::new(next_lsn - 1),
             synced_lsn: AtomicU64::new(next_lsn - 1),
             sync_lock: Mutex::new(()),
@@ -721,16 +738,10 @@ impl Wal {
         }
         let mut buf = Vec::new();
         if out.file.is_none() {
-            self.vfs.create_dir_all(&self.dir)?;
-            let path = self.dir.join(format!("{first:016x}.wal"));
-            let f = self.vfs.create_log(&path)?;
-            self.vfs.sync_dir(&self.dir)?;
+            let f = self.create_file(&mut out, first)?;
             if f.is_empty() {
-                buf.extend_from_slice(MAGIC);
-                buf.extend_from_slice(&WAL_FORMAT_VERSION.to_le_bytes());
-                buf.extend_from_slice(&0u32.to_le_bytes());
+                buf.extend_from_slice(&header());
             }
-            out.syncer = Some(f.syncer()?);
             out.file = Some(f);
         }
         let file = out
@@ -781,24 +792,59 @@ impl Wal {
         self.pending.lock().next_lsn - 1
     }
 
-    /// Writes what is buffered, closes the current file (every appended record is now in
-    /// segments and a manifest with `wal_lsn >= last_lsn()` is installed; the next write
-    /// starts a new file), and deletes every file whose records are all at or below `through`
-    /// (the lowest position a change feed still needs).
-    pub fn rotate(&self, through: u64) -> Result<()> {
-        // Change feeds read the files: buffered records go to disk before the file closes.
+    /// Creates the log file whose first record will be `first` (replacing a leftover of
+    /// that name, which can only hold a header), syncs the directory entry, and makes it
+    /// the output.
+    fn create_file(&self, out: &mut Output, first: u64) -> Result<Box<dyn AppendFile>> {
+        self.vfs.create_dir_all(&self.dir)?;
+        let path = self.dir.join(format!("{first:016x}.wal"));
+        let f = self.vfs.create_log(&path)?;
+        self.vfs.sync_dir(&self.dir)?;
+        out.syncer = Some(f.syncer()?);
+        out.first = first;
+        Ok(f)
+    }
+
+    /// Writes what is buffered and makes the file the next record goes to exist now, with
+    /// its header — the file a manifest with `wal_lsn = last_lsn()` promises
+    /// ([`crate::manifest::Manifest::log_kept`]). The file written so far is closed (every
+    /// record in it must be going into segments). Nothing happens when the open file is
+    /// already that one.
+    pub fn start_next_file(&self) -> Result<()> {
         self.write_to(self.last_lsn())?;
         let mut out = self.out.lock();
-        let done = {
+        let next = {
             let mut p = self.pending.lock();
             p.bytes.clear();
             p.first = p.next_lsn;
-            p.next_lsn - 1
+            p.next_lsn
         };
+        if out.file.is_some() && out.first == next {
+            return Ok(());
+        }
+        if out.file.is_none() && self.vfs.exists(&self.dir.join(format!("{next:016x}.wal"))) {
+            // Left by the last close (it holds no record, or replay would have moved `next`
+            // past it): the first write recreates it, no system call now.
+            return Ok(());
+        }
         out.file = None;
         out.syncer = None;
-        self.written_lsn.fetch_max(done, Ordering::AcqRel);
-        self.synced_lsn.fetch_max(done, Ordering::AcqRel);
+        let mut f = self.create_file(&mut out, next)?;
+        f.append(&header())?;
+        out.file = Some(f);
+        self.written_lsn.fetch_max(next - 1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Starts the next file ([`Wal::start_next_file`]: every appended record is now in
+    /// segments and a manifest with `wal_lsn >= last_lsn()` is installed) and deletes every
+    /// file whose records are all at or below `through` (the lowest position a change feed
+    /// or index still needs).
+    pub fn rotate(&self, through: u64) -> Result<()> {
+        self.start_next_file()?;
+        let _out = self.out.lock();
+        // Every record so far is in segments: as safe as synced.
+        self.synced_lsn.fetch_max(self.last_lsn(), Ordering::AcqRel);
         let written = self.written_lsn.load(Ordering::Acquire);
         remove_through(self.vfs.as_ref(), &self.dir, through, written)
     }
@@ -1028,7 +1074,8 @@ mod tests {
         wal.append(&rec(1).ops).unwrap(); // 10
         wal.append(&rec(1).ops).unwrap(); // 11
         wal.rotate(9).unwrap(); // writes them: a feed still needs 10 and 11
-        assert_eq!(fs.list_dir(Path::new("/w")).unwrap().len(), 1);
+        // Their file stays; the next records' file (12) exists already.
+        assert_eq!(fs.list_dir(Path::new("/w")).unwrap().len(), 2);
         assert_eq!(wal.append(&rec(2).ops).unwrap(), 12);
         wal.write_to(12).unwrap();
         let (seen, _) = collect(&fs, 0).unwrap();
@@ -1037,7 +1084,7 @@ mod tests {
         let (seen, _) = collect(&fs, 0).unwrap();
         assert_eq!(seen, vec![12]);
         wal.rotate(12).unwrap();
-        assert!(fs.list_dir(Path::new("/w")).unwrap().is_empty());
+        assert_eq!(fs.list_dir(Path::new("/w")).unwrap(), ["000000000000000d.wal"]);
     }
 
     #[test]
