@@ -1,9 +1,17 @@
 //! Scalar functions Basalt adds to DataFusion's set. Each fills a gap users of SQLite,
-//! DuckDB or PostgreSQL run into; none shadows a DataFusion function.
+//! DuckDB or PostgreSQL run into; none shadows a DataFusion function except to bound the
+//! size of what it builds ([`bounded`]).
 //!
 //! - `mod(a, b)`: the remainder of `a / b`, as the `%` operator computes it (integer
 //!   arguments give an integer, otherwise a float; the sign follows `a`; an integer division
 //!   by zero is an error, as with `%`).
+//!
+//! And [`bounded`] wraps DataFusion's functions whose output size a caller chooses —
+//! `rpad`, `lpad`, `repeat`, `array_repeat` — with a check of that size before anything is
+//! built: `rpad('x', 2147483647)` or `array_repeat(1, 1e9)` asked the allocator for
+//! gigabytes and aborted the process when it refused. Past [`MAX_OUTPUT_BYTES`] for one
+//! call's output the statement fails with "resources exhausted"; below it the function
+//! is DataFusion's, unchanged.
 
 use datafusion::arrow::compute::kernels::numeric::rem;
 use datafusion::arrow::datatypes::DataType;
@@ -14,7 +22,153 @@ use datafusion::logical_expr::{
 
 /// The functions to register on every session.
 pub fn all() -> Vec<ScalarUDF> {
-    vec![ScalarUDF::from(Mod::new())]
+    let mut v = vec![ScalarUDF::from(Mod::new())];
+    v.extend(bounded());
+    v
+}
+
+/// Most bytes one call of a size-choosing function may build (over all rows of a batch).
+pub const MAX_OUTPUT_BYTES: u64 = 1 << 30;
+
+/// Which size-choosing function a [`Bounded`] wraps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Grows {
+    /// `rpad` / `lpad`: the second argument is the length in characters.
+    Pad,
+    /// `repeat(text, n)`.
+    Repeat,
+    /// `array_repeat(value, n)`.
+    ArrayRepeat,
+}
+
+/// DataFusion's `rpad`, `lpad`, `repeat` and `array_repeat`, bounded (see the module docs).
+pub fn bounded() -> Vec<ScalarUDF> {
+    use datafusion::functions::{string, unicode};
+    [
+        (unicode::rpad(), Grows::Pad),
+        (unicode::lpad(), Grows::Pad),
+        (string::repeat(), Grows::Repeat),
+        (datafusion::functions_nested::repeat::array_repeat_udf(), Grows::ArrayRepeat),
+    ]
+    .into_iter()
+    .map(|(inner, grows)| ScalarUDF::from(Bounded { inner, grows }))
+    .collect()
+}
+
+/// A size-choosing function with its output bounded.
+#[derive(Debug)]
+struct Bounded {
+    inner: std::sync::Arc<ScalarUDF>,
+    grows: Grows,
+}
+
+impl PartialEq for Bounded {
+    fn eq(&self, other: &Self) -> bool {
+        self.grows == other.grows && self.inner.name() == other.inner.name()
+    }
+}
+
+impl Eq for Bounded {}
+
+impl std::hash::Hash for Bounded {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.grows.hash(state);
+        self.inner.name().hash(state);
+    }
+}
+
+/// The largest non-NULL integer of an argument (0 when there is none).
+fn max_count(v: &ColumnarValue) -> u64 {
+    use datafusion::arrow::array::AsArray;
+    use datafusion::arrow::datatypes::Int64Type;
+    use datafusion::common::ScalarValue;
+    match v {
+        ColumnarValue::Scalar(s) => match s.cast_to(&DataType::Int64) {
+            Ok(ScalarValue::Int64(Some(n))) => n.max(0) as u64,
+            _ => 0,
+        },
+        ColumnarValue::Array(a) => datafusion::arrow::compute::cast(a, &DataType::Int64)
+            .ok()
+            .and_then(|a| datafusion::arrow::compute::max(a.as_primitive::<Int64Type>()))
+            .map_or(0, |n| n.max(0) as u64),
+    }
+}
+
+/// The longest value of a text argument in bytes, and whether any is not ASCII.
+fn longest_text(v: &ColumnarValue) -> (u64, bool) {
+    use datafusion::common::ScalarValue;
+    let one = |s: &str| (s.len() as u64, !s.is_ascii());
+    match v {
+        ColumnarValue::Scalar(
+            ScalarValue::Utf8(Some(s))
+            | ScalarValue::LargeUtf8(Some(s))
+            | ScalarValue::Utf8View(Some(s)),
+        ) => one(s),
+        ColumnarValue::Scalar(_) => (0, false),
+        ColumnarValue::Array(a) => {
+            let Ok(a) = datafusion::arrow::compute::cast(a, &DataType::Utf8) else {
+                return (0, true);
+            };
+            let Some(a) = a.as_any().downcast_ref::<datafusion::arrow::array::StringArray>() else {
+                return (0, true);
+            };
+            a.iter().flatten().map(one).fold((0, false), |(l, u), (x, y)| (l.max(x), u || y))
+        }
+    }
+}
+
+impl ScalarUDFImpl for Bounded {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn aliases(&self) -> &[String] {
+        self.inner.aliases()
+    }
+    fn signature(&self) -> &Signature {
+        self.inner.signature()
+    }
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        self.inner.return_type(arg_types)
+    }
+    fn return_field_from_args(
+        &self,
+        args: datafusion::logical_expr::ReturnFieldArgs<'_>,
+    ) -> Result<datafusion::arrow::datatypes::FieldRef> {
+        self.inner.return_field_from_args(args)
+    }
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        self.inner.coerce_types(arg_types)
+    }
+    fn documentation(&self) -> Option<&datafusion::logical_expr::Documentation> {
+        self.inner.documentation()
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let rows = args.number_rows.max(1) as u64;
+        let a = &args.args;
+        let bytes = match (self.grows, a.as_slice()) {
+            (Grows::Pad, [text, n, rest @ ..]) => {
+                // A character of the result takes at most 4 bytes; 1 when all is ASCII.
+                let wide = longest_text(text).1 || rest.first().is_some_and(|f| longest_text(f).1);
+                max_count(n).saturating_mul(if wide { 4 } else { 1 })
+            }
+            (Grows::Repeat, [text, n]) => longest_text(text).0.saturating_mul(max_count(n)),
+            (Grows::ArrayRepeat, [value, n]) => {
+                let width = value.data_type().primitive_width().unwrap_or(16) as u64;
+                max_count(n).saturating_mul(width)
+            }
+            _ => 0,
+        }
+        .saturating_mul(rows);
+        if bytes > MAX_OUTPUT_BYTES {
+            return Err(datafusion::common::DataFusionError::ResourcesExhausted(format!(
+                "{} would build about {bytes} bytes (more than the {} a function may build \
+                 in one call)",
+                self.name(),
+                MAX_OUTPUT_BYTES
+            )));
+        }
+        self.inner.invoke_with_args(args)
+    }
 }
 
 /// `mod(a, b)`.
