@@ -12,8 +12,9 @@
 //!   so column names do not change. Constant folding cannot fold an overflowing call (the
 //!   error comes when the statement runs, like any runtime error).
 //! - [`CheckedSum`] is `sum` computed exactly (in 128 bits) for integer arguments (Int64 /
-//!   UInt64 results), an error when the result does not fit; every other argument type,
-//!   `DISTINCT` and window frames are DataFusion's `sum` unchanged.
+//!   UInt64 results) — grouped or not, `DISTINCT`, over window frames — an error when the
+//!   result does not fit; every other argument type (and `DISTINCT` over a sliding window
+//!   frame) is DataFusion's `sum` unchanged.
 //!
 //! Used on every session (registered in `connection.rs`). What it must not do: change
 //! anything but whether an overflow is an error.
@@ -329,6 +330,12 @@ impl CheckedSum {
     }
 }
 
+/// The result type of an integer `sum` (DISTINCT or not).
+fn integer_sum(args: &AccumulatorArgs<'_>) -> Option<DataType> {
+    let t = args.return_field.data_type();
+    matches!(t, DataType::Int64 | DataType::UInt64).then(|| t.clone())
+}
+
 /// Whether `sum` of this argument is computed here: integer results, no DISTINCT.
 fn checked_type(args: &AccumulatorArgs<'_>) -> Option<DataType> {
     let t = args.return_field.data_type();
@@ -352,9 +359,10 @@ impl AggregateUDFImpl for CheckedSum {
         self.inner.return_type(arg_types)
     }
     fn accumulator(&self, args: AccumulatorArgs<'_>) -> Result<Box<dyn Accumulator>> {
-        match checked_type(&args) {
-            Some(t) => Ok(Box::new(SumAcc::new(t == DataType::Int64))),
-            None => self.inner.accumulator(args),
+        match (checked_type(&args), integer_sum(&args)) {
+            (Some(t), _) => Ok(Box::new(SumAcc::new(t == DataType::Int64))),
+            (None, Some(t)) if args.is_distinct => Ok(Box::new(DistinctSumAcc::new(t))),
+            _ => self.inner.accumulator(args),
         }
     }
     fn state_fields(&self, args: StateFieldsArgs<'_>) -> Result<Vec<FieldRef>> {
@@ -376,7 +384,10 @@ impl AggregateUDFImpl for CheckedSum {
         &self,
         args: AccumulatorArgs<'_>,
     ) -> Result<Box<dyn Accumulator>> {
-        self.inner.create_sliding_accumulator(args)
+        match checked_type(&args) {
+            Some(t) => Ok(Box::new(SumAcc::new(t == DataType::Int64))),
+            None => self.inner.create_sliding_accumulator(args),
+        }
     }
     fn reverse_expr(&self) -> ReversedUDAF {
         ReversedUDAF::Identical
@@ -456,32 +467,45 @@ fn narrowed(sums: &[i128], seen: &[bool], signed: bool) -> Result<ArrayRef> {
     })
 }
 
-/// `sum` of one group.
+/// `sum` of one group, or of a window frame (values leave it by `retract_batch`).
 #[derive(Debug)]
 struct SumAcc {
     signed: bool,
     sum: i128,
-    seen: bool,
+    /// Values summed (net of retracted ones): NULL when none.
+    count: u64,
 }
 
 impl SumAcc {
     fn new(signed: bool) -> Self {
-        SumAcc { signed, sum: 0, seen: false }
+        SumAcc { signed, sum: 0, count: 0 }
+    }
+
+    /// Adds (`sign` 1) or takes away (-1) the non-NULL values of `v`.
+    fn fold(&mut self, v: &dyn Array, sign: i128) -> Result<()> {
+        // Fewer than 2^63 rows of at most 2^64 each: an i128 cannot overflow.
+        let (mut sum, mut n) = (0i128, 0u64);
+        each_value(v, |_, x| {
+            sum += x;
+            n += 1;
+        })?;
+        self.sum += sign * sum;
+        self.count = if sign > 0 { self.count + n } else { self.count.saturating_sub(n) };
+        Ok(())
     }
 }
 
 impl Accumulator for SumAcc {
     fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
         let Some(v) = values.first() else { return Ok(()) };
-        // Fewer than 2^63 rows of at most 2^64 each: an i128 cannot overflow.
-        let (mut sum, mut seen) = (0i128, false);
-        each_value(v.as_ref(), |_, x| {
-            sum += x;
-            seen = true;
-        })?;
-        self.sum += sum;
-        self.seen |= seen;
-        Ok(())
+        self.fold(v.as_ref(), 1)
+    }
+    fn retract_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        let Some(v) = values.first() else { return Ok(()) };
+        self.fold(v.as_ref(), -1)
+    }
+    fn supports_retract_batch(&self) -> bool {
+        true
     }
     fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
         self.update_batch(states)
@@ -490,10 +514,66 @@ impl Accumulator for SumAcc {
         Ok(vec![self.evaluate()?])
     }
     fn evaluate(&mut self) -> Result<ScalarValue> {
-        ScalarValue::try_from_array(&narrowed(&[self.sum], &[self.seen], self.signed)?, 0)
+        ScalarValue::try_from_array(&narrowed(&[self.sum], &[self.count > 0], self.signed)?, 0)
     }
     fn size(&self) -> usize {
         std::mem::size_of_val(self)
+    }
+}
+
+/// `sum(DISTINCT …)` of one group: the distinct values, summed exactly at the end. Its
+/// state is DataFusion's: the list of distinct values.
+#[derive(Debug)]
+struct DistinctSumAcc {
+    data_type: DataType,
+    values: std::collections::HashSet<i128>,
+}
+
+impl DistinctSumAcc {
+    fn new(data_type: DataType) -> Self {
+        DistinctSumAcc { data_type, values: Default::default() }
+    }
+}
+
+impl Accumulator for DistinctSumAcc {
+    fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        let Some(v) = values.first() else { return Ok(()) };
+        let set = &mut self.values;
+        each_value(v.as_ref(), |_, x| {
+            set.insert(x);
+        })
+    }
+    fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
+        let Some(lists) = states.first().and_then(|s| s.as_list_opt::<i32>()) else {
+            return Err(DataFusionError::Internal("sum(DISTINCT) state is not a list".into()));
+        };
+        for l in lists.iter().flatten() {
+            self.update_batch(&[l])?;
+        }
+        Ok(())
+    }
+    fn state(&mut self) -> Result<Vec<ScalarValue>> {
+        let items = self
+            .values
+            .iter()
+            .map(|&x| match self.data_type {
+                DataType::Int64 => i64::try_from(x).map(|v| ScalarValue::Int64(Some(v))).ok(),
+                _ => u64::try_from(x).map(|v| ScalarValue::UInt64(Some(v))).ok(),
+            })
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| DataFusionError::Internal("a distinct value out of range".into()))?;
+        Ok(vec![ScalarValue::List(ScalarValue::new_list_nullable(&items, &self.data_type))])
+    }
+    fn evaluate(&mut self) -> Result<ScalarValue> {
+        let sum: i128 = self.values.iter().sum();
+        let seen = !self.values.is_empty();
+        ScalarValue::try_from_array(
+            &narrowed(&[sum], &[seen], self.data_type == DataType::Int64)?,
+            0,
+        )
+    }
+    fn size(&self) -> usize {
+        std::mem::size_of_val(self) + self.values.capacity() * 16
     }
 }
 

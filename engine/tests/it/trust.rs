@@ -113,6 +113,9 @@ fn integer_overflow_is_an_error_and_nothing_wrapped_is_stored() {
         "SELECT count(*) FROM t WHERE a + 1 > 0",
         "SELECT a FROM t ORDER BY a + a",
         "SELECT (SELECT max(a) + 1 FROM t)",
+        "SELECT sum(DISTINCT a) FROM t",
+        "SELECT sum(a) OVER (ORDER BY a ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) FROM t",
+        "SELECT sum(a) OVER () FROM t",
     ];
     for q in overflowing {
         for (c, fast) in [(&conn, "on"), (&off, "off")] {
@@ -143,6 +146,11 @@ fn integer_overflow_is_an_error_and_nothing_wrapped_is_stored() {
         ]
     );
     assert_eq!(cells(&conn.sql("SELECT sum(b) FROM t").unwrap()), ["2147483648"]);
+    let distinct = cells(&conn.sql("SELECT sum(DISTINCT b), sum(DISTINCT s) FROM t").unwrap());
+    assert_eq!(distinct, ["2147483648|32768"]);
+    let window = "SELECT sum(b) OVER (ORDER BY b ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) \
+                  FROM t ORDER BY b";
+    assert_eq!(cells(&conn.sql(window).unwrap()), ["1", "2147483648"]);
     // Sums folded natively over segments (dictionary keys, four lanes): an overflow in any
     // order of additions is found; a sum whose parts overflow but whose total fits is not
     // one.
