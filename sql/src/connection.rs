@@ -289,9 +289,11 @@ impl SharedRuntime {
                 std::num::NonZeroUsize::new(5).unwrap_or(std::num::NonZeroUsize::MIN),
             );
             b = b.with_memory_pool(Arc::new(pool));
-            // A merge of spilled runs holds a batch of each run it reads: at most eight at a
-            // time (merged in passes), so it stays bounded however many runs spilled.
-            b = b.with_max_spill_merge_fan_in(8);
+            // A merge of spilled runs holds a batch of each run it reads, as many as the
+            // pool gives it up to this fan-in (merged in passes beyond), leaving the pool
+            // to the sorts and merges running beside it: two runs at a time under 256 MiB,
+            // up to eight from 512 MiB.
+            b = b.with_max_spill_merge_fan_in((limit >> 26).clamp(2, 8));
         }
         if let Some(dir) = &self.spill {
             b = b.with_temp_file_path(dir.clone());
@@ -378,10 +380,12 @@ impl SqlConnection {
         // Positions in planning errors.
         opts.sql_parser.collect_spans = true;
         if let Some(limit) = runtime.limit {
-            // A sort sets this much aside to merge its spilled runs (DataFusion: 10 MiB);
-            // under a small memory limit that alone would exceed the pool, so it is a quarter
-            // of the limit at most.
-            let reserve = opts.execution.sort_spill_reservation_bytes.min(limit / 4);
+            // Each sort (one per partition, several per plan: a sort-merge join has two)
+            // sets this much aside to merge its spilled runs (DataFusion: 10 MiB); under a
+            // small memory limit that alone would exhaust the pool, so all of a plan's
+            // partitions of four sorts take at most half the limit.
+            let sorts = 8 * partitions.max(1);
+            let reserve = opts.execution.sort_spill_reservation_bytes.min(limit / sorts);
             opts.execution.sort_spill_reservation_bytes = reserve;
             opts.execution.sort_in_place_threshold_bytes =
                 opts.execution.sort_in_place_threshold_bytes.min(reserve);
@@ -936,7 +940,15 @@ impl SqlConnection {
         if let Some(cache) = &prepared.optimized
             && params.is_empty()
         {
-            return Box::pin(self.run_optimized(&plan, cache)).await;
+            return match Box::pin(self.run_optimized(&plan, cache)).await {
+                Err(e) if hash_join_out_of_memory(&e) => {
+                    match Box::pin(self.run_without_hash_joins(plan, false)).await? {
+                        Outcome::Batches(b) => Ok(b),
+                        Outcome::Stream(s) => collect(s).await,
+                    }
+                }
+                r => r,
+            };
         }
         let plan = plan
             .with_param_values(ParamValues::List(params.into_iter().map(Into::into).collect()))?;
@@ -1155,7 +1167,36 @@ impl SqlConnection {
         }
     }
 
+    /// Runs a planned statement; when a hash join's build side did not fit the memory
+    /// limit, runs it once more with sort-merge joins, which spill (see
+    /// [`hash_join_out_of_memory`]).
     async fn run_plan(&self, plan: LogicalPlan, stream: bool) -> Result<Outcome> {
+        let again = self.runtime.limit.is_some().then(|| plan.clone());
+        match Box::pin(self.run_plan_once(plan, stream)).await {
+            Err(e) if hash_join_out_of_memory(&e) => match again {
+                Some(plan) if self.with_options(|o| o.optimizer.prefer_hash_join) => {
+                    Box::pin(self.run_without_hash_joins(plan, stream)).await
+                }
+                _ => Err(e),
+            },
+            r => r,
+        }
+    }
+
+    /// Runs a planned statement with the session's `prefer_hash_join` off.
+    async fn run_without_hash_joins(&self, plan: LogicalPlan, stream: bool) -> Result<Outcome> {
+        let set = |on: bool| -> Result<()> {
+            let ctx = self.ctx()?;
+            ctx.state_ref().write().config_mut().options_mut().optimizer.prefer_hash_join = on;
+            Ok(())
+        };
+        set(false)?;
+        let r = Box::pin(self.run_plan_once(plan, stream)).await;
+        set(true)?;
+        r
+    }
+
+    async fn run_plan_once(&self, plan: LogicalPlan, stream: bool) -> Result<Outcome> {
         match plan {
             LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(c)) => {
                 self.no_ddl_in_transaction()?;
@@ -1329,8 +1370,23 @@ impl SqlConnection {
     /// Plans and runs a query (or EXPLAIN, SHOW, SET, …) against a pinned view.
     async fn query(&self, plan: LogicalPlan, stream: bool) -> Result<Outcome> {
         let physical = self.physical(plan).await?;
-        let s = datafusion::physical_plan::execute_stream(physical, self.ctx()?.task_ctx())?;
-        Ok(if stream { Outcome::Stream(s) } else { Outcome::Batches(collect(s).await?) })
+        let joins = self.runtime.limit.is_some() && builds_hash_table(&physical);
+        let mut s = datafusion::physical_plan::execute_stream(physical, self.ctx()?.task_ctx())?;
+        if !stream {
+            return Ok(Outcome::Batches(collect(s).await?));
+        }
+        if !joins {
+            return Ok(Outcome::Stream(s));
+        }
+        // With a hash join the first batch is awaited here: an error before any output (its
+        // build side over the memory limit) is the statement's, which may then run again.
+        let Some(first) = s.next().await else { return Ok(Outcome::Stream(s)) };
+        let first = first?;
+        let schema = s.schema();
+        let rest = futures::stream::once(async move { Ok(first) }).chain(s);
+        Ok(Outcome::Stream(Box::pin(
+            datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(schema, rest),
+        )))
     }
 
     /// Builds the physical plan with the statement's view pinned.
@@ -1836,6 +1892,25 @@ fn count_of(batches: &[RecordBatch]) -> u64 {
                 .map(|a| a.value(0))
         })
         .unwrap_or(0)
+}
+
+/// Whether a plan has a hash join, DataFusion's or a dictionary join.
+fn builds_hash_table(plan: &Arc<dyn ExecutionPlan>) -> bool {
+    use datafusion::physical_plan::joins::HashJoinExec;
+    plan.downcast_ref::<HashJoinExec>().is_some()
+        || plan.downcast_ref::<crate::join::DictJoinExec>().is_some()
+        || plan.downcast_ref::<crate::fused::GroupByExec>().is_some_and(|g| g.over_join())
+        || plan.children().into_iter().any(builds_hash_table)
+}
+
+/// Whether `e` is the memory pool refusing a hash join's build side, DataFusion's or a
+/// dictionary join's (neither spills; DataFusion's sort-merge joins do, through their
+/// sorts).
+fn hash_join_out_of_memory(e: &Error) -> bool {
+    matches!(e, Error::Execution { message }
+        if message.contains("Resources exhausted")
+            && (message.contains("HashJoinInput")
+                || message.contains(crate::join::BUILD_CONSUMER)))
 }
 
 async fn collect(mut s: SendableRecordBatchStream) -> Result<Vec<RecordBatch>> {

@@ -36,7 +36,9 @@
 //! dictionary-encoded in every row group of the snapshot (or there is none, see above); every
 //! aggregate supports groups accumulators and has no DISTINCT, ORDER BY or FILTER; the mode is
 //! `Partial` or `Single`. Memtable rows (values, not codes) are grouped through the same per-value
-//! map. The rule is off when the connection's fast paths are off
+//! map. What the groups hold counts against the memory pool; a partition whose groups outgrow
+//! it is dropped and computed by the aggregate the rule replaced (which spills or emits early),
+//! counted in the `over_memory_limit` metric. The rule is off when the connection's fast paths are off
 //! (`Connection::set_fast_paths(false)`), which is how the tests compare the two.
 //!
 //! What this module must not do: change what a query returns, or read storage other than
@@ -60,6 +62,7 @@ use datafusion::common::JoinType;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{DataFusionError, Result, ScalarValue};
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::{EmitTo, GroupsAccumulator};
 use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
@@ -70,8 +73,8 @@ use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode, Physic
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::execution_plan::{ChildrenPropertiesMode, ReplaceChildrenOptions};
 use datafusion::physical_plan::joins::HashJoinExec;
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
 use datafusion::physical_plan::repartition::RepartitionExec;
-use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::union::UnionExec;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
@@ -80,7 +83,7 @@ use datafusion::physical_plan::{
 use basalt_storage::{Predicate, ScanUnit, TableSnapshot};
 
 use crate::join::DictJoinExec;
-use crate::provider::{ScanExec, ScanParts, partition_units, storage_err};
+use crate::provider::{ScanExec, ScanParts, deferred_stream, partition_units, storage_err};
 
 /// The rule: aggregate-over-scan shapes become [`GroupByExec`].
 #[derive(Debug)]
@@ -250,6 +253,10 @@ pub struct GroupByExec {
     input_schema: SchemaRef,
     schema: SchemaRef,
     props: Arc<PlanProperties>,
+    /// The aggregate this replaced (same input partitions), run for a partition whose
+    /// groups outgrow the memory limit.
+    fallback: Arc<dyn ExecutionPlan>,
+    metrics: ExecutionPlanMetricsSet,
 }
 
 impl GroupByExec {
@@ -332,7 +339,14 @@ impl GroupByExec {
             input_schema: agg.input_schema(),
             schema,
             props: Arc::new(props),
+            fallback: Arc::new(agg.clone()),
+            metrics: ExecutionPlanMetricsSet::new(),
         }))
+    }
+
+    /// Whether it groups a dictionary join's output (which builds a hash table).
+    pub(crate) fn over_join(&self) -> bool {
+        self.join.is_some()
     }
 
     /// The same exec declaring `schema` as its output (other field names or nullability),
@@ -356,7 +370,13 @@ impl GroupByExec {
 
     /// Groups and aggregates the batches of one partition (its scan units, or the join's
     /// output over them, with codes where storage has them) into one batch.
-    fn run(&self, batches: impl Iterator<Item = Result<RecordBatch>>) -> Result<RecordBatch> {
+    /// `None`: what it held grew past what the memory pool would give (nothing is
+    /// emitted; the caller runs the aggregate it replaced instead).
+    fn run(
+        &self,
+        batches: impl Iterator<Item = Result<RecordBatch>>,
+        reservation: &mut MemoryReservation,
+    ) -> Result<Option<RecordBatch>> {
         let scalar = self.keys.is_empty();
         let mut grouper = Grouper::new(self.keys.len());
         let mut accs = self
@@ -533,9 +553,18 @@ impl GroupByExec {
                     }
                 }
             }
+            // What the groups hold now counts against the memory limit; past it this
+            // partition is DataFusion's aggregate's, which can spill or emit early.
+            let held = grouper.bytes
+                + accs.iter().map(Acc::size).sum::<usize>()
+                + (keys.capacity() + tally.capacity()) * 8
+                + (rows.capacity() + ids.capacity()) * std::mem::size_of::<usize>();
+            if reservation.try_resize(held).is_err() {
+                return Ok(None);
+            }
         }
         if !scalar && grouper.len() == 0 {
-            return Ok(RecordBatch::new_empty(self.schema.clone()));
+            return Ok(Some(RecordBatch::new_empty(self.schema.clone())));
         }
         if scalar && !any_rows {
             // No rows: the one group still exists, with each aggregate's empty value. The
@@ -587,7 +616,7 @@ impl GroupByExec {
                     }
                 })
                 .collect::<Result<Vec<_>>>()?;
-        Ok(RecordBatch::try_new(self.schema.clone(), cols)?)
+        Ok(Some(RecordBatch::try_new(self.schema.clone(), cols)?))
     }
 
     /// Whether any aggregate reads scan column `i`.
@@ -621,6 +650,16 @@ enum Acc {
     Native(Native),
     /// Any other aggregate: DataFusion's own groups accumulator, fed row by row.
     Df(Box<dyn GroupsAccumulator>),
+}
+
+impl Acc {
+    /// Bytes it holds, for the memory pool.
+    fn size(&self) -> usize {
+        match self {
+            Acc::Rows(v) | Acc::RowsIf(_, v) => v.capacity() * std::mem::size_of::<i64>(),
+            Acc::Native(Native { acc, .. }) | Acc::Df(acc) => acc.size(),
+        }
+    }
 }
 
 /// What a [`Native`] aggregate computes.
@@ -1001,6 +1040,9 @@ struct Grouper {
     keys: Vec<Vec<Vec<usize>>>,
     /// Per group column of the last coded batch: the column id of each code.
     parts: Vec<Vec<usize>>,
+    /// Bytes held by the maps, tables and keys above (kept as they grow), for the memory
+    /// pool.
+    bytes: usize,
 }
 
 impl Grouper {
@@ -1010,6 +1052,7 @@ impl Grouper {
             tables: (0..columns).map(|_| Vec::new()).collect(),
             keys: (0..columns).map(|_| Vec::new()).collect(),
             parts: Vec::new(),
+            bytes: 0,
         }
     }
 
@@ -1023,6 +1066,8 @@ impl Grouper {
         if let Some(&id) = map.get(&v) {
             return id;
         }
+        // The value twice (map key and list) and the map's slot.
+        self.bytes += 2 * v.size() + std::mem::size_of::<usize>() * 2;
         vals.push(v.clone());
         map.insert(v, vals.len() - 1);
         vals.len() - 1
@@ -1220,12 +1265,15 @@ impl Grouper {
 
     /// The id at level `k` of (prefix id, column id), handing out a new one if unseen.
     fn level_id(&mut self, k: usize, prefix: usize, col_id: usize) -> usize {
+        let word = std::mem::size_of::<usize>();
         let table = &mut self.tables[k];
         if table.len() <= prefix {
+            self.bytes += (prefix + 1 - table.len()) * std::mem::size_of::<Vec<usize>>();
             table.resize_with(prefix + 1, Vec::new);
         }
         let row = &mut table[prefix];
         if row.len() <= col_id {
+            self.bytes += (col_id + 1 - row.len()) * word;
             row.resize(col_id + 1, 0);
         }
         if row[col_id] != 0 {
@@ -1235,6 +1283,7 @@ impl Grouper {
         row[col_id] = id + 1;
         let mut key = if k == 0 { Vec::new() } else { self.keys[k - 1][prefix].clone() };
         key.push(col_id);
+        self.bytes += std::mem::size_of::<Vec<usize>>() + key.len() * word;
         self.keys[k].push(key);
         id
     }
@@ -1355,6 +1404,10 @@ impl ExecutionPlan for GroupByExec {
         "BasaltGroupBy"
     }
 
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+
     fn properties(&self) -> &Arc<PlanProperties> {
         &self.props
     }
@@ -1373,8 +1426,10 @@ impl ExecutionPlan for GroupByExec {
         mut children: Vec<Arc<dyn ExecutionPlan>>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let (Some(j), Some(build)) = (&self.join, children.pop()) else { return Ok(self) };
-        let join = Some(Arc::new(j.with_build(build)));
-        Ok(Arc::new(GroupByExec { join, ..self.as_ref().clone() }))
+        let join = Arc::new(j.with_build(build));
+        let same = ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute);
+        let fallback = self.fallback.clone().replace_children(vec![join.clone()], same)?;
+        Ok(Arc::new(GroupByExec { join: Some(join), fallback, ..self.as_ref().clone() }))
     }
 
     fn execute(
@@ -1382,22 +1437,43 @@ impl ExecutionPlan for GroupByExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
+        use futures::StreamExt as _;
         let units = partition_units(&self.groups, partition, "BasaltGroupBy")?;
         let me = GroupByExec { groups: Vec::new(), ..self.clone() };
+        let mut reservation = MemoryConsumer::new(format!("BasaltGroupBy[{partition}]"))
+            .register(context.memory_pool());
+        let over_limit = MetricBuilder::new(&self.metrics).counter("over_memory_limit", partition);
+        let schema = self.schema.clone();
         // The work happens when the stream is first polled (on DataFusion's runtime).
-        let stream = futures::stream::once(async move {
-            match me.join.clone() {
-                Some(j) => me.run(j.coded_batches(units, context).await?),
+        Ok(deferred_stream(self.schema.clone(), async move {
+            let out = match me.join.clone() {
+                Some(j) => {
+                    me.run(j.coded_batches(units, context.clone()).await?, &mut reservation)?
+                }
                 None => {
                     let scan = me
                         .snapshot
                         .scan_units_filtered(&me.projection, me.predicate.clone(), units)
                         .map_err(storage_err)?
                         .with_codes();
-                    me.run(scan.map(|b| b.map_err(storage_err)))
+                    me.run(scan.map(|b| b.map_err(storage_err)), &mut reservation)?
                 }
-            }
-        });
-        Ok(Box::pin(RecordBatchStreamAdapter::new(self.schema.clone(), stream)))
+            };
+            drop(reservation);
+            Ok(match out {
+                Some(b) => futures::stream::once(async move { Ok(b) }).boxed(),
+                None => {
+                    over_limit.add(1);
+                    // Its batches under this exec's schema (the same types; field names or
+                    // nullability may differ, see `with_schema`).
+                    me.fallback
+                        .execute(partition, context)?
+                        .map(move |b| {
+                            Ok(RecordBatch::try_new(schema.clone(), b?.columns().to_vec())?)
+                        })
+                        .boxed()
+                }
+            })
+        }))
     }
 }

@@ -23,7 +23,9 @@
 //! The join's projection and `fetch` are kept. The rule is off with the connection's fast
 //! paths (`Connection::set_fast_paths(false)`), which is how the tests compare.
 //!
-//! The build side runs once per execution of the exec and is shared by its partitions.
+//! The build side runs once per execution of the exec and is shared by its partitions; what
+//! it holds counts against the memory pool, and one that does not fit ends the statement
+//! with "resources exhausted" (the connection then runs it again with sort-merge joins).
 //!
 //! What this module must not do: change which rows a join returns (only their order
 //! within a probe batch may differ, as between DataFusion's own join algorithms), or read
@@ -39,10 +41,10 @@ use datafusion::arrow::array::{
 use datafusion::arrow::compute::{cast, concat_batches, take};
 use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
 use datafusion::common::{DataFusionError, JoinType, NullEquality, Result};
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::EquivalenceProperties;
 use datafusion::physical_expr::expressions::Column;
-use datafusion::physical_plan::common::collect;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
 use datafusion::physical_plan::{
@@ -243,6 +245,8 @@ struct BuildTable {
     rows: Vec<u32>,
     /// Key → `(start, len)` of its rows in `rows`.
     map: HashMap<Box<str>, (u32, u32)>,
+    /// What the above holds, counted against the memory pool while the table lives.
+    _reservation: MemoryReservation,
 }
 
 impl BuildTable {
@@ -251,11 +255,24 @@ impl BuildTable {
         key: usize,
         context: Arc<TaskContext>,
     ) -> Result<BuildTable> {
+        // The build rows count against the pool as they arrive (twice while they are
+        // concatenated); past the limit the statement fails with "resources exhausted"
+        // and may run again with sort-merge joins.
+        use futures::StreamExt as _;
+        let reservation = MemoryConsumer::new(BUILD_CONSUMER).register(context.memory_pool());
         let mut batches = Vec::new();
         for p in 0..build.properties().output_partitioning().partition_count() {
-            batches.extend(collect(build.execute(p, context.clone())?).await?);
+            let mut stream = build.execute(p, context.clone())?;
+            while let Some(b) = stream.next().await {
+                let b = b?;
+                reservation.try_grow(b.get_array_memory_size())?;
+                batches.push(b);
+            }
         }
+        reservation.try_grow(reservation.size())?;
         let batch = concat_batches(&build.schema(), &batches)?;
+        drop(batches);
+        reservation.try_resize(batch.get_array_memory_size())?;
         if batch.num_rows() > u32::MAX as usize {
             return Err(DataFusionError::Execution(
                 "a dictionary join's build side has more than 2^32 rows".into(),
@@ -269,7 +286,10 @@ impl BuildTable {
             )));
         };
         let (rows, map) = runs(col.as_string::<i32>().iter().map(|v| v.map(Box::<str>::from)));
-        Ok(BuildTable { batch, rows, map })
+        let entry = std::mem::size_of::<(Box<str>, (u32, u32))>() + 8;
+        let keys: usize = map.keys().map(|k| k.len() + entry).sum();
+        reservation.try_grow(rows.len() * 4 + keys)?;
+        Ok(BuildTable { batch, rows, map, _reservation: reservation })
     }
 
     /// `(start, len)` of the build rows matching each element of `keys` (`len` 0: none;
@@ -288,6 +308,10 @@ impl BuildTable {
             .collect())
     }
 }
+
+/// The memory pool consumer name of a dictionary join's build side (named in "resources
+/// exhausted" errors, which the connection recognises to run the statement again).
+pub(crate) const BUILD_CONSUMER: &str = "BasaltDictJoinBuild";
 
 /// Groups row numbers by key: the rows grouped by key (ascending within a key), and each
 /// key's run. NULL keys are left out.

@@ -27,8 +27,11 @@
 //! dictionary, or per integer offset over a row group's range); then, value after value in
 //! the sort's order, it fetches that group's rows by id (`TableSnapshot::get_many`, a
 //! gather per row group) and sorts them by the other keys. With more than [`MAX_BUCKETS`]
-//! values, or an integer row group spanning more than [`INT_RANGE`], it runs the original
-//! sort instead (merged into one partition). The rule is off with the connection's fast paths.
+//! values, an integer row group spanning more than [`INT_RANGE`], or more ids than the
+//! memory pool gives it, it runs the original sort instead (merged into one partition; it
+//! spills). The ids not yet read and the current value's rows count against the pool; a
+//! value's rows that do not fit end the statement with "resources exhausted". The rule is
+//! off with the connection's fast paths.
 //!
 //! What this module must not do: change the rows a sort returns or their order under its
 //! keys (rows equal under every key may come in another order, as between DataFusion's own
@@ -45,6 +48,7 @@ use datafusion::arrow::compute::{lexsort_to_indices, max, min, take_record_batch
 use datafusion::arrow::datatypes::{DataType, Int64Type, SchemaRef, UInt64Type};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::{DataFusionError, Result};
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::{EquivalenceProperties, LexOrdering};
@@ -237,7 +241,10 @@ impl BucketSortExec {
     /// (NULLs as their own group); `None` when there are more than [`MAX_BUCKETS`] values,
     /// or an integer row group spans more than [`INT_RANGE`]. One pass over the key and
     /// `_id` columns.
-    fn buckets(&self) -> Result<Option<Vec<Vec<u64>>>> {
+    ///
+    /// `None` as well when the ids outgrow what `reservation` may hold (the original sort,
+    /// which spills, runs instead).
+    fn buckets(&self, reservation: &mut MemoryReservation) -> Result<Option<Vec<Vec<u64>>>> {
         let full = self.snapshot.schema().full_schema();
         let column = |name: &str| {
             full.index_of(name)
@@ -250,12 +257,17 @@ impl BucketSortExec {
             .map_err(storage_err)?
             .with_codes();
         let mut groups = Groups::default();
+        let mut held = 0;
         for b in scan {
             let b = b.map_err(storage_err)?;
             let Some(ids) = b.column(1).as_primitive_opt::<UInt64Type>() else {
                 return Err(DataFusionError::Internal("bucket sort: _id is not UInt64".into()));
             };
             if !groups.add(b.column(0), ids.values())? {
+                return Ok(None);
+            }
+            held += ids.len() * std::mem::size_of::<u64>();
+            if reservation.try_resize(held).is_err() {
                 return Ok(None);
             }
         }
@@ -427,6 +439,8 @@ struct Buckets {
     buckets: std::vec::IntoIter<Vec<u64>>,
     current: Option<(RecordBatch, usize)>,
     left: Option<usize>,
+    /// The ids of the buckets not yet read and the current bucket's rows.
+    reservation: MemoryReservation,
 }
 
 impl Iterator for Buckets {
@@ -449,9 +463,18 @@ impl Iterator for Buckets {
                 *at += n;
                 return Some(Ok(out));
             }
+            self.current = None;
             let ids = self.buckets.next()?;
+            let rest: usize = self.buckets.as_slice().iter().map(Vec::len).sum();
             match self.exec.bucket(&ids, self.left) {
-                Ok(b) => self.current = b.map(|b| (b, 0)),
+                Ok(b) => {
+                    let rows = b.as_ref().map_or(0, RecordBatch::get_array_memory_size);
+                    let held = rest * std::mem::size_of::<u64>() + rows;
+                    if let Err(e) = self.reservation.try_resize(held) {
+                        return Some(Err(e));
+                    }
+                    self.current = b.map(|b| (b, 0));
+                }
                 Err(e) => return Some(Err(e)),
             }
         }
@@ -515,8 +538,10 @@ impl ExecutionPlan for BucketSortExec {
             )));
         }
         let me = self.clone();
+        let mut reservation =
+            MemoryConsumer::new("BasaltBucketSort").register(context.memory_pool());
         Ok(deferred_stream(self.schema.clone(), async move {
-            Ok(match me.buckets()? {
+            Ok(match me.buckets(&mut reservation)? {
                 Some(buckets) => {
                     let left = me.fetch;
                     futures::stream::iter(Buckets {
@@ -524,10 +549,14 @@ impl ExecutionPlan for BucketSortExec {
                         buckets: buckets.into_iter(),
                         current: None,
                         left,
+                        reservation,
                     })
                     .boxed()
                 }
-                None => me.fallback.execute(0, context)?.boxed(),
+                None => {
+                    drop(reservation);
+                    me.fallback.execute(0, context)?.boxed()
+                }
             })
         }))
     }

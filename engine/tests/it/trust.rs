@@ -289,58 +289,92 @@ fn statements_stop_at_the_recursion_limit_a_timeout_or_an_interrupt() {
 /// Sorts, aggregates and joins over more data than the memory limit: each completes with
 /// the right answer (spilling into the database's spill folder) or fails with "resources
 /// exhausted" — never an abort; the spill folder is empty afterwards. Which of them
-/// completed is printed.
+/// completed is printed. The fused group-by counts its groups against the limit and hands
+/// a partition that outgrows it to DataFusion's aggregate; a hash join whose build side
+/// does not fit runs again as a sort-merge join, which spills.
 #[test]
 fn queries_larger_than_the_memory_limit_complete_or_say_resources_exhausted() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = basalt::Options { sql_memory_limit: Some(24 << 20), ..basalt::Options::default() };
-    let db = Database::open_with(dir.path(), opts).unwrap();
-    let conn = db.connect();
-    // 400,000 rows of ~100-byte strings: about 40 MB of values, well over the limit.
-    conn.sql(
-        "CREATE TABLE big AS SELECT value AS k, \
-         concat('row-', CAST(value * 7919 % 400009 AS TEXT), '-', repeat('x', 90)) AS s \
-         FROM generate_series(1, 400000)",
-    )
-    .unwrap();
     let mut outcomes = Vec::new();
-    let mut judge = |what: &str, r: basalt::Result<Vec<String>>, want: &[&str]| match r {
-        Ok(rows) => {
-            assert_eq!(rows, want, "{what}");
-            outcomes.push(format!("{what}: completed"));
-        }
-        Err(e) => {
-            assert!(e.to_string().contains("esources exhausted"), "{what}: {e}");
-            outcomes.push(format!("{what}: resources exhausted"));
-        }
-    };
-    for fast in [true, false] {
-        conn.set_fast_paths(fast).unwrap();
-        let sorted = (|| {
-            let (mut last, mut n): (Option<String>, usize) = (None, 0);
-            for b in conn.sql_stream("SELECT s FROM big ORDER BY s")? {
-                for row in cells(&[b?]) {
-                    assert!(last.as_ref().is_none_or(|l| *l <= row), "sorted");
-                    last = Some(row);
-                    n += 1;
+    // Under 24 MiB each may complete; under 48 MiB every one must (the sorts still spill
+    // there, and the hash join's build side still does not fit).
+    for (limit, must_complete) in [(24 << 20, false), (48 << 20, true)] {
+        let opts = basalt::Options { sql_memory_limit: Some(limit), ..basalt::Options::default() };
+        let db = Database::open_with(dir.path(), opts).unwrap();
+        let conn = db.connect();
+        // 400,000 rows of ~100-byte strings: about 40 MB of values, over the limit.
+        conn.sql(
+            "CREATE TABLE IF NOT EXISTS big AS SELECT value AS k, \
+             concat('row-', CAST(value * 7919 % 400009 AS TEXT), '-', repeat('x', 90)) AS s, \
+             CAST(value % 97 AS TEXT) AS a, CAST(value % 89 AS TEXT) AS b, \
+             CAST(value % 83 AS TEXT) AS c \
+             FROM generate_series(1, 400000)",
+        )
+        .unwrap();
+        let mut judge = |what: &str, r: basalt::Result<Vec<String>>, want: &[&str]| {
+            let what = format!("{what} under {} MiB", limit >> 20);
+            match r {
+                Ok(rows) => {
+                    assert_eq!(rows, want, "{what}");
+                    outcomes.push(format!("{what}: completed"));
+                }
+                Err(e) => {
+                    assert!(!must_complete, "{what}: {e}");
+                    assert!(e.to_string().contains("esources exhausted"), "{what}: {e}");
+                    outcomes.push(format!("{what}: resources exhausted"));
                 }
             }
-            Ok(vec![n.to_string()])
-        })();
-        judge(&format!("sort (fast paths {fast})"), sorted, &["400000"]);
-        let grouped = conn
-            .sql("SELECT count(*), sum(n) FROM (SELECT s, count(*) AS n FROM big GROUP BY s)")
-            .map(|b| cells(&b));
-        judge(&format!("aggregate (fast paths {fast})"), grouped, &["400000|400000"]);
-        let joined =
-            conn.sql("SELECT count(*) FROM big a JOIN big b ON a.s = b.s").map(|b| cells(&b));
-        judge(&format!("join (fast paths {fast})"), joined, &["400000"]);
+        };
+        // Dictionary-coded keys (the fused group-by when fast paths are on), one group per
+        // row, each holding a string.
+        let coded = "SELECT count(*), count(m), sum(mk) FROM \
+                     (SELECT a, b, c, max(s) AS m, max(k) AS mk FROM big GROUP BY a, b, c)";
+        let join = "SELECT a.k FROM big a JOIN big b ON a.s = b.s";
+        for fast in [true, false] {
+            conn.set_fast_paths(fast).unwrap();
+            let sorted = (|| {
+                let (mut last, mut n): (Option<String>, usize) = (None, 0);
+                for b in conn.sql_stream("SELECT s FROM big ORDER BY s")? {
+                    for row in cells(&[b?]) {
+                        assert!(last.as_ref().is_none_or(|l| *l <= row), "sorted");
+                        last = Some(row);
+                        n += 1;
+                    }
+                }
+                Ok(vec![n.to_string()])
+            })();
+            judge(&format!("sort (fast paths {fast})"), sorted, &["400000"]);
+            let grouped = conn
+                .sql("SELECT count(*), sum(n) FROM (SELECT s, count(*) AS n FROM big GROUP BY s)")
+                .map(|b| cells(&b));
+            judge(&format!("aggregate (fast paths {fast})"), grouped, &["400000|400000"]);
+            let grouped = conn.sql(coded).map(|b| cells(&b));
+            let want = ["400000|400000|80000200000"];
+            judge(&format!("coded aggregate (fast paths {fast})"), grouped, &want);
+            let joined = conn.sql(&format!("SELECT count(*) FROM ({join})")).map(|b| cells(&b));
+            judge(&format!("join (fast paths {fast})"), joined, &["400000"]);
+            // Streamed: the statement's first batch is awaited before the stream is handed
+            // out, so the join may still run again as a sort-merge join.
+            let streamed = (|| {
+                let mut n = 0;
+                for b in conn.sql_stream(join)? {
+                    n += b?.num_rows();
+                }
+                Ok(vec![n.to_string()])
+            })();
+            judge(&format!("streamed join (fast paths {fast})"), streamed, &["400000"]);
+        }
+        if !must_complete {
+            conn.set_fast_paths(true).unwrap();
+            let analyzed =
+                cells(&conn.sql(&format!("EXPLAIN ANALYZE {coded}")).unwrap()).join("\n");
+            let fused = analyzed.lines().find(|l| l.contains("BasaltGroupBy")).unwrap_or_default();
+            assert!(fused.contains("over_memory_limit="), "{analyzed}");
+            assert!(!fused.contains("over_memory_limit=0"), "{analyzed}");
+        }
     }
     println!("over the memory limit: {outcomes:?}");
-    assert!(outcomes.iter().any(|o| o.ends_with("completed")), "nothing spilled");
     // What a killed process leaves in the spill folder goes at the next writer open.
-    drop(conn);
-    drop(db);
     let spill = dir.path().join("spill");
     let stale = spill.join("datafusion-dead");
     std::fs::create_dir_all(&stale).unwrap();
