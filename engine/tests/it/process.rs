@@ -294,6 +294,14 @@ fn crash_rounds() -> u64 {
     std::env::var("BASALT_CRASH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(4)
 }
 
+/// The next of a pseudo-random sequence (xorshift), for where the kill tests kill.
+fn xorshift(seed: &mut u64) -> u64 {
+    *seed ^= *seed << 13;
+    *seed ^= *seed >> 7;
+    *seed ^= *seed << 17;
+    *seed
+}
+
 /// A child commits transactions that each insert one row into two tables (and, every tenth
 /// time, delete the oldest pair); it is SIGKILLed at pseudo-random points, many rounds.
 /// Afterwards both tables hold exactly the same ids — no transaction is half there — and
@@ -331,10 +339,7 @@ fn killed_transactions_are_all_or_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let mut seed = 0x2545_F491_4F6C_DD1Du64;
     for round in 0..crash_rounds() {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        let kill_after = 5 + seed % 400;
+        let kill_after = 5 + xorshift(&mut seed) % 400;
         let acked = kill_after_acks(
             "process::killed_transactions_are_all_or_nothing",
             "txn",
@@ -592,4 +597,145 @@ fn killed_writer_loses_no_acknowledged_memory() {
         assert_eq!(m.recall(&r).unwrap().len(), 3, "round {round}");
         db.close().unwrap();
     }
+}
+
+/// The model of what a killed writer leaves, over the statements the trust work made
+/// atomic or refusing: a child runs, step after step, `CREATE TABLE … AS`, a staged import
+/// (several commits into a hidden table, then published), a counter `UPDATE` beside one
+/// that overflows, and a vector insert beside one with a NULL component; it reports each
+/// acknowledged step and is SIGKILLed at pseudo-random points. After each kill the
+/// database opens, every acknowledged table is there whole, every table there is whole
+/// (acknowledged or not), the counter is the acknowledged value or one more, no overflowed
+/// or NULL-component value was stored, and no hidden staging table or its directory is
+/// left behind.
+#[test]
+fn killed_writer_leaves_every_statement_whole() {
+    const STAGED_ROWS: u64 = 3 * 700;
+    if let Ok(role) = std::env::var(ROLE)
+        && let Some(round) = role.strip_prefix("model:")
+    {
+        let db = Database::open(std::env::var(DIR).unwrap()).unwrap();
+        let conn = db.connect();
+        conn.sql("CREATE TABLE IF NOT EXISTS acc (v BIGINT NOT NULL)").unwrap();
+        if db.table("acc").unwrap().count().unwrap() == 0 {
+            conn.sql("INSERT INTO acc VALUES (0)").unwrap();
+        }
+        conn.sql("CREATE TABLE IF NOT EXISTS vecs (e VECTOR(3))").unwrap();
+        let ack = |what: String| {
+            println!("@@acked {what}");
+            std::io::stdout().flush().unwrap();
+        };
+        for i in 0u64.. {
+            match i % 4 {
+                0 => {
+                    let name = format!("c{round}_{i}");
+                    conn.sql(&format!(
+                        "CREATE TABLE {name} AS SELECT value AS v FROM generate_series(1, {})",
+                        1000 + i
+                    ))
+                    .unwrap();
+                    ack(format!("table {name} {}", 1000 + i));
+                }
+                1 => {
+                    let schema = Schema::new(vec![Field::new("v", DataType::Int64, false)]);
+                    let staged = db.stage_table(&schema).unwrap();
+                    let t = db.table(staged.name()).unwrap();
+                    for part in 0..3i64 {
+                        let v = basalt::arrow::array::Int64Array::from_iter_values(
+                            (0..700).map(|k| part * 700 + k),
+                        );
+                        let b = RecordBatch::try_new(Arc::new(schema.clone()), vec![Arc::new(v)])
+                            .unwrap();
+                        t.insert(&b).unwrap();
+                    }
+                    let name = format!("s{round}_{i}");
+                    staged.publish(&name).unwrap();
+                    ack(format!("table {name} {STAGED_ROWS}"));
+                }
+                2 => {
+                    let e = conn.sql("UPDATE acc SET v = (v + 2) * 4611686018427387904");
+                    assert!(e.is_err(), "an overflowing UPDATE succeeded");
+                    conn.sql("UPDATE acc SET v = v + 1").unwrap();
+                    let v = conn.sql("SELECT v FROM acc").unwrap();
+                    let v =
+                        v[0].column(0).as_any().downcast_ref::<basalt::arrow::array::Int64Array>();
+                    ack(format!("counter {}", v.unwrap().value(0)));
+                }
+                _ => {
+                    assert!(conn.sql("INSERT INTO vecs VALUES ([1.0, NULL, 3.0])").is_err());
+                    conn.sql("INSERT INTO vecs VALUES ([1.0, 2.0, 3.0])").unwrap();
+                    ack("vector".to_string());
+                }
+            }
+        }
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+    let mut tables: Vec<(String, u64)> = Vec::new();
+    let mut counter = 0i64;
+    let mut vectors = 0u64;
+    for round in 0..crash_rounds() {
+        let kill_after = 3 + xorshift(&mut seed) % 40;
+        let mut child = spawn(
+            "process::killed_writer_leaves_every_statement_whole",
+            &format!("model:{round}"),
+            dir.path(),
+        );
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        for _ in 0..kill_after {
+            let what = wait_for(&mut lines, "@@acked ");
+            let parts: Vec<&str> = what.split_whitespace().collect();
+            match parts.as_slice() {
+                ["table", name, rows] => tables.push((name.to_string(), rows.parse().unwrap())),
+                ["counter", v] => counter = v.parse().unwrap(),
+                ["vector"] => vectors += 1,
+                other => panic!("unexpected ack {other:?}"),
+            }
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+
+        let db = Database::open(dir.path()).unwrap();
+        let conn = db.connect();
+        let one = |sql: &str| -> i64 {
+            let b = conn.sql(sql).unwrap();
+            let c = b[0].column(0).as_any().downcast_ref::<basalt::arrow::array::Int64Array>();
+            c.unwrap_or_else(|| panic!("{sql}: not BIGINT")).value(0)
+        };
+        for (name, rows) in &tables {
+            assert_eq!(db.table(name).unwrap().count().unwrap(), *rows, "round {round}: {name}");
+        }
+        for name in db.list_tables() {
+            let want = match name.as_bytes()[0] {
+                b'c' => 1000 + name.rsplit('_').next().unwrap().parse::<u64>().unwrap(),
+                b's' => STAGED_ROWS,
+                _ => continue,
+            };
+            let n = db.table(&name).unwrap().count().unwrap();
+            assert_eq!(n, want, "round {round}: {name} is partly there");
+            if want == STAGED_ROWS {
+                assert_eq!(one(&format!("SELECT sum(v) FROM {name}")), 2100 * 2099 / 2);
+            }
+        }
+        let v = one("SELECT v FROM acc");
+        assert!(v == counter || v == counter + 1, "round {round}: counter {v}, acked {counter}");
+        let stored = one("SELECT count(*) FROM vecs") as u64;
+        assert!(stored == vectors || stored == vectors + 1, "round {round}: {stored} vectors");
+        let zeros = "SELECT count(*) FROM vecs WHERE array_element(e, 2) <> 2";
+        assert_eq!(one(zeros), 0, "round {round}: a NULL component was stored");
+        // The staging tables of killed imports are gone, with their directories.
+        let dirs = std::fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                let n = e.file_name().to_string_lossy().to_string();
+                n.len() > 1 && n.starts_with('t') && n[1..].bytes().all(|b| b.is_ascii_digit())
+            })
+            .count();
+        assert_eq!(dirs, db.list_tables().len(), "round {round}: a staging table is left");
+        drop(conn);
+        db.close().unwrap();
+    }
+    println!("killed writer model: {} tables, counter {counter}, {vectors} vectors", tables.len());
 }
