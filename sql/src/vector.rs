@@ -42,6 +42,7 @@ use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::utils::{ListCoercion, coerced_type_with_base_type_only};
 use datafusion::common::{DFSchema, DataFusionError, Result, ScalarValue, exec_err, plan_err};
+use datafusion::execution::memory_pool::MemoryConsumer;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::{
     ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TableType,
@@ -573,11 +574,20 @@ impl ExecutionPlan for VectorSearchExec {
         let me = self.clone();
         let ranked = MetricBuilder::new(&self.metrics).counter("rows_ranked", partition);
         let fallbacks = MetricBuilder::new(&self.metrics).counter("scan_fallbacks", partition);
+        let pool = context.memory_pool().clone();
         let stream = futures::stream::once(async move {
             match me.answer()? {
                 Some(b) => {
                     ranked.add(b.num_rows());
-                    Ok(futures::stream::once(async move { Ok(b) }).boxed())
+                    // The ranked rows count against the memory pool until they are handed
+                    // on (a LIMIT as large as the table gathers every row).
+                    let reservation = MemoryConsumer::new("BasaltVectorTopK").register(&pool);
+                    reservation.try_grow(b.get_array_memory_size())?;
+                    Ok(futures::stream::once(async move {
+                        drop(reservation);
+                        Ok(b)
+                    })
+                    .boxed())
                 }
                 None => {
                     fallbacks.add(1);

@@ -385,3 +385,28 @@ fn queries_larger_than_the_memory_limit_complete_or_say_resources_exhausted() {
         .unwrap_or_default();
     assert!(left.is_empty(), "spill files left behind: {left:?}");
 }
+
+/// The vector top-k's ranked rows count against the memory limit: a `LIMIT` as large as
+/// the table under a small limit is "resources exhausted", a small one answers.
+#[test]
+fn vector_top_k_counts_against_the_memory_limit() {
+    let opts = basalt::Options { sql_memory_limit: Some(2 << 20), ..basalt::Options::default() };
+    let db = Database::open_in_memory_with(opts).unwrap();
+    let conn = db.connect();
+    conn.sql("CREATE TABLE v (e VECTOR(4), s TEXT)").unwrap();
+    conn.sql(
+        "INSERT INTO v SELECT [CAST(value AS DOUBLE), 1.0, 2.0, 3.0], repeat('x', 200) \
+         FROM generate_series(1, 20000)",
+    )
+    .unwrap();
+    let q = "SELECT _id, s, l2_distance(e, [0.0, 1.0, 2.0, 3.0]) AS d FROM v ORDER BY d LIMIT";
+    let plan = cells(&conn.sql(&format!("EXPLAIN {q} 20000")).unwrap()).join("\n");
+    assert!(plan.contains("BasaltVectorTopK"), "{plan}");
+    let e = conn.sql(&format!("{q} 20000")).unwrap_err();
+    assert!(e.to_string().contains("BasaltVectorTopK"), "{e}");
+    let x = "x".repeat(200);
+    assert_eq!(
+        cells(&conn.sql(&format!("{q} 2")).unwrap()),
+        [format!("1|{x}|1.0"), format!("2|{x}|2.0")]
+    );
+}
