@@ -16,13 +16,20 @@
 //!   result does not fit; every other argument type (and `DISTINCT` over a sliding window
 //!   frame) is DataFusion's `sum` unchanged.
 //!
+//! - The same rule replaces `a || b` of two Utf8 values by [`CheckedOp`] with
+//!   [`Arith::Concat`] (Arrow's kernel, after a check that the output is at most
+//!   [`crate::functions::MAX_OUTPUT_BYTES`]: past Utf8's 32-bit offsets the kernel panics),
+//!   and calls of DataFusion's own forms of the functions [`crate::functions::bounded`]
+//!   wraps (the planner makes `[1] || [2]` an `array_concat` call) by the bounded ones.
+//!
 //! Used on every session (registered in `connection.rs`). What it must not do: change
-//! anything but whether an overflow is an error.
+//! anything but whether an overflow (or an oversized output) is an error.
 
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, PrimitiveArray};
 use datafusion::arrow::buffer::NullBuffer;
+use datafusion::arrow::compute::kernels::concat_elements::concat_elements_utf8;
 use datafusion::arrow::compute::kernels::numeric::{add, mul, neg, sub};
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Int64Type, UInt64Type};
 use datafusion::arrow::error::ArrowError;
@@ -51,6 +58,9 @@ pub enum Arith {
     Mul,
     /// `-a`
     Neg,
+    /// `a || b` of two Utf8 values: its output must fit Utf8's 32-bit offsets (Arrow's
+    /// kernel panics past them).
+    Concat,
 }
 
 /// An integer operator computed with Arrow's checked kernels (see the module docs).
@@ -73,6 +83,7 @@ impl CheckedOp {
             Arith::Add => Operator::Plus,
             Arith::Sub | Arith::Neg => Operator::Minus,
             Arith::Mul => Operator::Multiply,
+            Arith::Concat => Operator::StringConcat,
         }
     }
 
@@ -119,6 +130,7 @@ impl ScalarUDFImpl for CheckedOp {
             Arith::Sub => "basalt_checked_sub",
             Arith::Mul => "basalt_checked_mul",
             Arith::Neg => "basalt_checked_neg",
+            Arith::Concat => "basalt_checked_concat",
         }
     }
     fn signature(&self) -> &Signature {
@@ -151,21 +163,50 @@ impl ScalarUDFImpl for CheckedOp {
             return Ok(ColumnarValue::Array(out));
         }
         let rows = args.number_rows;
+        if self.op == Arith::Concat {
+            let bytes: u64 = args.args.iter().map(|a| text_bytes(a, rows)).sum();
+            if bytes > crate::functions::MAX_OUTPUT_BYTES {
+                return Err(DataFusionError::ResourcesExhausted(format!(
+                    "|| would build about {bytes} bytes of text (more than the {} one \
+                     operation may build)",
+                    crate::functions::MAX_OUTPUT_BYTES
+                )));
+            }
+        }
         let arrays: Vec<ArrayRef> =
             args.args.iter().map(|a| a.to_array(rows)).collect::<Result<_>>()?;
         let out = match (self.op, arrays.as_slice()) {
-            (Arith::Add, [a, b]) => add(a, b),
-            (Arith::Sub, [a, b]) => sub(a, b),
-            (Arith::Mul, [a, b]) => mul(a, b),
-            (Arith::Neg, [a]) => neg(a),
+            (Arith::Concat, [a, b]) => {
+                match (a.as_string_opt::<i32>(), b.as_string_opt::<i32>()) {
+                    (Some(a), Some(b)) => concat_elements_utf8(a, b)
+                        .map(|o| Arc::new(o) as ArrayRef)
+                        .map_err(|e| DataFusionError::ArrowError(Box::new(e), None))?,
+                    _ => return plan_err!("{}: arguments are not Utf8", self.name()),
+                }
+            }
+            (Arith::Add, [a, b]) => add(a, b).map_err(overflow)?,
+            (Arith::Sub, [a, b]) => sub(a, b).map_err(overflow)?,
+            (Arith::Mul, [a, b]) => mul(a, b).map_err(overflow)?,
+            (Arith::Neg, [a]) => neg(a).map_err(overflow)?,
             _ => return plan_err!("{}: wrong number of arguments", self.name()),
-        }
-        .map_err(overflow)?;
+        };
         if scalar {
             Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?))
         } else {
             Ok(ColumnarValue::Array(out))
         }
+    }
+}
+
+/// Bytes of text in a Utf8 argument over `rows` rows (a scalar counts once per row).
+fn text_bytes(v: &ColumnarValue, rows: usize) -> u64 {
+    match v {
+        ColumnarValue::Scalar(ScalarValue::Utf8(Some(s))) => (s.len() as u64) * rows as u64,
+        ColumnarValue::Scalar(_) => 0,
+        ColumnarValue::Array(a) => a.as_string_opt::<i32>().map_or(0, |a| {
+            let o = a.value_offsets();
+            (o[o.len() - 1] - o[0]).max(0) as u64
+        }),
     }
 }
 
@@ -243,6 +284,9 @@ pub struct CheckedArithmetic {
     sub: Arc<ScalarUDF>,
     mul: Arc<ScalarUDF>,
     neg: Arc<ScalarUDF>,
+    concat: Arc<ScalarUDF>,
+    /// The functions whose output size is bounded ([`crate::functions::bounded`]).
+    bounded: Vec<Arc<ScalarUDF>>,
 }
 
 impl Default for CheckedArithmetic {
@@ -252,6 +296,8 @@ impl Default for CheckedArithmetic {
             sub: Arc::new(CheckedOp::udf(Arith::Sub)),
             mul: Arc::new(CheckedOp::udf(Arith::Mul)),
             neg: Arc::new(CheckedOp::udf(Arith::Neg)),
+            concat: Arc::new(CheckedOp::udf(Arith::Concat)),
+            bounded: crate::functions::bounded().into_iter().map(Arc::new).collect(),
         }
     }
 }
@@ -278,6 +324,22 @@ impl CheckedArithmetic {
                 }
                 Expr::Negative(a) if int(&a).is_some() => {
                     Transformed::yes(call(&self.neg, vec![*a]))
+                }
+                Expr::BinaryExpr(BinaryExpr { left, op: Operator::StringConcat, right })
+                    if type_of(&left, schema) == Some(DataType::Utf8)
+                        && type_of(&right, schema) == Some(DataType::Utf8) =>
+                {
+                    Transformed::yes(call(&self.concat, vec![*left, *right]))
+                }
+                // DataFusion's own form of a function Basalt bounds: the bounded one.
+                Expr::ScalarFunction(f)
+                    if !crate::functions::is_bounded(&f.func)
+                        && self.bounded.iter().any(|b| b.name() == f.func.name()) =>
+                {
+                    match self.bounded.iter().find(|b| b.name() == f.func.name()) {
+                        Some(b) => Transformed::yes(call(b, f.args)),
+                        None => Transformed::no(Expr::ScalarFunction(f)),
+                    }
                 }
                 e => Transformed::no(e),
             })

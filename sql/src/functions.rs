@@ -7,7 +7,8 @@
 //!   by zero is an error, as with `%`).
 //!
 //! And [`bounded`] wraps DataFusion's functions whose output size a caller chooses —
-//! `rpad`, `lpad`, `repeat`, `array_repeat` — with a check of that size before anything is
+//! `rpad`, `lpad`, `repeat`, `array_repeat`, `array_resize`, and `array_concat` (which a
+//! recursive query can double each step) — with a check of that size before anything is
 //! built: `rpad('x', 2147483647)` or `array_repeat(1, 1e9)` asked the allocator for
 //! gigabytes and aborted the process when it refused. Past [`MAX_OUTPUT_BYTES`] for one
 //! call's output the statement fails with "resources exhausted"; below it the function
@@ -39,6 +40,11 @@ enum Grows {
     Repeat,
     /// `array_repeat(value, n)`.
     ArrayRepeat,
+    /// `array_resize(array, n [, value])`.
+    ArrayResize,
+    /// `array_concat(a, b, …)`: as long as its arguments together (a recursive query that
+    /// concatenates an array with itself doubles it each step).
+    ArrayConcat,
 }
 
 /// DataFusion's `rpad`, `lpad`, `repeat` and `array_repeat`, bounded (see the module docs).
@@ -49,10 +55,18 @@ pub fn bounded() -> Vec<ScalarUDF> {
         (unicode::lpad(), Grows::Pad),
         (string::repeat(), Grows::Repeat),
         (datafusion::functions_nested::repeat::array_repeat_udf(), Grows::ArrayRepeat),
+        (datafusion::functions_nested::resize::array_resize_udf(), Grows::ArrayResize),
+        (datafusion::functions_nested::concat::array_concat_udf(), Grows::ArrayConcat),
     ]
     .into_iter()
     .map(|(inner, grows)| ScalarUDF::from(Bounded { inner, grows }))
     .collect()
+}
+
+/// Whether `f` is one of [`bounded`]'s functions (SQL's planner calls some unwrapped
+/// forms directly: `[1] || [2]` is DataFusion's own `array_concat`).
+pub(crate) fn is_bounded(f: &ScalarUDF) -> bool {
+    f.inner().downcast_ref::<Bounded>().is_some()
 }
 
 /// A size-choosing function with its output bounded.
@@ -91,6 +105,43 @@ fn max_count(v: &ColumnarValue) -> u64 {
             .ok()
             .and_then(|a| datafusion::arrow::compute::max(a.as_primitive::<Int64Type>()))
             .map_or(0, |n| n.max(0) as u64),
+    }
+}
+
+/// Bytes of one element of a list type (16 for elements that are not fixed-width).
+fn element_width(t: &DataType) -> u64 {
+    match t {
+        DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
+            f.data_type().primitive_width().unwrap_or(16) as u64
+        }
+        _ => 16,
+    }
+}
+
+/// Bytes of the elements of a list argument over all `rows` (a scalar counts once per row).
+fn list_bytes(v: &ColumnarValue, rows: u64) -> u64 {
+    use datafusion::arrow::array::{Array, AsArray};
+    let elements = |a: &dyn Array| -> u64 {
+        let width = element_width(a.data_type());
+        let n = if let Some(l) = a.as_list_opt::<i32>() {
+            let o = l.value_offsets();
+            (o[o.len() - 1] - o[0]).max(0) as u64
+        } else if let Some(l) = a.as_list_opt::<i64>() {
+            let o = l.value_offsets();
+            (o[o.len() - 1] - o[0]).max(0) as u64
+        } else if let Some(l) = a.as_fixed_size_list_opt() {
+            (l.len() as u64).saturating_mul(l.value_length().max(0) as u64)
+        } else {
+            0
+        };
+        n.saturating_mul(width)
+    };
+    match v {
+        ColumnarValue::Array(a) => elements(a.as_ref()),
+        ColumnarValue::Scalar(s) => match s.to_array_of_size(1) {
+            Ok(a) => elements(a.as_ref()).saturating_mul(rows),
+            Err(_) => 0,
+        },
     }
 }
 
@@ -149,16 +200,23 @@ impl ScalarUDFImpl for Bounded {
             (Grows::Pad, [text, n, rest @ ..]) => {
                 // A character of the result takes at most 4 bytes; 1 when all is ASCII.
                 let wide = longest_text(text).1 || rest.first().is_some_and(|f| longest_text(f).1);
-                max_count(n).saturating_mul(if wide { 4 } else { 1 })
+                max_count(n).saturating_mul(if wide { 4 } else { 1 }).saturating_mul(rows)
             }
-            (Grows::Repeat, [text, n]) => longest_text(text).0.saturating_mul(max_count(n)),
+            (Grows::Repeat, [text, n]) => {
+                longest_text(text).0.saturating_mul(max_count(n)).saturating_mul(rows)
+            }
             (Grows::ArrayRepeat, [value, n]) => {
                 let width = value.data_type().primitive_width().unwrap_or(16) as u64;
-                max_count(n).saturating_mul(width)
+                max_count(n).saturating_mul(width).saturating_mul(rows)
+            }
+            (Grows::ArrayResize, [list, n, ..]) => {
+                max_count(n).saturating_mul(element_width(&list.data_type())).saturating_mul(rows)
+            }
+            (Grows::ArrayConcat, lists) => {
+                lists.iter().map(|l| list_bytes(l, rows)).fold(0u64, u64::saturating_add)
             }
             _ => 0,
-        }
-        .saturating_mul(rows);
+        };
         if bytes > MAX_OUTPUT_BYTES {
             return Err(datafusion::common::DataFusionError::ResourcesExhausted(format!(
                 "{} would build about {bytes} bytes (more than the {} a function may build \
