@@ -370,10 +370,15 @@ fn ctrl_c_interrupts_the_running_statement() {
         line.clear();
         assert!(out.read_line(&mut line).expect("read") > 0, "basalt ended early");
     }
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // A SIGINT that lands between the two statements cancels nothing, so one is sent
+    // every 100 ms until basalt has ended (at most a minute).
     let pid = child.id().to_string();
-    let sent = Command::new("kill").args(["-INT", &pid]).status().expect("kill runs");
-    assert!(sent.success());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().expect("try_wait").is_none() {
+        assert!(std::time::Instant::now() < deadline, "Ctrl-C did not stop the statement");
+        let _ = Command::new("kill").args(["-INT", &pid]).status();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
     let result = child.wait_with_output().expect("basalt ends");
     let err = text(&result.stderr);
     assert_eq!(result.status.code(), Some(1), "{err}");
