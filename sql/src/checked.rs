@@ -240,32 +240,15 @@ fn wide_add_or_sub(sub: bool, a: &ColumnarValue, b: &ColumnarValue) -> Result<Op
         }
     };
     let mut bad = 0i64;
+    // Each result kept, its overflow word or-ed into `bad` (no branch per row).
+    let mut keep = |(r, o): (i64, i64)| {
+        bad |= o;
+        r
+    };
     let out: Vec<i64> = match (x, y) {
-        (Ok(x), Ok(y)) => x
-            .iter()
-            .zip(y)
-            .map(|(&p, &q)| op(p, q))
-            .map(|(r, o)| {
-                bad |= o;
-                r
-            })
-            .collect(),
-        (Ok(x), Err(q)) => x
-            .iter()
-            .map(|&p| op(p, q))
-            .map(|(r, o)| {
-                bad |= o;
-                r
-            })
-            .collect(),
-        (Err(p), Ok(y)) => y
-            .iter()
-            .map(|&q| op(p, q))
-            .map(|(r, o)| {
-                bad |= o;
-                r
-            })
-            .collect(),
+        (Ok(x), Ok(y)) => x.iter().zip(y).map(|(&p, &q)| keep(op(p, q))).collect(),
+        (Ok(x), Err(q)) => x.iter().map(|&p| keep(op(p, q))).collect(),
+        (Err(p), Ok(y)) => y.iter().map(|&q| keep(op(p, q))).collect(),
         (Err(_), Err(_)) => return Ok(None),
     };
     if bad < 0 {
