@@ -281,11 +281,11 @@ impl SharedRuntime {
         }
         let mut b = datafusion::execution::runtime_env::RuntimeEnvBuilder::new();
         if let Some(limit) = self.limit {
-            // Fair: operators that can spill share what those that cannot leave over, so
-            // a sort spilling its runs does not starve the merge that reads them back.
-            use datafusion::execution::memory_pool::{FairSpillPool, TrackConsumersPool};
+            // Fair with headroom: operators that can spill share what those that cannot
+            // leave over, less a quarter kept for the merges that cannot spill.
+            use datafusion::execution::memory_pool::TrackConsumersPool;
             let pool = TrackConsumersPool::new(
-                FairSpillPool::new(limit),
+                crate::pool::HeadroomPool::new(limit),
                 std::num::NonZeroUsize::new(5).unwrap_or(std::num::NonZeroUsize::MIN),
             );
             b = b.with_memory_pool(Arc::new(pool));
@@ -389,6 +389,13 @@ impl SqlConnection {
             opts.execution.sort_spill_reservation_bytes = reserve;
             opts.execution.sort_in_place_threshold_bytes =
                 opts.execution.sort_in_place_threshold_bytes.min(reserve);
+            // A merge of spilled runs holds a few batches of each run; under a small limit
+            // smaller batches let the merges of all of a plan's sorts fit together (one row
+            // per 16 KiB of the limit: 8,192 rows, DataFusion's default, from 128 MiB).
+            let rows = opts.execution.batch_size.get().min((limit >> 14).max(1024));
+            if let Ok(rows) = datafusion::common::config::ConfigNonZeroUsize::try_new(rows) {
+                opts.execution.batch_size = rows;
+            }
         }
         let fast_paths = Arc::new(AtomicBool::new(true));
         let files = Arc::new(Files::new(fast_paths.clone()));

@@ -70,6 +70,7 @@ pub mod functions;
 pub mod fused;
 pub mod join;
 pub mod ndjson;
+pub mod pool;
 pub mod provider;
 pub mod pushdown;
 pub mod recursion;
