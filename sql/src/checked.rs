@@ -12,9 +12,9 @@
 //!   so column names do not change. Constant folding cannot fold an overflowing call (the
 //!   error comes when the statement runs, like any runtime error).
 //! - [`CheckedSum`] is `sum` computed exactly (in 128 bits) for integer arguments (Int64 /
-//!   UInt64 results) — grouped or not, `DISTINCT`, over window frames — an error when the
-//!   result does not fit; every other argument type (and `DISTINCT` over a sliding window
-//!   frame) is DataFusion's `sum` unchanged.
+//!   UInt64 results) — grouped or not, `DISTINCT`, over window frames (sliding ones too)
+//!   — an error when the result does not fit; every other argument type is DataFusion's
+//!   `sum` unchanged.
 //!
 //! - The same rule replaces `a || b` of two Utf8 values by [`CheckedOp`] with
 //!   [`Arith::Concat`] (Arrow's kernel, after a check that the output is at most
@@ -429,9 +429,10 @@ impl AggregateUDFImpl for CheckedSum {
         &self,
         args: AccumulatorArgs<'_>,
     ) -> Result<Box<dyn Accumulator>> {
-        match checked_type(&args) {
-            Some(t) => Ok(Box::new(SumAcc::new(t == DataType::Int64))),
-            None => self.inner.create_sliding_accumulator(args),
+        match (checked_type(&args), integer_sum(&args)) {
+            (Some(t), _) => Ok(Box::new(SumAcc::new(t == DataType::Int64))),
+            (None, Some(t)) if args.is_distinct => Ok(Box::new(DistinctSumAcc::new(t))),
+            _ => self.inner.create_sliding_accumulator(args),
         }
     }
     fn reverse_expr(&self) -> ReversedUDAF {
@@ -566,12 +567,13 @@ impl Accumulator for SumAcc {
     }
 }
 
-/// `sum(DISTINCT …)` of one group: the distinct values, summed exactly at the end. Its
-/// state is DataFusion's: the list of distinct values.
+/// `sum(DISTINCT …)` of one group or window frame: the distinct values, each with how
+/// many rows hold it (a frame's rows leave by `retract_batch`), summed exactly at the end.
+/// Its state is DataFusion's: the list of distinct values.
 #[derive(Debug)]
 struct DistinctSumAcc {
     data_type: DataType,
-    values: std::collections::HashSet<i128>,
+    values: std::collections::HashMap<i128, u64>,
 }
 
 impl DistinctSumAcc {
@@ -584,9 +586,22 @@ impl Accumulator for DistinctSumAcc {
     fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
         let Some(v) = values.first() else { return Ok(()) };
         let set = &mut self.values;
+        each_value(v.as_ref(), |_, x| *set.entry(x).or_default() += 1)
+    }
+    fn retract_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        let Some(v) = values.first() else { return Ok(()) };
+        let set = &mut self.values;
         each_value(v.as_ref(), |_, x| {
-            set.insert(x);
+            if let Some(n) = set.get_mut(&x) {
+                *n -= 1;
+                if *n == 0 {
+                    set.remove(&x);
+                }
+            }
         })
+    }
+    fn supports_retract_batch(&self) -> bool {
+        true
     }
     fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
         let Some(lists) = states.first().and_then(|s| s.as_list_opt::<i32>()) else {
@@ -600,7 +615,7 @@ impl Accumulator for DistinctSumAcc {
     fn state(&mut self) -> Result<Vec<ScalarValue>> {
         let items = self
             .values
-            .iter()
+            .keys()
             .map(|&x| match self.data_type {
                 DataType::Int64 => i64::try_from(x).map(|v| ScalarValue::Int64(Some(v))).ok(),
                 _ => u64::try_from(x).map(|v| ScalarValue::UInt64(Some(v))).ok(),
@@ -610,7 +625,7 @@ impl Accumulator for DistinctSumAcc {
         Ok(vec![ScalarValue::List(ScalarValue::new_list_nullable(&items, &self.data_type))])
     }
     fn evaluate(&mut self) -> Result<ScalarValue> {
-        let sum: i128 = self.values.iter().sum();
+        let sum: i128 = self.values.keys().sum();
         let seen = !self.values.is_empty();
         ScalarValue::try_from_array(
             &narrowed(&[sum], &[seen], self.data_type == DataType::Int64)?,
@@ -618,7 +633,7 @@ impl Accumulator for DistinctSumAcc {
         )
     }
     fn size(&self) -> usize {
-        std::mem::size_of_val(self) + self.values.capacity() * 16
+        std::mem::size_of_val(self) + self.values.capacity() * 24
     }
 }
 

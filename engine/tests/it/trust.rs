@@ -116,6 +116,7 @@ fn integer_overflow_is_an_error_and_nothing_wrapped_is_stored() {
         "SELECT sum(DISTINCT a) FROM t",
         "SELECT sum(a) OVER (ORDER BY a ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) FROM t",
         "SELECT sum(a) OVER () FROM t",
+        "SELECT sum(DISTINCT a) OVER (ORDER BY a ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) FROM t",
     ];
     for q in overflowing {
         for (c, fast) in [(&conn, "on"), (&off, "off")] {
@@ -151,6 +152,11 @@ fn integer_overflow_is_an_error_and_nothing_wrapped_is_stored() {
     let window = "SELECT sum(b) OVER (ORDER BY b ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) \
                   FROM t ORDER BY b";
     assert_eq!(cells(&conn.sql(window).unwrap()), ["1", "2147483648"]);
+    // DISTINCT over a sliding frame: values leave the frame as it moves.
+    let sliding = "SELECT sum(DISTINCT x) OVER (ORDER BY i ROWS BETWEEN 2 PRECEDING AND CURRENT \
+                   ROW) FROM (VALUES (1, 5), (2, 5), (3, 7), (4, 5), (5, 9), (6, NULL)) v(i, x) \
+                   ORDER BY i";
+    assert_eq!(cells(&conn.sql(sliding).unwrap()), ["5", "5", "12", "12", "21", "14"]);
     // Sums folded natively over segments (dictionary keys, four lanes): an overflow in any
     // order of additions is found; a sum whose parts overflow but whose total fits is not
     // one.
