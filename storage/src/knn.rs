@@ -737,7 +737,7 @@ mod tests {
             .insert("t", &[RecordBatch::try_new(schema.clone(), cols).expect("bad")])
             .expect_err("int8 NaN")
             .to_string();
-        assert!(e.contains("row 2") && e.contains("NaN") && e.contains("INT8"), "{e}");
+        assert!(e.contains("row 2") && e.contains("NaN") && e.contains("v_int8"), "{e}");
         assert_eq!(store.snapshot().table("t").expect("table").count(), before);
     }
 

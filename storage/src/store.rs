@@ -1243,25 +1243,43 @@ fn conform_column(table: &str, f: &Field, col: &ArrayRef) -> Result<ArrayRef> {
 }
 
 /// Refuses a vector with a NULL component (a NULL vector is a NULL row, but a vector is
-/// whole or absent: a NULL component would be stored as 0.0). Only the rows of the
-/// array's window that are not NULL themselves are looked at.
+/// whole or absent: a NULL component would be stored as 0.0) or one that is not a finite
+/// number (NaN or infinite, as pgvector refuses them: no distance to such a vector is
+/// meaningful, and a value out of FLOAT's range, such as `1e39` cast to it, arrives as
+/// infinity). Only the rows of the array's window that are not NULL themselves are looked
+/// at.
 fn check_components(table: &str, f: &Field, fsl: &FixedSizeListArray) -> Result<()> {
-    let Some(nulls) = fsl.values().nulls().filter(|n| n.null_count() > 0) else { return Ok(()) };
     let dim = fsl.value_length().max(0) as usize;
+    let nulls = fsl.values().nulls().filter(|n| n.null_count() > 0);
+    let floats = fsl.values().as_any().downcast_ref::<Float32Array>();
+    let refuse = |row: usize, what: &str| Error::InvalidInput {
+        table: table.to_string(),
+        reason: format!("column '{}', row {}: a vector component is {what}", f.name(), row + 1),
+    };
+    // One pass over the window's values first (branch-free, so it vectorises): only when
+    // it finds a NULL or non-finite value are the rows walked to name the first bad one.
+    let first = fsl.value_offset(0).max(0) as usize;
+    let window = first..first + fsl.len() * dim;
+    let finite = floats
+        .and_then(|v| v.values().get(window.clone()))
+        .is_some_and(|v| v.iter().fold(true, |ok, x| ok & x.is_finite()));
+    if finite && nulls.is_none_or(|n| n.slice(window.start, window.len()).null_count() == 0) {
+        return Ok(());
+    }
     for row in 0..fsl.len() {
         if fsl.is_null(row) {
             continue;
         }
         let start = fsl.value_offset(row).max(0) as usize;
-        if (start..start + dim).any(|i| nulls.is_null(i)) {
-            return Err(Error::InvalidInput {
-                table: table.to_string(),
-                reason: format!(
-                    "column '{}', row {}: a vector component is NULL (vectors are whole or NULL)",
-                    f.name(),
-                    row + 1
-                ),
-            });
+        if let Some(nulls) = nulls
+            && (start..start + dim).any(|i| nulls.is_null(i))
+        {
+            return Err(refuse(row, "NULL (vectors are whole or NULL)"));
+        }
+        let values = floats.and_then(|v| v.values().get(start..start + dim)).unwrap_or(&[]);
+        if let Some(x) = values.iter().find(|x| !x.is_finite()) {
+            let what = if x.is_nan() { "NaN" } else { "infinite (or out of FLOAT's range)" };
+            return Err(refuse(row, &format!("{what}; vector components are finite numbers")));
         }
     }
     Ok(())

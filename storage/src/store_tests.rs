@@ -259,7 +259,7 @@ fn bad_input_is_refused_and_nothing_is_written() {
 }
 
 #[test]
-fn vectors_with_null_components_are_refused_on_insert_and_update() {
+fn vectors_with_null_or_non_finite_components_are_refused() {
     use arrow_array::{FixedSizeListArray, Float32Array};
     let fs = Arc::new(MemFs::new());
     let s = mem_store(&fs);
@@ -287,8 +287,18 @@ fn vectors_with_null_components_are_refused_on_insert_and_update() {
     let one = bad.slice(1, 1);
     assert!(s.update("t", &[1], &one).is_err(), "updates are checked too");
     s.update("t", &[1], &bad.slice(0, 1)).unwrap();
+    // NaN and infinite components: refused on insert and update, with the row named.
+    for x in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+        let nonfinite = vectors(vec![Some(1.0), Some(2.0), Some(x), Some(0.0)], None);
+        let e = s.insert("t", std::slice::from_ref(&nonfinite)).unwrap_err().to_string();
+        assert!(e.contains("row 2") && e.contains("finite"), "{e}");
+        assert!(s.update("t", &[1], &nonfinite.slice(1, 1)).is_err());
+        // In a NULL vector's slots it is not looked at.
+        let hidden = vectors(vec![Some(1.0), Some(2.0), Some(x), None], Some(vec![true, false]));
+        s.insert("t", &[hidden]).unwrap();
+    }
     s.flush().unwrap();
-    assert_eq!(s.snapshot().table("t").unwrap().count(), 2);
+    assert_eq!(s.snapshot().table("t").unwrap().count(), 8);
 }
 
 #[test]

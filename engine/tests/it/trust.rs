@@ -181,9 +181,10 @@ fn integer_overflow_is_an_error_and_nothing_wrapped_is_stored() {
     }
 }
 
-/// A vector with a NULL component is refused by every write path; NULL vectors are fine.
+/// A vector with a NULL, NaN or infinite component (a value out of FLOAT's range
+/// included) is refused by every write path; NULL vectors are fine.
 #[test]
-fn vectors_with_null_components_are_refused_everywhere() {
+fn vectors_with_null_or_non_finite_components_are_refused_everywhere() {
     let db = Database::open_in_memory().unwrap();
     let conn = db.connect();
     conn.sql("CREATE TABLE v (id INT, e VECTOR(2))").unwrap();
@@ -191,9 +192,23 @@ fn vectors_with_null_components_are_refused_everywhere() {
         let e = conn.sql(w).unwrap_err();
         assert!(e.to_string().contains("NULL"), "{w}: {e}");
     }
+    for w in [
+        "INSERT INTO v VALUES (1, [1e39, 0.0])",
+        "INSERT INTO v VALUES (1, [0.0, -1e39])",
+        "INSERT INTO v SELECT 2, [CAST('NaN' AS DOUBLE), 2.0]",
+        "INSERT INTO v SELECT 2, [CAST('inf' AS FLOAT), 2.0]",
+    ] {
+        let e = conn.sql(w).unwrap_err();
+        assert!(e.to_string().contains("finite"), "{w}: {e}");
+    }
+    let t = db.table("v").unwrap();
+    let row = basalt::Row::new().set("id", 5).set("e", vec![f32::NAN, 1.0]);
+    assert!(t.insert_row(row).unwrap_err().to_string().contains("finite"));
     conn.sql("INSERT INTO v VALUES (3, [1.0, 2.0]), (4, NULL)").unwrap();
     let e = conn.sql("UPDATE v SET e = [NULL, 1.0] WHERE id = 3").unwrap_err();
     assert!(e.to_string().contains("NULL"), "{e}");
+    let e = conn.sql("UPDATE v SET e = [1e300, 1.0] WHERE id = 3").unwrap_err();
+    assert!(e.to_string().contains("finite"), "{e}");
     db.flush().unwrap();
     assert_eq!(
         cells(&conn.sql("SELECT id, e FROM v ORDER BY id").unwrap()),
