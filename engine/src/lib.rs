@@ -157,16 +157,7 @@ impl Default for Options {
 
 /// Half the machine's physical memory (Linux; `None` where it cannot be read).
 fn default_memory_limit() -> Option<usize> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let kib: usize = info
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kib * 1024 / 2)
+    basalt_storage::machine_memory().map(|m| m / 2)
 }
 
 impl Options {

@@ -21,6 +21,7 @@ pub mod manifest;
 pub mod memtable;
 pub mod owned;
 pub mod predicate;
+pub mod quantized;
 pub mod salvage;
 pub mod segment;
 pub mod session;
@@ -38,6 +39,7 @@ pub use encoding::{Cell, CompressionPolicy, DecodeMode, reads_cells};
 pub use error::{Error, Result};
 pub use io::{FaultFs, FaultKind, MemFs, OsFs, Vfs};
 pub use predicate::{CmpOp, Predicate, Scalar};
+pub use quantized::machine_memory;
 pub use segment::{ROW_GROUP_ROWS, SEGMENT_FORMAT_VERSION, WriteOptions};
 pub use session::{ReadView, Session, WriteStatement};
 pub use store::{

@@ -121,8 +121,7 @@ pub struct MemBatch {
     quantized: OnceLock<Arc<parking_lot::Mutex<QuantCopies>>>,
 }
 
-type QuantCopies =
-    std::collections::HashMap<(usize, basalt_vector::Quantization), Arc<basalt_vector::Quantized>>;
+type QuantCopies = crate::quantized::Copies<(usize, basalt_vector::Quantization)>;
 
 impl MemBatch {
     fn new(batch: RecordBatch) -> Result<Self> {
@@ -295,7 +294,7 @@ impl MemBatch {
 
     /// The quantised copy of vector column `col` (full-schema position) whose `f32`
     /// values, row-major with `dim` per row, are `values`; built the first time it is
-    /// asked for.
+    /// asked for, kept when the process's budget for copies has room.
     pub fn quantized(
         &self,
         col: usize,
@@ -304,11 +303,9 @@ impl MemBatch {
         dim: usize,
     ) -> Arc<basalt_vector::Quantized> {
         let copies = self.quantized.get_or_init(Default::default);
-        if let Some(q) = copies.lock().get(&(col, kind)) {
-            return q.clone();
-        }
-        let q = Arc::new(basalt_vector::Quantized::encode(kind, values, dim));
-        copies.lock().entry((col, kind)).or_insert(q).clone()
+        crate::quantized::Copies::get_or_build(copies, (col, kind), || {
+            basalt_vector::Quantized::encode(kind, values, dim)
+        })
     }
 
     /// The live rows as a mask (`None`: every row is live).

@@ -438,15 +438,13 @@ pub struct Segment {
     /// [`Segment::id_order`], so a lookup is a binary search rather than a scan.
     id_orders: Vec<std::sync::OnceLock<Arc<[u32]>>>,
     /// Quantised copies of vector chunks, keyed by (row group, column position, kind),
-    /// built on first use by [`Segment::quantized`] and kept with the segment.
+    /// built on first use by [`Segment::quantized`] and kept with the segment while the
+    /// process's budget for them allows (`crate::quantized`).
     quantized: parking_lot::Mutex<QuantCache>,
 }
 
 /// Quantised copies by (row group, column, first row of the part, kind).
-type QuantCache = std::collections::HashMap<
-    (usize, usize, usize, basalt_vector::Quantization),
-    Arc<basalt_vector::Quantized>,
->;
+type QuantCache = crate::quantized::Copies<(usize, usize, usize, basalt_vector::Quantization)>;
 
 /// A FIFO cache of decompressed blocks, bounded by their bytes.
 #[derive(Debug, Default)]
@@ -607,10 +605,10 @@ impl Segment {
 
     /// The quantised copy of the part of vector chunk (`rg`, `col`) that starts at row
     /// `start`, built from `values` (the part's `f32` values, row-major, `dim` per row) the
-    /// first time it
-    /// is asked for and kept with the segment (D bytes per row for int8, 2·D for half
-    /// floats). A caller always splits a chunk into the same parts. Concurrent first users
-    /// may both build it; one copy is kept.
+    /// first time it is asked for and kept with the segment (D bytes per row for int8, 2·D
+    /// for half floats) when the process's budget for copies has room. A caller always
+    /// splits a chunk into the same parts. Concurrent first users may both build it; one
+    /// copy is kept.
     pub fn quantized(
         &self,
         rg: usize,
@@ -620,12 +618,9 @@ impl Segment {
         values: &[f32],
         dim: usize,
     ) -> Arc<basalt_vector::Quantized> {
-        let key = (rg, col, start, kind);
-        if let Some(q) = self.quantized.lock().get(&key) {
-            return q.clone();
-        }
-        let q = Arc::new(basalt_vector::Quantized::encode(kind, values, dim));
-        self.quantized.lock().entry(key).or_insert(q).clone()
+        crate::quantized::Copies::get_or_build(&self.quantized, (rg, col, start, kind), || {
+            basalt_vector::Quantized::encode(kind, values, dim)
+        })
     }
 
     /// The uncompressed block of chunk (`rg`, `col`), verifying its checksum on first touch.
