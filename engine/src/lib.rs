@@ -4,7 +4,7 @@
 //! in Basalt's own columnar format: immutable, checksummed, memory-mapped segment files with
 //! dictionary, frame-of-reference and delta encodings, plus an in-memory memtable. SQL runs
 //! through Apache DataFusion on a [`Connection`] ([`Connection::sql`], [`Connection::prepare`],
-//! [`Database::sql`]); see the README's *SQL* section for what is supported.
+//! [`Database::sql`]); see `docs/sql.md` for what is supported.
 //!
 //! This crate is the public API: everything a user touches is defined or re-exported here,
 //! and nothing below it (`basalt-storage`, `basalt-sql`) is meant to be used directly.
