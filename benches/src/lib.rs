@@ -1,6 +1,8 @@
 //! Shared pieces of Basalt's benchmarks: the WORKLOAD.md §1 dataset generator and small
 //! measurement helpers. The binaries in `src/bin/` use them; nothing here is timed itself.
 
+#![forbid(unsafe_code)]
+
 pub mod check;
 
 use std::time::{Duration, Instant};

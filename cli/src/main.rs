@@ -14,8 +14,12 @@
 //! This crate owns argument handling, the shell, output formats and file import; it talks
 //! to the database only through the public `basalt` API (`Database`, `Connection`).
 
+#![deny(unsafe_code)]
+
 mod demo;
 mod import;
+// The SIGINT handler (`interrupt.rs`) is the only unsafe code of the command.
+#[allow(unsafe_code)]
 mod interrupt;
 mod output;
 mod shell;

@@ -5,6 +5,8 @@
 //! demo run and a benchmark run see the same rows. It must not depend on any Basalt crate
 //! (only Arrow): both `benches` and `cli` use it, beside the engine.
 
+#![forbid(unsafe_code)]
+
 use std::sync::Arc;
 
 use arrow_array::{Float64Array, Int64Array, RecordBatch, StringArray};

@@ -40,6 +40,8 @@
 //! [`Options::memtable_flush_rows`], or when the last handle is dropped; the log is then
 //! emptied. Opening a database replays the log.
 
+#![forbid(unsafe_code)]
+
 mod error;
 pub mod memory;
 mod sql;

@@ -18,6 +18,8 @@
 //! What this crate must not do: touch files of its own (storage does), or be used by
 //! anything but `basalt` (the engine crate), which wraps it in the public API.
 
+#![forbid(unsafe_code)]
+
 /// `ExecutionPlan::apply_expressions` of an exec holding no physical expressions of its own
 /// (inside an `impl ExecutionPlan` block).
 macro_rules! no_expressions {

@@ -5,6 +5,8 @@
 //!
 //! `cargo run --release -p basalt-benches --bin bulk-load -- [--rows N] [--iters K] [--dir D]`
 
+#![forbid(unsafe_code)]
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;

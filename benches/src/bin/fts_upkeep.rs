@@ -10,6 +10,8 @@
 //!
 //! `cargo run --release -p basalt-benches --bin fts-upkeep -- [--rows N] [--ops K]`
 
+#![forbid(unsafe_code)]
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -22,6 +22,8 @@
 //! (`--recall-only N [--int8]`, `--writes-only N`, `--w3-only R` and `--w4-only R` run one
 //! part, for profiling).
 
+#![forbid(unsafe_code)]
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -14,6 +14,8 @@
 //! `cargo run --release -p basalt-benches --bin write-path -- [--ops N] [--threads T] [--per-thread K]
 //! [--levels buffered,process-safe,power-safe]`
 
+#![forbid(unsafe_code)]
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -13,6 +13,8 @@
 //! Every engine's result of every metric is cross-checked; a mismatch or an engine error
 //! fails the run (exit code 1) after the report is written.
 
+#![forbid(unsafe_code)]
+
 mod data;
 #[cfg(feature = "duckdb")]
 mod duck;
