@@ -292,14 +292,12 @@ impl std::fmt::Debug for FtsIndex {
 /// The writer of an index, opened when first needed.
 ///
 /// A tantivy writer is not free to hold: opening one starts its indexing threads (each
-/// allocating and zeroing its term hash table and arenas, several MiB — tantivy sizes the
-/// table from the budget, capped at 2^19 entries, which every budget it allows reaches),
-/// a segment updater and a merge pool. A database opens every table's index, yet most
-/// opens write no text before the first search or flush, and some never do
-/// (`memory-bench`, six alternating runs: reopening a 500-item memory store took 1.4–2.4
-/// ms with the writer opened at once, 0.4–0.6 ms without). So the writer is opened by the first call that needs it
-/// ([`FtsIndex::add_many`], [`FtsIndex::delete_many`], a commit); a rollback or drop of a
-/// writer never opened has nothing to undo.
+/// allocating and zeroing a term hash table and arenas, several MiB), a segment updater and
+/// a merge pool. A database opens every table's index, yet most opens write no text before
+/// the first search or flush, and some never do (reopening a 500-item memory store took
+/// three times as long with the writer opened at once). So the writer is opened by the
+/// first call that needs it ([`FtsIndex::add_many`], [`FtsIndex::delete_many`], a
+/// commit); a rollback or drop of a writer never opened has nothing to undo.
 enum Writer {
     /// Opened read-only: no writer, ever.
     ReadOnly,

@@ -99,21 +99,11 @@ fn prealloc_target(cap: u64, needed: u64, min_step: u64, max_step: u64) -> u64 {
 /// growing steps, so that appends overwrite blocks the file system already allocated — a
 /// `write(2)` then needs no block allocation and an `fdatasync` no inode update (the file
 /// size does not change), as with SQLite's reused WAL file. Past the logical end the file
-/// reads as zeros; readers of the log treat an all-zero tail as its clean end. Even a log
-/// that is never synced (process-safe commits only) gains nothing from growing exactly
-/// with its appends instead, although the zeros are then written for nothing: measured
-/// (`memory-bench --w4-only 4`, eight alternating rounds, median 8 / 16 / 32 writers
-/// 57k / 60k / 63k preallocated vs 54k / 56k / 66k not), an extending write pays its own
-/// inode update.
-///
-/// The zero-fill steps are written by the append that needs them. A thread of the log's
-/// own writing the zeros about one step ahead (64 KiB chunks, an append that outran it
-/// waiting for the chunk in flight) was built and measured, and not kept: with the
-/// contended writers' cores already busy it was no faster (`memory-bench --w4-only 4`,
-/// eight alternating rounds, median 8 / 16 / 32 writers 69.9k / 88.0k / 100.0k vs 80.6k /
-/// 103.5k / 96.5k without it; six full runs: W2 and W3 within their noise). Preallocating
-/// 4 MiB when the log is created (outside any timed window) bounds what moving the zeros
-/// off the commit path could gain there: 83.8k / 105.9k / 105.6k.
+/// reads as zeros; readers of the log treat an all-zero tail as its clean end. A log that
+/// is never synced is preallocated too: an extending write pays its own inode update. The
+/// zero-fill steps are written by the append that needs them (a thread writing them ahead
+/// was no faster with the writers' cores busy). Measurements:
+/// `docs/design/write-path.md`, *The log file*.
 pub trait AppendFile: Send + Sync + Debug {
     /// Appends `data` at the logical end (one positioned write or, for the OS's files on
     /// unix, a copy into a mapping of the file; after a zero-fill extension when the
@@ -177,14 +167,11 @@ struct OsAppend {
     /// positioned writes.
     map: Option<(u64, memmap2::MmapMut)>,
     /// Set once the log has been synced (through this handle or a syncer): from then on
-    /// appends are positioned writes and the mapping is given up. A copy into a page that
-    /// an `fdatasync` wrote back costs a write fault through the file system's
-    /// `page_mkwrite`, and power-safe commits paid for it: `write-path --ops 2000
-    /// --threads 16 --per-thread 200`, six alternating runs, a synced single-row insert
-    /// 7,596 → 5,452 commits/s (p50 125 → 179 µs), UPDATE and DELETE alike, 16 synced
-    /// writers 14.7k → 12.9k — while every process-safe row gained (insert 170k → 240k).
-    /// A log lives until the next flush, so a database that syncs now and then goes back
-    /// to copies with its next log.
+    /// appends are positioned writes and the mapping is given up. Used because a copy into
+    /// a page an `fdatasync` wrote back costs a write fault through the file system
+    /// (`page_mkwrite`), which made power-safe commits slower than `pwrite`. A log lives
+    /// until the next flush, so a database that syncs now and then goes back to copies
+    /// with its next log.
     synced: Arc<AtomicBool>,
 }
 
@@ -239,13 +226,9 @@ impl OsAppend {
 }
 
 /// Bytes of a log file one mapping covers (address space only: pages past the file's end
-/// are never touched). Growing within it costs no new mapping: with a mapping per growth
-/// step, a fresh log's five steps to 1 MiB (`memory-bench --w4-only 3`, each round a new
-/// store) cost a `munmap` (a TLB shootdown of the other core) and an `mmap` each, and the
-/// contended writers ran no faster than with `pwrite` (twenty alternating rounds, median
-/// 8 / 16 / 32 writers 63.3k / 77.4k / 79.8k vs 65.1k / 79.2k / 83.2k). With one window and
-/// the new pages' tables filled at growth, sixteen rounds: 68.2k / 77.8k / 83.9k vs 66.1k /
-/// 75.2k / 75.7k.
+/// are never touched). Growing within it costs no new mapping: a mapping per growth step
+/// paid a `munmap` (a TLB shootdown of the other core) and an `mmap` per step, which ate
+/// what the copies saved.
 #[cfg(unix)]
 const MAP_WINDOW: u64 = 64 << 20;
 
@@ -268,14 +251,10 @@ impl AppendFile for OsAppend {
     /// Unix: a copy into the shared mapping of the preallocated space. It lands in the same
     /// page-cache pages a `pwrite` would fill, so it is as visible to readers and survives
     /// the process as soon as the copy is done, and `fdatasync` (of this or any handle of
-    /// the file) writes it out the same way. What it saves is the system call: 4.9–6.6 µs
-    /// per 1,700-byte `pwrite` into a zero-filled ext4 file on the 2026-12-04 VM against
-    /// 0.1–0.2 µs per copy, page faults included (a C loop of 2,000 and 20,000 records;
-    /// one log record of a `remember` is about that size). `memory-bench --w3-only 4`
-    /// (2,000 single `remember`s, a commit each), eight alternating rounds: 73.3k ops/s
-    /// median against 63.4k with `pwrite`. The zero-fill that grows the file stays a
-    /// `pwrite`: it reserves the blocks, so a copy never needs an allocation (no
-    /// out-of-space fault at a page's first write).
+    /// the file) writes it out the same way. What it saves is the system call (microseconds
+    /// per record against a fraction of one for the copy). The zero-fill that grows the
+    /// file stays a `pwrite`: it reserves the blocks, so a copy never needs an allocation
+    /// (no out-of-space fault at a page's first write).
     fn append(&mut self, data: &[u8]) -> Result<()> {
         let end = self.len + data.len() as u64;
         if end > self.cap {

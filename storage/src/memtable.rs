@@ -30,19 +30,16 @@ use crate::tail::{TailArena, TailSize};
 /// Largest batch written into the open tail instead of being kept as a batch.
 ///
 /// A tail append copies a batch's rows once; a kept batch is copied by each tier merge it
-/// goes through, so any batch that fits a tail is cheaper appended. Concurrent memory
-/// writes arrive as groups of about one row per writer: with 32 writers (groups of ~20
-/// rows) a limit of 16 sent every group through the merges, and 64 was measured faster
-/// (`memory-bench --w4-only 4`, six alternating rounds on a loaded host, median of round
-/// medians at 32 writers 44.5k → 50.1k ops/s, 8 and 16 writers within noise).
+/// goes through, so any batch that fits a tail is cheaper appended. Sized for the write
+/// groups of concurrent memory writes (about a row per writer: ~20 rows with 32 writers),
+/// which a limit of 16 sent through the merges.
 pub const TAIL_PUSH_ROWS: usize = 64;
 
 /// Largest batch the merge produces; larger inserts stay as they are.
 const MERGE_LIMIT: usize = 64 * 1024;
-/// How many batches of one size level are merged into one. Eight was measured against
-/// four: single-row inserts 6 % faster (fewer copies), but vector recall over a store of
-/// 100k single-row remembers 1.5× slower (`memory-bench` W9: 14 vs 9 ms exact, 5.3 vs
-/// 4.0 ms int8), so four it stays.
+/// How many batches of one size level are merged into one. Eight would copy single-row
+/// inserts less often, but leaves more batches for a vector search to visit (recall over
+/// 100k single-row inserts 1.5× slower), so four.
 const FAN_IN: usize = 4;
 
 /// Size level of a batch of `rows` rows: ⌊log_FAN_IN(rows)⌋.

@@ -128,17 +128,11 @@ enum Backing {
 /// One zeroed region of memory, written only through its raw pointer.
 ///
 /// A large region is an anonymous mapping whose pages are populated a chunk at a time
-/// ahead of the writes (`MADV_POPULATE_WRITE`, one system call per [`POPULATE_BYTES`]):
-/// left to fault in one page per first write, a grown tail's vector column took a page
-/// fault every two or three single-row inserts of 384-d vectors (6 % of the samples of
-/// W3's `remember`s, `memory-bench --w3-only`). Populating saves the faults' entry and
-/// exit; the kernel's cost of each fresh page (allocating, clearing, accounting) remains,
-/// now inside the populate call (5 % of the samples). Measured in one binary switching
-/// between the three (`--w3-only 5`, three rounds, median ops/s): heap allocation 55k,
-/// mapping without populating 56k, mapping populated ahead 58.5k. Where the advice is not
-/// supported (kernels before 5.14, other systems) the pages fault in as before. Asking
-/// for huge pages for mappings of 2 MiB or more (`MADV_HUGEPAGE`) was tried and was no
-/// faster (`--w3-only 2`, 24 alternating pairs: median ratio 0.95).
+/// ahead of the writes (`MADV_POPULATE_WRITE`, one system call per [`POPULATE_BYTES`])
+/// rather than faulted in one page per first write: a growing tail's vector column would
+/// otherwise take a page fault every few single-row inserts of large vectors. Where the
+/// advice is not supported (kernels before 5.14, other systems) the pages fault in as
+/// before. Measurements: `docs/design/write-path.md`, *Tail regions*.
 struct Region {
     ptr: NonNull<u8>,
     len: usize,

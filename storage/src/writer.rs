@@ -38,9 +38,9 @@ pub(crate) const MIN_NAP: Duration = Duration::from_micros(20);
 pub(crate) const MAX_NAP: Duration = Duration::from_millis(2);
 /// The first sleep is this many times (writers waiting × mean hold time). A running writer
 /// that commits in a loop takes the token back at once, so a waiter only gets it in the
-/// short gap between two of its commits; measured with 16 writer threads on 2 cores
-/// (`write-path`), factors 1, 4 and 16 gave 1.17–1.18, 1.25–1.50 and 1.41–1.87 of SQLite's
-/// buffered throughput: fewer futile wake-ups leave more of the cores to the writer.
+/// short gap between two of its commits: fewer futile wake-ups leave more of the cores to
+/// the writer (measured with 16 writer threads on 2 cores, `write-path`: factors 1, 4 and
+/// 16 gave 1.17, 1.25–1.50 and 1.41–1.87 of SQLite's buffered throughput).
 const NAP_FACTOR: u32 = 16;
 /// Attempts, separated by a spin hint, before a waiter starts sleeping.
 const SPINS: u32 = 100;

@@ -625,14 +625,9 @@ mod avx2 {
     /// Rows longer than this are read one at a time by a single query. Four long rows side
     /// by side are four interleaved streams the hardware prefetchers follow badly, and a
     /// single query shares no row loads across a tile anyway; short rows side by side are
-    /// one stream, and the tile's independent accumulators win. Measured on one core of
-    /// the AVX2-only AMD EPYC of 2026-12-03 (whole blocks, p50): float32 rows of 640 /
-    /// 768 / 1,024 / 1,536 bytes 14 / 17 / 16 / 12–15 ms one at a time against 17 / 25 /
-    /// 19 / 17–22 ms in tiles, half-float rows of 768 bytes 7.3 / 7.5 against 8.2 / 12.5
-    /// ms; rows of 512 bytes and less (float32 × 128, half floats × 256) were as fast or
-    /// faster in tiles, and so were int8 rows of every length tried (their walk keeps
-    /// tiles). With two or more queries the tiles stay: long rows one at a time (with the
-    /// queries in pairs) were no faster for 2 or 3 queries and 1.6× slower for 10.
+    /// one stream, and the tile's independent accumulators win. Int8 rows keep their tiles
+    /// at every length, and so do two or more queries. Measurements:
+    /// `docs/design/vector-kernels.md`.
     const SINGLE_ROW_MIN_BYTES: usize = 512;
 
     /// See [`super::sums`]; the caller guarantees AVX2 + FMA + F16C and in-bounds picks and

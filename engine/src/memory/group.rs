@@ -30,35 +30,21 @@ use parking_lot::Mutex;
 /// How long a queued write yields its core (`sched_yield` in a loop, checking its outcome
 /// at every turn) before it sleeps until woken.
 ///
-/// Measured (`memory-bench --w4-only 4`, six alternating rounds, median ops/s for 8 / 16 /
-/// 32 writers): sleeping at once 50.9k / 67.0k / 71.9k; yielding up to 100 µs 66.2k /
-/// 77.0k / 95.0k, 200 µs 69.5k / 84.6k / 88.3k, 400 µs 73.3k / 77.9k / 86.5k. Spinning on
-/// the CPU instead (no yield) was slower than sleeping (45.6k / 64.5k / 40.9k): a spinner
-/// holds the core the leader needs, a yielder hands it over at every turn. Groups get
-/// smaller (16 writers: 3–4 writes instead of 5–11) yet the writes faster, since no
-/// wake-up is paid. Past the budget a waiter sleeps, so a long commit (a synced log, a
-/// flush) does not keep its waiters busy. Many more waiters than cores do not starve the
-/// leader: a throwaway test of this module (each group a 10 µs + 4 µs per write spin,
-/// 8 to 512 threads × 20 writes, release build, not kept) gave 111k–133k writes/s
-/// yielding against 76k–91k sleeping at every thread count.
+/// Used when a write waits for a group: a yielding waiter hands the core to the leader at
+/// every turn and is given its outcome by a store, with no wake-up to pay, which is what
+/// made concurrent writers fastest; spinning without yielding holds the core the leader
+/// needs. Past the budget a waiter sleeps, so a long commit (a synced log, a flush) does
+/// not keep its waiters busy. Measurements: `docs/design/write-path.md`, *Write groups*.
 const YIELD_FOR: Duration = Duration::from_micros(200);
 
 /// How many times a new leader yields before it takes the queue while fewer than half as
 /// many writes as the last group took are queued.
 ///
-/// With waiters yielding ([`YIELD_FOR`]), a finished group's writers come back within a
-/// few microseconds each (they check and hash their next item first), and a leader that
-/// took the queue at once often found only itself or one more: runs fell into groups of
-/// about two writes, where a commit's fixed cost (~10 µs against ~4.5 µs per write)
-/// dominates — the slow W4 runs were exactly those (`--w4-only 12`, 16 writers: 52k–64k
-/// ops/s at 1.8–2.9 writes per commit, 72k–105k at 3.2–5.5). Yielding a turn or two lets
-/// them queue (8–11 writes per commit). Measured (`memory-bench --w4-only 4`, twelve
-/// alternating rounds, median ops/s 8 / 16 / 32 writers): taking at once 57.2k / 74.3k /
-/// 82.6k; up to 2 turns while under half the last group 70.3k / 88.3k / 94.7k; up to 2
-/// turns while under the whole last group 69.1k / 89.2k / 88.4k; up to 4 turns under half
-/// 68.3k / 89.0k / 92.8k. A caller writing alone (a last group of one) never waits. Before
-/// waiters yielded, the same wait gained nothing: the wake-ups were the larger cost then
-/// (see [`Lead::finish`]).
+/// Used when the queue is short: a finished group's writers come back within microseconds,
+/// and a leader that took the queue at once found groups of one or two writes, where a
+/// commit's fixed cost (about twice a write's) dominates; a turn or two lets them queue. A
+/// caller writing alone (a last group of one) never waits. Measurements:
+/// `docs/design/write-path.md`, *Write groups*.
 const LINGER_TURNS: usize = 2;
 
 /// What a queued write learns.
@@ -221,42 +207,13 @@ impl<'a, I, R> Lead<'a, I, R> {
 
     /// Delivers `results` (one per input, in order) and returns the result of `own`.
     ///
-    /// The lead passes on only after this group's writers are woken (when the lead is
-    /// dropped): they queue their next writes meanwhile, and the next group is larger.
-    /// Passing it first was measured slower (`memory-bench --w4-only 3`, three alternating
-    /// runs: 16 writers 20–30k vs 26–35k ops/s, 32 writers 21–29k vs 30–47k). Waking
-    /// only the first writer, each woken writer waking the next (so the leader makes one
-    /// `futex` wake instead of one per writer), was measured slower too (`--w4-only 8`, two
-    /// alternating pairs, median ops/s: 8 / 16 / 32 writers 40k / 51k / 46k vs 45k / 61k /
-    /// 60k), and so was waking them as a binary tree (this thread the first two, each woken
-    /// writer two more: `--w4-only 4`, four alternating pairs after 0c857bc, median 71k /
-    /// 74k / 64k vs 70k / 82k / 68k). A leader writing up to three groups in a row while
-    /// writes keep queueing (no new leader to wake) was no faster either (four pairs, per
-    /// pair median ratio at 16 writers 0.94–1.03, at 32 writers 0.91–1.18). Nor was one
-    /// `notify_all` per group instead of a wake-up per writer (the group's writers asleep
-    /// on one condition variable, the next leader on another): slower, 16 writers 0.88–1.02
-    /// and 32 writers 0.59–0.75 per pair — the woken writers then queue for the variable's
-    /// mutex one after another.
-    ///
-    /// Timelines of the groups (a trace of each lead's take, commit end and wake end,
-    /// `--w4-only 3`, not kept) show why: a group's commit leaves the other core idle
-    /// (commits were busy 35–60 % of a run's span, waking the rest), yet every scheme
-    /// that starts the next commit sooner shrinks the next group, and a commit's fixed
-    /// cost (~10 µs against ~4.5 µs per item) then dominates. Passing the lead first made
-    /// groups of 1–3 (16 writers: 1.7–2.2 vs 8–13 writes per group, 45–54k vs 61–71k
-    /// ops/s); the leader waking one writer that wakes the rest while the leader writes up to
-    /// four groups in a row made groups of 1.5–5; the next leader yielding once or twice
-    /// before taking the queue made groups larger but the wake phase as much longer (ten
-    /// alternating rounds, median 16 writers 74k vs 76k). Runs sometimes fall into small
-    /// groups by themselves (16 writers: 2.4 writes per group, a third slower); yielding
-    /// once only when the queue is under half the recent group size did not pull them out
-    /// measurably (eight rounds, median 8 / 16 / 32 writers 64k / 78k / 83k vs 69k / 77k /
-    /// 78k). What did pay was not waking most of the writers at all: they yield before they
-    /// sleep ([`YIELD_FOR`]), and this thread's delivery to one still yielding is a store.
-    /// On top of that, a new leader yielding unconditionally before it takes the queue did
-    /// not pay (once: eight rounds, 16 writers 81k vs 76k, 8 and 32 writers equal; three
-    /// times: a quarter slower); yielding only while the queue is short does
-    /// ([`LINGER_TURNS`]).
+    /// The lead passes on only after this group's writers are given their outcomes (when
+    /// the lead is dropped): they queue their next writes meanwhile, so the next group is
+    /// larger, and a commit's fixed cost is shared by more writes. Every scheme tried that
+    /// started the next commit sooner (passing the lead first, chained or tree wake-ups, a
+    /// leader writing several groups in a row, one `notify_all`) made groups smaller and
+    /// ran slower; what paid was waking few writers at all ([`YIELD_FOR`]). The schemes and
+    /// their figures: `docs/design/write-path.md`, *Write groups*.
     pub(super) fn finish(mut self, own: &Arc<Ticket<I, R>>, mut results: Vec<R>) -> R {
         if results.len() != self.tickets.len() {
             // Never hand a write another's result: all get `abandoned`.

@@ -995,10 +995,9 @@ impl MemoryStore {
     /// Inside a transaction about to change or delete `old`: writes its `create` history
     /// row if it never changed (version 1). Until its first change an item's creation
     /// record is the item row itself ([`MemoryStore::history`] reads it from there), so a
-    /// new item writes no history row: that row was 27 % of a single `remember`'s time
-    /// (`memory-bench --w3-only 2`, 20 alternating pairs with and without it: median
-    /// 61,614 vs 83,802 ops/s). A store whose items got their `create` rows when written
-    /// (before 2026-12-03) gets a second, identical one at such an item's first change;
+    /// new item writes no history row (that row was about a quarter of a single
+    /// `remember`'s time). A store whose items got their `create` rows when written (by
+    /// earlier builds) gets a second, identical one at such an item's first change;
     /// `history` shows the first.
     fn keep_creation(hist: &Table, old: &MemoryItem) -> Res<()> {
         if old.version == 1 {
