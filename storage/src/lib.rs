@@ -4,7 +4,7 @@
 //! memtable, the manifest, the I/O layer, and the database-level [`Store`] with its
 //! snapshots, inserts, point lookups and scans.
 //!
-//! What this crate owns: every byte layout (see `ARCHITECTURE.md` and the module docs of
+//! What this crate owns: every byte layout (see `docs/format.md` and the module docs of
 //! [`segment`] and [`manifest`]), integrity checks, durability ordering, and the `_id` →
 //! location index. What it must not do: depend on DataFusion or any SQL notion (it speaks
 //! Arrow arrays and its own types only), or expose anything the engine crate does not

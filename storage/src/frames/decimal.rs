@@ -4,7 +4,7 @@
 //! reference and bit packed: `value = k / 10^scale`. Restoring it unpacks and divides
 //! instead of running zstd (a cold `SELECT * LIMIT 100` of the 1M-row benchmark table, whose
 //! `score` dictionary is 10,001 hundredths packed at 14 bits a value: 338 → 128 µs together
-//! with the small first frames of `frames`, probe measurement in ARCHITECTURE.md).
+//! with the small first frames of `frames`, probe measurement in `docs/format.md`).
 //!
 //! # Stored layout
 //!
