@@ -1,4 +1,4 @@
-//! Shared pieces of Basalt's benchmarks: the WORKLOAD.md §1 dataset generator and small
+//! Shared pieces of Basalt's benchmarks: the benchmark dataset (`benches/README.md`, *Data*) generator and small
 //! measurement helpers. The binaries in `src/bin/` use them; nothing here is timed itself.
 
 #![forbid(unsafe_code)]

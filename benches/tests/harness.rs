@@ -28,7 +28,7 @@ fn quick_run_covers_every_tabular_metric_and_engines_agree() {
     }
     let json = json.expect("a JSON report");
     let md = md.expect("a Markdown report");
-    // All 71 OLAP and 32 OLTP metrics of WORKLOAD.md §2 are in the report, each once.
+    // All 71 OLAP and 32 OLTP metrics of `benches/README.md` (*Metrics*) are in the report, each once.
     for (prefix, n) in [("OLAP", 71), ("OLTP", 32)] {
         for i in 1..=n {
             let id = format!("\"id\": \"{prefix}-{i}\"");

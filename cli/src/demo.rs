@@ -1,7 +1,7 @@
 //! `basalt demo [DIR] [--rows N]`: builds a realistic database and shows what Basalt does
 //! with it, timing each step.
 //!
-//! The data: the benchmark's `users` table (WORKLOAD.md §1: unique names, uniform ages and
+//! The data: the benchmark's `users` table (`benches/README.md`, *Data*: unique names, uniform ages and
 //! scores, 10 cities, 10 categories, from a seeded generator) with its `meta(city, pop)`
 //! table, and a `docs` table of short articles on 10 topics with a 128-dimension embedding
 //! each (a topic's direction plus noise, so nearby vectors share a topic). Then: SQL

@@ -1,4 +1,4 @@
-//! The WORKLOAD.md §1 dataset: the benchmark table (`name`, `age`, `score`, `city`,
+//! The benchmark dataset (`benches/README.md`, *Data*): the benchmark table (`name`, `age`, `score`, `city`,
 //! `category`) generated in order from a seeded SplitMix64, and the `meta(city, pop)` table.
 //!
 //! Owns the exact values every benchmark engine and the `basalt demo` command load, so a
@@ -73,7 +73,7 @@ pub fn bench_schema() -> SchemaRef {
     ]))
 }
 
-/// The WORKLOAD.md §1 dataset: `rows` rows generated in order with seed `seed`, cut into
+/// The benchmark dataset (`benches/README.md`, *Data*): `rows` rows generated in order with seed `seed`, cut into
 /// batches of `batch_rows`. name = `user_{i}`, age uniform 18..=80, score uniform 0..100 with
 /// two decimals, city and category uniform over ten values each.
 pub fn dataset(rows: usize, batch_rows: usize, seed: u64) -> Vec<RecordBatch> {

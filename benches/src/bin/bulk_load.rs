@@ -1,4 +1,4 @@
-//! Storage benchmark (issue "Foundation"): bulk insert of the WORKLOAD.md §1 dataset as
+//! Storage benchmark (issue "Foundation"): bulk insert of the benchmark dataset (`benches/README.md`, *Data*) as
 //! Arrow batches through the engine API, timed until committed and durable (segment and
 //! manifest synced); then full and projected scans; then bytes on disk next to the same
 //! data written as zstd Parquet by the parquet crate.

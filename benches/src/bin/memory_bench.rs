@@ -1,4 +1,4 @@
-//! Agent-memory benchmark (WORKLOAD.md §7, engine-only tier: vectors precomputed): the
+//! Agent-memory benchmark (`benches/README.md`, *Agent memory*; engine-only tier: vectors precomputed): the
 //! `basalt::memory` store on the shapes of Wolbarg's published SQLite figures.
 //!
 //! W1 open empty / reopen populated; W2 one 200-item batch (`remember_many`, one

@@ -9,7 +9,7 @@
 //!
 //! Rows: single-row insert + commit; UPDATE by `_id`; DELETE by `_id`; update then read it
 //! back; and T writer threads × K single-row commits (throughput and latency percentiles).
-//! Both engines start from the same 100,000-row table of the WORKLOAD.md §1 dataset.
+//! Both engines start from the same 100,000-row table of the benchmark dataset (`benches/README.md`, *Data*).
 //!
 //! `cargo run --release -p basalt-benches --bin write-path -- [--ops N] [--threads T] [--per-thread K]
 //! [--levels buffered,process-safe,power-safe]`

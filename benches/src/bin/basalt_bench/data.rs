@@ -1,4 +1,4 @@
-//! The data every engine gets: the WORKLOAD.md §1 table (generated once, by
+//! The data every engine gets: the benchmark table (`benches/README.md`, *Data*) (generated once, by
 //! `basalt_benches::dataset`), the `meta` table, and the files for the file-scan metrics.
 
 use std::io::{BufWriter, Write};

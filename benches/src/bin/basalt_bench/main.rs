@@ -1,4 +1,4 @@
-//! `basalt-bench`: the cross-engine harness. Reproduces ../shared/bench/WORKLOAD.md on
+//! `basalt-bench`: the cross-engine harness. Reproduces the workload of `benches/README.md` on
 //! Basalt, SQLite (rusqlite, bundled, FTS5) and — with the `duckdb` feature — DuckDB 1.5.5 in
 //! one process: every tabular metric of §2, the transaction / durability diagnostics of §4,
 //! the out-of-core file comparison of §5 (one process per engine) and the vector module of
@@ -399,7 +399,7 @@ fn run_all(args: &Args, work: &Path, stamp: &str) -> Res<bool> {
 }
 
 fn run_ooc(args: &Args, work: &Path, failures: &mut Vec<String>) -> Res<(String, String)> {
-    let mut md = String::from("\n## Out-of-core file import (WORKLOAD.md §5)\n\n");
+    let mut md = String::from("\n## Out-of-core file import\n\n");
     md.push_str(&format!(
         "{} rows; each engine in its own process with a 1 GB memory limit; {} warm-up + {} runs, median.\n\n",
         args.ooc_rows, args.warmup, args.iterations.max(1)

@@ -1,7 +1,7 @@
-//! The metric catalogue: every tabular metric of WORKLOAD.md §2 (71 OLAP + 32 OLTP), the
+//! The metric catalogue: every tabular metric of `benches/README.md` (*Metrics*) (71 OLAP + 32 OLTP), the
 //! transaction and durability diagnostics of §4, each as work per engine.
 //!
-//! Rules kept here (WORKLOAD.md §1 and §6): the same SQL text for every engine wherever the
+//! Rules kept here (`benches/README.md`, *Fairness rules*): the same SQL text for every engine wherever the
 //! engines share a dialect; constants and ids rotate between calls where the metric allows
 //! (call 0, the checked call, uses the workload's literal constant); results are
 //! materialised in full; where an engine cannot do the operation the metric is N/A for it,

@@ -1,4 +1,4 @@
-//! WORKLOAD.md §5, out-of-core file import: each engine in its own process (this binary
+//! Out-of-core file import (`benches/README.md`, *Metrics*): each engine in its own process (this binary
 //! with `--worker ooc …`) so its peak memory is its own. The worker queries the file
 //! directly, materialises it into a table under a 1 GB memory limit, runs a repeated query
 //! on the table, and reports times, incremental peak RSS and storage bytes on one line.

@@ -1,4 +1,4 @@
-//! WORKLOAD.md §4.2, OLAP throughput: a mix of `COUNT(*)`, two 10-group GROUP BYs and a
+//! OLAP throughput (`benches/README.md`, *Metrics*, DIAG): a mix of `COUNT(*)`, two 10-group GROUP BYs and a
 //! filtered `LIMIT 100`, run round-robin for a fixed time by 1 and by 4 threads. Each thread
 //! has its own handle on the engine's database (`Engine::fork`), as the workload gives
 //! SQLite and DuckDB one connection per thread. Reported as seconds per query (Q/s = 1/x) so

@@ -1,5 +1,5 @@
 //! Timing: runs one metric on one engine in the metric's mode and returns its figure and the
-//! digest of a result, per WORKLOAD.md §1 (warm-ups, timed iterations, per-call medians of
+//! digest of a result, per `benches/README.md` (*Fairness rules*) (warm-ups, timed iterations, per-call medians of
 //! batched micro-operations, untimed reopen / setup).
 
 use std::time::{Duration, Instant};

@@ -1,4 +1,4 @@
-//! WORKLOAD.md §3, the vector module: 1M × 128 float32 vectors uniform in [0, 1), k = 10;
+//! The vector module (`benches/README.md`, *Metrics*): 1M × 128 float32 vectors uniform in [0, 1), k = 10;
 //! top-k by L2, cosine and dot, one query and a batch of 10. Basalt runs `Table::topk` /
 //! `Table::batch_topk`; DuckDB runs `ORDER BY array_distance(...) LIMIT 10` per query;
 //! SQLite needs the sqlite-vector extension (not bundled) and reports N/A. The top-10 rows
@@ -193,7 +193,7 @@ pub fn run(
     }
     let bytes = (rows * DIM * 4) as f64;
     let mut md = format!(
-        "\n## Vector module (WORKLOAD.md §3)\n\n{rows} × {DIM} float32 vectors uniform in [0, 1), k = 10. \
+        "\n## Vector module\n\n{rows} × {DIM} float32 vectors uniform in [0, 1), k = 10. \
          Basalt: `Table::topk` / `Table::batch_topk` (exact, one pass over the vectors for the \
          batch). DuckDB: `ORDER BY <distance>(vec, [...]::FLOAT[{DIM}]) LIMIT 10` materialised \
          through Arrow, the batch as 10 sequential queries. The top-10 rows of the first query \
