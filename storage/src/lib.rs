@@ -29,6 +29,7 @@ pub mod store;
 mod tail;
 pub mod txn;
 pub mod types;
+pub mod values;
 pub mod wal;
 mod writer;
 

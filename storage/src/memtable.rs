@@ -230,15 +230,15 @@ impl MemBatch {
     /// The value of full-schema column `col` at `row`: read in place from an open tail
     /// whose arrays were not built (a read right after a write builds none), otherwise
     /// from the batch's array.
-    pub fn value(&self, col: usize, row: usize) -> Result<crate::store::RowValue<'_>> {
+    pub fn value(&self, col: usize, row: usize) -> Result<crate::values::RowValue<'_>> {
         if let Some(arena) = &self.tail
             && self.batch.get().is_none()
             && row < self.rows
             && let Some(cell) = arena.cell(col, row)
         {
-            return Ok(crate::store::RowValue::Cell(cell));
+            return Ok(crate::values::RowValue::Cell(cell));
         }
-        Ok(crate::store::RowValue::Array(self.batch()?.column(col), row))
+        Ok(crate::values::RowValue::Array(self.batch()?.column(col), row))
     }
 
     /// Whether this batch is a view of a tail (see [`crate::tail`]).
@@ -702,7 +702,7 @@ mod tests {
                     for col in 0..pushed.num_columns() {
                         let dt = pushed.schema().field(col).data_type().clone();
                         let v = m.batches()[b].value(col, r).unwrap();
-                        let got = crate::store::one_value_array(&dt, v).unwrap();
+                        let got = crate::values::one_value_array(&dt, v).unwrap();
                         proptest::prop_assert_eq!(got.to_data(), pushed.column(col).slice(k, 1).to_data(), "column {}", col);
                     }
                 }

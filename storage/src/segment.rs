@@ -940,14 +940,14 @@ impl Segment {
         rg: usize,
         col: usize,
         row: usize,
-        f: impl FnOnce(crate::store::RowValue<'_>) -> R,
+        f: impl FnOnce(crate::values::RowValue<'_>) -> R,
     ) -> Result<R> {
         let (raw, info) = self.block_info_for(rg, col, Some((row, 1)))?;
         if let Some(cell) = encoding::decode_cell(raw.as_slice(), info, row)? {
-            return Ok(f(crate::store::RowValue::Cell(cell)));
+            return Ok(f(crate::values::RowValue::Cell(cell)));
         }
         let a = encoding::decode_rows(&raw, info, &[row])?;
-        Ok(f(crate::store::RowValue::Array(&a, 0)))
+        Ok(f(crate::values::RowValue::Array(&a, 0)))
     }
 
     /// The rows `rows` (ascending) of column `col` of row group `rg` handed to `f` in order:
@@ -960,7 +960,7 @@ impl Segment {
         rg: usize,
         col: usize,
         rows: &[usize],
-        mut f: impl FnMut(crate::store::RowValue<'_>) -> Result<()>,
+        mut f: impl FnMut(crate::values::RowValue<'_>) -> Result<()>,
     ) -> Result<()> {
         if rows.is_empty() {
             return Ok(());
@@ -974,11 +974,11 @@ impl Segment {
         let (raw, info) = self.block_info_for(rg, col, Some(span_of(rows)))?;
         match encoding::CellReader::new(raw.as_slice(), info)? {
             Some(reader) => {
-                rows.iter().try_for_each(|&r| f(crate::store::RowValue::Cell(reader.read(r)?)))
+                rows.iter().try_for_each(|&r| f(crate::values::RowValue::Cell(reader.read(r)?)))
             }
             None => {
                 let a = encoding::decode_rows(&raw, info, rows)?;
-                (0..a.len()).try_for_each(|i| f(crate::store::RowValue::Array(&a, i)))
+                (0..a.len()).try_for_each(|i| f(crate::values::RowValue::Array(&a, i)))
             }
         }
     }
@@ -1369,10 +1369,10 @@ mod tests {
                 fresh
                     .visit_values(0, col, &rows, |v| {
                         let same = match v {
-                            crate::store::RowValue::Cell(c) => {
+                            crate::values::RowValue::Cell(c) => {
                                 encoding::cell_at(w.as_ref(), j) == Some(c)
                             }
-                            crate::store::RowValue::Array(a, i) => {
+                            crate::values::RowValue::Array(a, i) => {
                                 a.slice(i, 1).as_ref() == w.slice(j, 1).as_ref()
                             }
                         };
@@ -1387,8 +1387,8 @@ mod tests {
                 }
                 assert!(fresh.visit_values(0, col, &[start + 1, start], |_| Ok(())).is_err());
                 let got = seg.with_value(0, col, start, |v| match v {
-                    crate::store::RowValue::Cell(c) => format!("{c:?}"),
-                    crate::store::RowValue::Array(a, i) => format!("{:?}", a.slice(i, 1)),
+                    crate::values::RowValue::Cell(c) => format!("{c:?}"),
+                    crate::values::RowValue::Array(a, i) => format!("{:?}", a.slice(i, 1)),
                 });
                 assert!(got.is_ok());
             }

@@ -1,0 +1,493 @@
+//! Installing states: publishing snapshots, manifest installs (synced or pending),
+//! the catalog changes (create, rename, drop, alter, views) and the auto-commit write
+//! calls that run one transaction each.
+//!
+//! What this module must not do: make a state visible before it is as durable as its
+//! level requires.
+
+use super::*;
+
+impl Store {
+    /// The published state, in O(1).
+    pub fn snapshot(&self) -> Arc<DbSnapshot> {
+        self.current.read().clone()
+    }
+
+    /// The database's name in messages (path or `:memory:`).
+    pub fn display_path(&self) -> &Path {
+        &self.display
+    }
+
+    /// The directory of a database on disk (`None` in memory): nothing but the store
+    /// writes there.
+    pub fn directory(&self) -> Option<&Path> {
+        self.vfs.native().then_some(self.root.as_path())
+    }
+
+    /// Whether writes are refused.
+    pub fn is_read_only(&self) -> bool {
+        self.opts.read_only
+    }
+
+    /// The durability level used when a write does not choose one.
+    pub fn default_durability(&self) -> Durability {
+        self.opts.durability
+    }
+
+    /// Waits (up to the lock timeout) to become the writer.
+    pub(crate) fn acquire_writer(&self) -> Result<WriterToken> {
+        self.writer_lock.acquire_for(self.opts.lock_timeout).ok_or_else(|| Error::LockTimeout {
+            path: self.display.clone(),
+            waited: self.opts.lock_timeout,
+        })
+    }
+
+    pub(super) fn writer(&self) -> Result<WriterToken> {
+        self.check_writable()?;
+        self.acquire_writer()
+    }
+
+    pub(crate) fn check_writable(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        if self.opts.read_only {
+            return Err(Error::ReadOnly { path: self.display.clone() });
+        }
+        if self.poisoned.load(Ordering::Acquire) {
+            return Err(Error::Poisoned { path: self.display.clone() });
+        }
+        Ok(())
+    }
+
+    pub(super) fn poison<T>(&self, r: Result<T>) -> Result<T> {
+        if r.is_err() {
+            self.poisoned.store(true, Ordering::Release);
+        }
+        r
+    }
+
+    /// Makes `next` visible once it is as durable as its commits demand.
+    pub(crate) fn publish(&self, next: Arc<DbSnapshot>) -> Result<()> {
+        if let Some(wal) = &self.wal {
+            // Logged commits are visible once written (process-safe) or synced (power-safe);
+            // commits waiting here share one write and one sync.
+            if next.sync_lsn > 0 {
+                self.poison(wal.sync_to(next.sync_lsn))?;
+            }
+            if next.lsn > 0 {
+                self.poison(wal.write_to(next.lsn))?;
+            }
+        }
+        let mut cur = self.current.write();
+        if next.version > cur.version {
+            *cur = next;
+        }
+        Ok(())
+    }
+
+    /// Installs `next` as the manifest (segments already written), makes it the head, and
+    /// publishes it. `absorbed` says every memtable row of `next` is now in a synced segment,
+    /// so no log sync is owed before publishing.
+    pub(super) fn install(
+        &self,
+        head: &mut Arc<DbSnapshot>,
+        next: DbSnapshot,
+        absorbed: bool,
+    ) -> Result<()> {
+        self.install_as(head, next, absorbed, None)
+    }
+
+    /// Installs a catalog-only change `next` (no file written or removed) the way the store's
+    /// durability asks: synced for a power-safe store, otherwise as a pending manifest (see
+    /// the `manifest` module docs) that survives a killed process. `depends` names tables
+    /// created or altered by the change: log records with their rows wait for a synced
+    /// manifest.
+    pub(super) fn install_catalog(
+        &self,
+        head: &mut Arc<DbSnapshot>,
+        next: DbSnapshot,
+        absorbed: bool,
+        depends: &[u64],
+    ) -> Result<()> {
+        let pending = self.opts.durability != Durability::PowerSafe;
+        self.install_as(head, next, absorbed, pending.then_some(depends))
+    }
+
+    pub(super) fn install_as(
+        &self,
+        head: &mut Arc<DbSnapshot>,
+        mut next: DbSnapshot,
+        absorbed: bool,
+        pending: Option<&[u64]>,
+    ) -> Result<()> {
+        next.manifest_version += 1;
+        next.version = head.version + 1;
+        next.next_segment_id = self.next_segment_id.load(Ordering::Acquire);
+        let m = next.to_manifest(next.manifest_version);
+        match pending {
+            Some(depends) => {
+                let mut p = self.pending.lock();
+                self.poison(p.slots.install(self.vfs.as_ref(), &self.root, &m))?;
+                p.active = true;
+                p.tables.extend(depends.iter().copied());
+            }
+            None => {
+                self.poison(manifest::install(self.vfs.as_ref(), &self.root, &m))?;
+                self.pending_superseded();
+            }
+        }
+        if absorbed {
+            next.sync_lsn = 0;
+        }
+        let next = Arc::new(next);
+        *head = next.clone();
+        let version = next.version;
+        self.publish(next)?;
+        self.fts.note_install(version);
+        Ok(())
+    }
+
+    /// A synced manifest now holds every pending catalog change: the pending slots are
+    /// stale (older, so ignored at open) and stay to be overwritten.
+    pub(super) fn pending_superseded(&self) {
+        let mut p = self.pending.lock();
+        p.active = false;
+        p.tables.clear();
+    }
+
+    /// Makes pending catalog changes synced: `head`'s manifest (already written as the
+    /// pending one) installed the normal way.
+    pub(super) fn sync_catalog(&self, head: &DbSnapshot) -> Result<()> {
+        if !self.pending.lock().active {
+            return Ok(());
+        }
+        let m = head.to_manifest(head.manifest_version);
+        self.poison(manifest::install(self.vfs.as_ref(), &self.root, &m))?;
+        self.pending_superseded();
+        Ok(())
+    }
+
+    /// Whether writing `ops` to the log must wait for pending catalog changes to be synced.
+    pub(super) fn ops_need_synced_catalog(&self, ops: &[Op]) -> bool {
+        let p = self.pending.lock();
+        p.active
+            && ops.iter().any(|op| match op {
+                Op::Insert { table_id, .. } | Op::Delete { table_id, .. } => {
+                    p.tables.contains(table_id)
+                }
+            })
+    }
+
+    /// Creates a table with the given user columns.
+    pub fn create_table(&self, name: &str, schema: &Schema) -> Result<()> {
+        self.create_table_with(name, schema, false)
+    }
+
+    /// Creates a table; with `replace`, a table of that name is dropped in the same manifest
+    /// install (readers see the old table or the new one, never neither).
+    pub fn create_table_with(&self, name: &str, schema: &Schema, replace: bool) -> Result<()> {
+        check_user_name(name)?;
+        self.create_table_named(name, schema, replace)
+    }
+
+    /// Creates a hidden *staging* table (its name, which starts with [`STAGING_PREFIX`], is
+    /// returned) to be filled and then renamed into place with [`Store::rename_table`], so
+    /// that a new table appears with all its rows or not at all. Staging tables left by a
+    /// crash are dropped when the database is next opened for writing.
+    pub fn create_staging_table(&self, schema: &Schema) -> Result<String> {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let name = format!("{STAGING_PREFIX}{}_{n}", std::process::id());
+        self.create_table_named(&name, schema, false)?;
+        Ok(name)
+    }
+
+    pub(super) fn create_table_named(
+        &self,
+        name: &str,
+        schema: &Schema,
+        replace: bool,
+    ) -> Result<()> {
+        self.check_writable()?;
+        check_name(name)?;
+        let ts = TableSchema::from_user_schema(schema)?;
+        let _w = self.writer()?;
+        let head = self.head.lock();
+        let mut next = (**head).clone();
+        let old = replaced_table(&next, name, replace)?;
+        // A directory of an id this database has not handed out (a power loss took back the
+        // catalog change that did, or someone made it) is not reused: its files are not
+        // ours to overwrite or clean.
+        let mut id = next.next_table_id;
+        while self.vfs.exists(&manifest::table_dir(&self.root, id)) {
+            id += 1;
+        }
+        next.next_table_id = id + 1;
+        let t = TableSnapshot {
+            id,
+            name: name.into(),
+            schema: Arc::new(ts),
+            next_row_id: 1,
+            segments: Vec::new(),
+            memtable: Memtable::default(),
+            index: Arc::new(IdIndex::default()),
+            fts: None,
+        };
+        next.tables.insert(t.name.clone(), Arc::new(t));
+        self.install_replacing(head, next, old, &[id])
+    }
+
+    /// Installs the catalog change `next` (see [`Store::install_catalog`]), then deletes the
+    /// files of the table it replaced (if any). Replacing a table that has files makes the
+    /// install synced: the synced manifest must never name a deleted file.
+    pub(super) fn install_replacing(
+        &self,
+        mut head: parking_lot::MutexGuard<'_, Arc<DbSnapshot>>,
+        next: DbSnapshot,
+        replaced: Option<Arc<TableSnapshot>>,
+        depends: &[u64],
+    ) -> Result<()> {
+        if replaced.as_ref().is_some_and(|t| has_files(t)) {
+            self.install(&mut head, next, false)?;
+        } else {
+            self.install_catalog(&mut head, next, false, depends)?;
+        }
+        drop(head);
+        if let Some(old) = replaced {
+            self.remove_files_of(&old);
+        }
+        Ok(())
+    }
+
+    /// Renames a table (its data, ids and files stay); with `replace`, a table named `to` is
+    /// dropped in the same manifest install.
+    pub fn rename_table(&self, from: &str, to: &str, replace: bool) -> Result<()> {
+        self.check_writable()?;
+        check_user_name(to)?;
+        let _w = self.writer()?;
+        let head = self.head.lock();
+        let mut next = (**head).clone();
+        if from == to {
+            next.tables.get(from).ok_or_else(|| Error::TableNotFound { table: from.into() })?;
+            return Ok(());
+        }
+        let old = replaced_table(&next, to, replace)?;
+        let t = next
+            .tables
+            .remove(from)
+            .ok_or_else(|| Error::TableNotFound { table: from.to_string() })?;
+        let mut t = clone_table(&t);
+        t.name = to.into();
+        next.tables.insert(t.name.clone(), Arc::new(t));
+        self.install_replacing(head, next, old, &[])
+    }
+
+    /// Creates a view: a name for the SQL text of a query (storage keeps the text; the SQL
+    /// layer plans it at each use). `replace` replaces an existing view of that name.
+    pub fn create_view(&self, name: &str, sql: &str, replace: bool) -> Result<()> {
+        self.check_writable()?;
+        check_user_name(name)?;
+        let _w = self.writer()?;
+        let mut head = self.head.lock();
+        let mut next = (**head).clone();
+        if next.tables.contains_key(name) {
+            return Err(Error::TableExists { table: name.to_string() });
+        }
+        if next.views.contains_key(name) && !replace {
+            return Err(Error::ViewExists { view: name.to_string() });
+        }
+        next.views.insert(name.to_string(), sql.to_string());
+        self.install_catalog(&mut head, next, false, &[])
+    }
+
+    /// Drops a view.
+    pub fn drop_view(&self, name: &str) -> Result<()> {
+        self.check_writable()?;
+        let _w = self.writer()?;
+        let mut head = self.head.lock();
+        let mut next = (**head).clone();
+        if next.views.remove(name).is_none() {
+            return Err(Error::ViewNotFound { view: name.to_string() });
+        }
+        self.install_catalog(&mut head, next, false, &[])
+    }
+
+    /// Drops a table and deletes its files.
+    pub fn drop_table(&self, name: &str) -> Result<()> {
+        let _w = self.writer()?;
+        let mut head = self.head.lock();
+        let mut next = (**head).clone();
+        let t = next
+            .tables
+            .remove(name)
+            .ok_or_else(|| Error::TableNotFound { table: name.to_string() })?;
+        // A table with files is dropped by a synced install: its files go right after, and
+        // the synced manifest must never name a deleted file.
+        if has_files(&t) {
+            self.install(&mut head, next, false)?;
+        } else {
+            self.install_catalog(&mut head, next, false, &[])?;
+        }
+        // The table is gone once the manifest is installed; its files are garbage now. A
+        // failure here leaves orphans that the next writer open removes.
+        self.remove_files_of(&t);
+        Ok(())
+    }
+
+    /// Changes a table's columns without rewriting data: segments refer to columns by id,
+    /// so an added column reads as NULL where it was never written, a dropped column's data
+    /// is ignored (and reclaimed by compaction), and a rename keeps id, type and data.
+    /// Memtables are flushed first, so the log never holds rows of an older schema.
+    pub fn alter_table(&self, table: &str, change: &AlterColumn) -> Result<()> {
+        let _w = self.writer()?;
+        let mut head = self.head.lock();
+        head.table(table)?;
+        // Rows in memtables (and the log) were written under the old schemas: make them
+        // segments first.
+        if head
+            .tables
+            .values()
+            .any(|t| !t.memtable.is_empty() || t.segments.iter().any(|s| s.deletes_dirty))
+        {
+            let n = (**head).clone();
+            self.flush_into(&mut head, n)?;
+        }
+        let mut next = (**head).clone();
+        let t = next.table(table)?.clone();
+        let schema = match change {
+            AlterColumn::Add(f) => {
+                if !f.is_nullable() && t.count() > 0 {
+                    return Err(Error::InvalidInput {
+                        table: table.to_string(),
+                        reason: format!(
+                            "cannot add NOT NULL column '{}' to a table with rows",
+                            f.name()
+                        ),
+                    });
+                }
+                t.schema.with_added(f)?
+            }
+            AlterColumn::Drop(name) => {
+                if let Some(e) = &t.fts
+                    && t.resolve(&[name.as_str()])
+                        .is_ok_and(|p| e.columns.contains(&t.schema.column_id_at(p[0])))
+                {
+                    return Err(Error::InvalidInput {
+                        table: table.to_string(),
+                        reason: format!(
+                            "column '{name}' is in the full-text index: drop the index first"
+                        ),
+                    });
+                }
+                t.schema.with_dropped(table, name)?
+            }
+            AlterColumn::Rename { from, to } => t.schema.with_renamed(table, from, to)?,
+        };
+        let mut nt = (*t).clone();
+        nt.schema = Arc::new(schema);
+        let id = nt.id;
+        next.tables.insert(nt.name.clone(), Arc::new(nt));
+        self.install_catalog(&mut head, next, true, &[id])
+    }
+
+    /// Inserts rows with the store's default durability. See [`Store::insert_with`].
+    pub fn insert(&self, table: &str, batches: &[RecordBatch]) -> Result<IdRange> {
+        self.insert_with(table, batches, self.opts.durability)
+    }
+
+    /// Inserts rows as one auto-committed transaction. All batches are validated before
+    /// anything is written; the rows get consecutive new `_id`s. Inserts of at least
+    /// [`StoreOptions::bulk_insert_rows`] rows become synced segments (durable at every
+    /// level); smaller ones go to the memtable and to the log as `durability` demands.
+    pub fn insert_with(
+        &self,
+        table: &str,
+        batches: &[RecordBatch],
+        durability: Durability,
+    ) -> Result<IdRange> {
+        self.autocommit(durability, |t, s| t.insert(s, table, batches))
+    }
+
+    /// Deletes the rows with these `_id`s with the store's default durability.
+    pub fn delete(&self, table: &str, ids: &[u64]) -> Result<u64> {
+        self.delete_with(table, ids, self.opts.durability)
+    }
+
+    /// Deletes the rows with these `_id`s; ids that do not exist are ignored. Returns how
+    /// many rows were deleted.
+    pub fn delete_with(&self, table: &str, ids: &[u64], durability: Durability) -> Result<u64> {
+        self.autocommit(durability, |t, s| t.delete(s, table, ids))
+    }
+
+    /// Updates rows by `_id` with the store's default durability. See [`Store::update_with`].
+    pub fn update(&self, table: &str, ids: &[u64], values: &RecordBatch) -> Result<u64> {
+        self.update_with(table, ids, values, self.opts.durability)
+    }
+
+    /// Updates the rows with these `_id`s: row `i` of `values` gives the new values of the
+    /// columns it has for `ids[i]`; other columns keep their values and `_id` is kept. Ids
+    /// that do not exist are ignored. Returns how many rows were updated. The update is
+    /// atomic: validated fully before anything changes.
+    pub fn update_with(
+        &self,
+        table: &str,
+        ids: &[u64],
+        values: &RecordBatch,
+        durability: Durability,
+    ) -> Result<u64> {
+        self.autocommit(durability, |t, s| t.update(s, table, ids, values))
+    }
+
+    /// Deletes the rows where `predicate` is true, as one commit; returns how many.
+    pub fn delete_where(
+        &self,
+        table: &str,
+        predicate: &Predicate,
+        durability: Durability,
+    ) -> Result<u64> {
+        self.autocommit(durability, |t, s| t.delete_where(s, table, predicate))
+    }
+
+    /// Sets the columns of the one-row batch `values` on every row where `predicate` is
+    /// true, as one commit; returns how many rows were updated.
+    pub fn update_where(
+        &self,
+        table: &str,
+        predicate: &Predicate,
+        values: &RecordBatch,
+        durability: Durability,
+    ) -> Result<u64> {
+        self.autocommit(durability, |t, s| t.update_where(s, table, predicate, values))
+    }
+}
+
+/// The id of the table a new table named `name` replaces (`None` if there is none); an
+/// error if it exists and may not be replaced, or if a view has the name.
+pub(super) fn replaced_table(
+    state: &DbSnapshot,
+    name: &str,
+    replace: bool,
+) -> Result<Option<Arc<TableSnapshot>>> {
+    if state.views.contains_key(name) {
+        return Err(Error::ViewExists { view: name.to_string() });
+    }
+    match state.tables.get(name) {
+        Some(_) if !replace => Err(Error::TableExists { table: name.to_string() }),
+        Some(t) => Ok(Some(t.clone())),
+        None => Ok(None),
+    }
+}
+
+pub(super) fn clone_table(t: &TableSnapshot) -> TableSnapshot {
+    TableSnapshot {
+        id: t.id,
+        name: t.name.clone(),
+        schema: t.schema.clone(),
+        next_row_id: t.next_row_id,
+        segments: t.segments.clone(),
+        memtable: t.memtable.clone(),
+        index: t.index.clone(),
+        fts: t.fts.clone(),
+    }
+}
