@@ -90,7 +90,7 @@ pub struct Prepared {
 #[derive(Debug)]
 struct KeptWrite {
     /// Whether unquoted identifiers folded to lower case when it was classified.
-    fold: bool,
+    lower_idents: bool,
     direct: Direct,
 }
 
@@ -609,15 +609,15 @@ impl SqlConnection {
         if params.is_empty() && d.writes() {
             // This run runs what it classified; the first one keeps it for later runs.
             let r = self.run_direct(&d);
-            if let Some(fold) = self.fold() {
-                let _ = prepared.kept_write.set(KeptWrite { fold, direct: d });
+            if let Some(lower_idents) = self.lower_idents() {
+                let _ = prepared.kept_write.set(KeptWrite { lower_idents, direct: d });
             }
             return r.map(Some);
         }
         if !params.is_empty()
             && prepared.keyed.get().is_none()
-            && let Some(fold) = self.fold()
-            && let Some(t) = KeyedTemplate::new(stmt, &d, fold)
+            && let Some(lower_idents) = self.lower_idents()
+            && let Some(t) = KeyedTemplate::new(stmt, &d, lower_idents)
         {
             let _ = prepared.keyed.set(t);
         }
@@ -635,7 +635,7 @@ impl SqlConnection {
     ) -> Result<Option<Vec<RecordBatch>>> {
         let Some(t) = prepared.keyed.get() else { return Ok(None) };
         let Some(filter) = t.filter(params) else { return Ok(None) };
-        let Some(now) = self.still_applies(prepared, t.fold(), t.table())? else {
+        let Some(now) = self.still_applies(prepared, t.lower_idents(), t.table())? else {
             return Ok(None);
         };
         self.direct_runs.fetch_add(1, Ordering::Relaxed);
@@ -657,7 +657,7 @@ impl SqlConnection {
         params: &[ScalarValue],
     ) -> Result<Option<Vec<RecordBatch>>> {
         let Some(Some(t)) = prepared.insert.get() else { return Ok(None) };
-        if self.still_applies(prepared, t.fold(), t.table())?.is_none() {
+        if self.still_applies(prepared, t.lower_idents(), t.table())?.is_none() {
             return Ok(None);
         }
         let Some(d) = t.direct(params) else { return Ok(None) };
@@ -671,7 +671,7 @@ impl SqlConnection {
     /// name), and then the statement is classified again.
     fn try_kept_write(&self, prepared: &Prepared) -> Result<Option<Vec<RecordBatch>>> {
         let Some(k) = prepared.kept_write.get() else { return Ok(None) };
-        if self.still_applies(prepared, k.fold, k.direct.table())?.is_none() {
+        if self.still_applies(prepared, k.lower_idents, k.direct.table())?.is_none() {
             return Ok(None);
         }
         self.kept_write_runs.fetch_add(1, Ordering::Relaxed);
@@ -679,17 +679,17 @@ impl SqlConnection {
     }
 
     /// The table `name` as this session reads it now, when what a prepared statement kept
-    /// from classifying (under identifier folding `fold`, against the columns
+    /// from classifying (under identifier folding `lower_idents`, against the columns
     /// `prepared.scans` records) still holds: fast paths on, the same folding, no external
     /// table of that name, the same columns. `None` otherwise.
     fn still_applies(
         &self,
         prepared: &Prepared,
-        fold: bool,
+        lower_idents: bool,
         name: &str,
     ) -> Result<Option<Arc<basalt_storage::TableSnapshot>>> {
         if !self.fast_paths.load(Ordering::Relaxed)
-            || self.fold() != Some(fold)
+            || self.lower_idents() != Some(lower_idents)
             || self.schema.is_external(name)
         {
             return Ok(None);
@@ -701,7 +701,7 @@ impl SqlConnection {
 
     /// Whether unquoted identifiers fold to lower case, when unqualified names resolve to
     /// Basalt's tables (`None`: under another default catalog or schema they do not).
-    fn fold(&self) -> Option<bool> {
+    fn lower_idents(&self) -> Option<bool> {
         self.with_options(|o| {
             (o.catalog.default_catalog == "datafusion" && o.catalog.default_schema == "public")
                 .then_some(o.sql_parser.enable_ident_normalization)
@@ -736,8 +736,8 @@ impl SqlConnection {
             if self.schema.is_external(name) { None } else { view.table(name).ok() }
         };
         // Unqualified names resolve to Basalt's tables only under the default schema.
-        let Some(fold) = self.fold() else { return Ok(None) };
-        let env = direct::Env { fold, params, table: &table };
+        let Some(lower_idents) = self.lower_idents() else { return Ok(None) };
+        let env = direct::Env { lower_idents, params, table: &table };
         let Some(d) = direct::classify(stmt, &env) else { return Ok(None) };
         if let Some(slot) = template {
             *slot = InsertTemplate::new(stmt, &env);
@@ -1013,7 +1013,7 @@ impl SqlConnection {
             None => {
                 // Pin the committed snapshot read above, so the plan is known to read it.
                 self.binding.pin()?;
-                let _unpin = Unpin(&self.binding);
+                let _unpin = PinnedView(&self.binding);
                 let state = self.ctx()?.state();
                 let p = Box::pin(state.query_planner().create_physical_plan(&optimized, &state))
                     .await?;
@@ -1132,7 +1132,7 @@ impl SqlConnection {
                     return Ok(None);
                 }
                 let options = options();
-                let fold = options.sql_parser.enable_ident_normalization;
+                let lower_idents = options.sql_parser.enable_ident_normalization;
                 let types = crate::types::TypesOnly::new(options);
                 let schema = SqlToRel::new(&types).build_schema(ct.columns.clone())?;
                 let input = LogicalPlan::EmptyRelation(EmptyRelation {
@@ -1140,7 +1140,7 @@ impl SqlConnection {
                     schema: schema.to_dfschema_ref()?,
                 });
                 Ok(Some(LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(CreateMemoryTable {
-                    name: object_name_to_table_reference(ct.name.clone(), fold)?,
+                    name: object_name_to_table_reference(ct.name.clone(), lower_idents)?,
                     constraints: Default::default(),
                     input: Arc::new(input),
                     if_not_exists: ct.if_not_exists,
@@ -1159,8 +1159,8 @@ impl SqlConnection {
                 temporary: false,
                 table: None,
             } if names.len() == 1 => {
-                let fold = options().sql_parser.enable_ident_normalization;
-                let name = object_name_to_table_reference(names[0].clone(), fold)?;
+                let lower_idents = options().sql_parser.enable_ident_normalization;
+                let name = object_name_to_table_reference(names[0].clone(), lower_idents)?;
                 let schema = DFSchemaRef::new(DFSchema::empty());
                 let if_exists = *if_exists;
                 Ok(Some(LogicalPlan::Ddl(match object_type {
@@ -1399,7 +1399,7 @@ impl SqlConnection {
     /// Builds the physical plan with the statement's view pinned.
     async fn physical(&self, plan: LogicalPlan) -> Result<Arc<dyn ExecutionPlan>> {
         self.binding.pin()?;
-        let _unpin = Unpin(&self.binding);
+        let _unpin = PinnedView(&self.binding);
         let df = Box::pin(self.ctx()?.execute_logical_plan(plan)).await?;
         Ok(Box::pin(df.create_physical_plan()).await?)
     }
@@ -1688,14 +1688,14 @@ pub(crate) async fn prepare_statement(
     state: &datafusion::execution::session_state::SessionState,
     mut stmt: DfStatement,
 ) -> Result<DfStatement> {
-    let fold = state.config().options().sql_parser.enable_ident_normalization;
-    let tables = CatalogNames::new(binding, fold)?;
+    let lower_idents = state.config().options().sql_parser.enable_ident_normalization;
+    let tables = CatalogNames::new(binding, lower_idents)?;
     if let DfStatement::CopyTo(c) = &stmt {
         refuse_database_target(binding, &c.target)?;
     }
     if let DfStatement::CopyTo(c) = &mut stmt
         && let datafusion::sql::parser::CopyToSource::Relation(name) = &c.source
-        && rewrite::table_name_of(name, fold).is_some_and(|t| tables.is_native(&t))
+        && rewrite::table_name_of(name, lower_idents).is_some_and(|t| tables.is_native(&t))
     {
         let q = datafusion::sql::sqlparser::parser::Parser::new(&GenericDialect {})
             .try_with_sql(&format!("SELECT * FROM {name}"))
@@ -1765,9 +1765,9 @@ impl Drop for StatementGuard<'_> {
 }
 
 /// Releases the statement's pinned view when dropped.
-struct Unpin<'a>(&'a Binding);
+struct PinnedView<'a>(&'a Binding);
 
-impl Drop for Unpin<'_> {
+impl Drop for PinnedView<'_> {
     fn drop(&mut self) {
         self.0.unpin();
     }
@@ -1939,12 +1939,12 @@ fn batches_stream(b: Vec<RecordBatch>) -> SendableRecordBatchStream {
 /// The native tables the rewriter may expand, read once per statement.
 struct CatalogNames {
     view: basalt_storage::ReadView,
-    fold: bool,
+    lower_idents: bool,
 }
 
 impl CatalogNames {
-    fn new(binding: &Binding, fold: bool) -> Result<CatalogNames> {
-        Ok(CatalogNames { view: binding.view()?, fold })
+    fn new(binding: &Binding, lower_idents: bool) -> Result<CatalogNames> {
+        Ok(CatalogNames { view: binding.view()?, lower_idents })
     }
 }
 
@@ -1957,7 +1957,7 @@ impl NativeTables for CatalogNames {
         Some(t.schema().user_schema().fields().iter().map(|f| f.name().clone()).collect())
     }
     fn fold_case(&self) -> bool {
-        self.fold
+        self.lower_idents
     }
 }
 

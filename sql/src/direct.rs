@@ -97,7 +97,7 @@ pub(crate) struct DirectSelect {
 /// What the classifier needs to know about the connection.
 pub(crate) struct Env<'a> {
     /// Whether unquoted identifiers fold to lower case.
-    pub fold: bool,
+    pub lower_idents: bool,
     /// Values of `$1`, `$2`, … (empty outside prepared statements).
     pub params: &'a [ScalarValue],
     /// The native table of this name in the statement's view (`None`: not a native table).
@@ -328,7 +328,7 @@ fn relation(from: &[TableWithJoins], env: &Env<'_>) -> Option<Relation> {
     let name = table_name(name, env)?;
     let qualifier = match alias {
         None => name.clone(),
-        Some(a) if a.columns.is_empty() => ident_name(&a.name, env.fold),
+        Some(a) if a.columns.is_empty() => ident_name(&a.name, env.lower_idents),
         Some(_) => return None,
     };
     let snapshot = (env.table)(&name)?;
@@ -342,7 +342,7 @@ fn table_name(name: &ObjectName, env: &Env<'_>) -> Option<String> {
     if !matches!(ident.quote_style, None | Some('"')) {
         return None;
     }
-    Some(ident_name(ident, env.fold))
+    Some(ident_name(ident, env.lower_idents))
 }
 
 impl Relation {
@@ -351,13 +351,13 @@ impl Relation {
         let ident: &Ident = match e {
             Expr::Identifier(i) => i,
             Expr::CompoundIdentifier(parts) => match parts.as_slice() {
-                [q, c] if ident_name(q, env.fold) == self.qualifier => c,
+                [q, c] if ident_name(q, env.lower_idents) == self.qualifier => c,
                 _ => return None,
             },
             Expr::Nested(e) => return self.column(e, env),
             _ => return None,
         };
-        let name = ident_name(ident, env.fold);
+        let name = ident_name(ident, env.lower_idents);
         self.snapshot.schema().full_schema().index_of(&name).ok()
     }
 
@@ -602,7 +602,7 @@ fn select(q: &Query, env: &Env<'_>) -> Option<Direct> {
                 alias,
             } => {
                 cols.push(rel.column(e, env)?);
-                aliases.push((cols.len() - 1, ident_name(alias, env.fold)));
+                aliases.push((cols.len() - 1, ident_name(alias, env.lower_idents)));
             }
             _ => return None,
         }
@@ -721,7 +721,7 @@ fn insert(i: &Insert, env: &Env<'_>) -> Option<Direct> {
 /// at each run), or a constant computed from this run's parameters (`-$1`: a statement
 /// with one gets no [`InsertTemplate`]).
 #[derive(Debug, Clone, PartialEq)]
-enum Cell {
+enum InsertCell {
     Lit(Lit),
     Param(usize),
     Bound(Lit),
@@ -737,10 +737,10 @@ enum Cell {
 pub(crate) struct InsertTemplate {
     table: String,
     schema: SchemaRef,
-    columns: Vec<Vec<Cell>>,
+    columns: Vec<Vec<InsertCell>>,
     rows: usize,
     /// The identifier folding the statement was classified under.
-    fold: bool,
+    lower_idents: bool,
 }
 
 impl InsertTemplate {
@@ -751,8 +751,8 @@ impl InsertTemplate {
         let Statement::Insert(i) = stmt else { return None };
         let t = insert_cells(i, env)?;
         let cells = || t.columns.iter().flatten();
-        let has_params = cells().any(|c| matches!(c, Cell::Param(_)));
-        let bound = cells().any(|c| matches!(c, Cell::Bound(_)));
+        let has_params = cells().any(|c| matches!(c, InsertCell::Param(_)));
+        let bound = cells().any(|c| matches!(c, InsertCell::Bound(_)));
         // Only when this run's values convert (what the run classified did).
         (has_params && !bound && t.direct(env.params).is_some()).then_some(t)
     }
@@ -763,8 +763,8 @@ impl InsertTemplate {
     }
 
     /// The identifier folding it was classified under.
-    pub(crate) fn fold(&self) -> bool {
-        self.fold
+    pub(crate) fn lower_idents(&self) -> bool {
+        self.lower_idents
     }
 
     /// The insert with `params` bound, converted to the columns' types as classifying
@@ -777,8 +777,8 @@ impl InsertTemplate {
             lits.clear();
             for c in cells {
                 let lit = match c {
-                    Cell::Lit(l) | Cell::Bound(l) => l.clone(),
-                    Cell::Param(k) => param_lit(params.get(*k)?)?,
+                    InsertCell::Lit(l) | InsertCell::Bound(l) => l.clone(),
+                    InsertCell::Param(k) => param_lit(params.get(*k)?)?,
                 };
                 if lit == Lit::Null && !field.is_nullable() {
                     return None;
@@ -882,7 +882,7 @@ fn insert_cells(i: &Insert, env: &Env<'_>) -> Option<InsertTemplate> {
         let mut t = Vec::with_capacity(columns.len());
         for c in columns {
             let [part] = c.0.as_slice() else { return None };
-            let i = full.index_of(&ident_name(part.as_ident()?, env.fold)).ok()?;
+            let i = full.index_of(&ident_name(part.as_ident()?, env.lower_idents)).ok()?;
             if i == 0 || t.contains(&i) {
                 return None;
             }
@@ -890,7 +890,7 @@ fn insert_cells(i: &Insert, env: &Env<'_>) -> Option<InsertTemplate> {
         }
         t
     };
-    let mut columns: Vec<Vec<Cell>> = vec![Vec::with_capacity(values.rows.len()); user.len()];
+    let mut columns: Vec<Vec<InsertCell>> = vec![Vec::with_capacity(values.rows.len()); user.len()];
     for row in &values.rows {
         if row.len() != targets.len() {
             return None;
@@ -898,9 +898,9 @@ fn insert_cells(i: &Insert, env: &Env<'_>) -> Option<InsertTemplate> {
         for (k, &col) in user.iter().enumerate() {
             let cell = match targets.iter().position(|&t| t == col) {
                 Some(p) => cell(&row[p], env)?,
-                None => Cell::Lit(Lit::Null),
+                None => InsertCell::Lit(Lit::Null),
             };
-            if cell == Cell::Lit(Lit::Null) && !full.field(col).is_nullable() {
+            if cell == InsertCell::Lit(Lit::Null) && !full.field(col).is_nullable() {
                 return None;
             }
             columns[k].push(cell);
@@ -908,23 +908,29 @@ fn insert_cells(i: &Insert, env: &Env<'_>) -> Option<InsertTemplate> {
     }
     let schema =
         Arc::new(Schema::new(user.iter().map(|&i| full.field(i).clone()).collect::<Vec<_>>()));
-    Some(InsertTemplate { table: name, schema, columns, rows: values.rows.len(), fold: env.fold })
+    Some(InsertTemplate {
+        table: name,
+        schema,
+        columns,
+        rows: values.rows.len(),
+        lower_idents: env.lower_idents,
+    })
 }
 
 /// A `VALUES` cell: a parameter (bare `$n`, bound at each run) or a constant as
 /// [`literal`] reads it (a parameter inside an expression, `-$1`, bound now: such a
 /// statement gets no template, see [`InsertTemplate::new`]).
-fn cell(e: &Expr, env: &Env<'_>) -> Option<Cell> {
+fn cell(e: &Expr, env: &Env<'_>) -> Option<InsertCell> {
     if let Expr::Value(v) = e
         && let Value::Placeholder(p) = &v.value
     {
         let k = param_index(p)?;
         // A parameter the run was not given, or whose value is not taken: not direct.
         param_lit(env.params.get(k)?)?;
-        return Some(Cell::Param(k));
+        return Some(InsertCell::Param(k));
     }
     let lit = literal(e, env)?;
-    Some(if mentions_param(e) { Cell::Bound(lit) } else { Cell::Lit(lit) })
+    Some(if mentions_param(e) { InsertCell::Bound(lit) } else { InsertCell::Lit(lit) })
 }
 
 /// Whether a constant expression [`literal`] reads holds a parameter.
@@ -1093,7 +1099,7 @@ pub(crate) struct KeyedTemplate {
     /// Whether the keys are an `IN` list (else one `=`).
     list: bool,
     /// The identifier folding the statement was classified under.
-    fold: bool,
+    lower_idents: bool,
 }
 
 /// What a [`KeyedTemplate`] does with the rows its keys name.
@@ -1142,9 +1148,9 @@ fn key_params(e: &Expr) -> Option<(Vec<usize>, bool)> {
 }
 
 impl KeyedTemplate {
-    /// The template of `stmt`, which classified as `d` under identifier folding `fold`, when
+    /// The template of `stmt`, which classified as `d` under identifier folding `lower_idents`, when
     /// its parameters are exactly the `_id` keys of its WHERE clause.
-    pub(crate) fn new(stmt: &Statement, d: &Direct, fold: bool) -> Option<KeyedTemplate> {
+    pub(crate) fn new(stmt: &Statement, d: &Direct, lower_idents: bool) -> Option<KeyedTemplate> {
         let selection = match stmt {
             Statement::Query(q) => match q.body.as_ref() {
                 SetExpr::Select(s) => s.selection.as_ref()?,
@@ -1198,7 +1204,7 @@ impl KeyedTemplate {
             }
             _ => false,
         };
-        exact.then_some(KeyedTemplate { shape, keys, list, fold })
+        exact.then_some(KeyedTemplate { shape, keys, list, lower_idents })
     }
 
     /// The table the statement reads or writes.
@@ -1211,8 +1217,8 @@ impl KeyedTemplate {
     }
 
     /// The identifier folding it was classified under.
-    pub(crate) fn fold(&self) -> bool {
-        self.fold
+    pub(crate) fn lower_idents(&self) -> bool {
+        self.lower_idents
     }
 
     /// Whether the statement writes.
@@ -1648,7 +1654,7 @@ fn aggregate(
         let (f, alias) = match item {
             SelectItem::UnnamedExpr(Expr::Function(f)) => (f, None),
             SelectItem::ExprWithAlias { expr: Expr::Function(f), alias } => {
-                (f, Some(ident_name(alias, env.fold)))
+                (f, Some(ident_name(alias, env.lower_idents)))
             }
             _ => return None,
         };

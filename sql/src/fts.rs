@@ -68,8 +68,8 @@ pub enum Piece {
 
 /// Splits a script at top-level `;` (outside quotes and comments) when it holds full-text
 /// DDL; `None` when it holds none (the usual case: DataFusion parses the script whole).
-/// `fold` lowers unquoted identifiers, as the session does.
-pub fn split_statements(sql: &str, fold: bool) -> crate::Result<Option<Vec<Piece>>> {
+/// `lower_idents` lowers unquoted identifiers, as the session does.
+pub fn split_statements(sql: &str, lower_idents: bool) -> crate::Result<Option<Vec<Piece>>> {
     // Every statement passes here: a scan of the bytes, no allocation, rules most out.
     if !sql.as_bytes().windows(3).any(|w| w.eq_ignore_ascii_case(b"fts")) {
         return Ok(None);
@@ -79,7 +79,7 @@ pub fn split_statements(sql: &str, fold: bool) -> crate::Result<Option<Vec<Piece
     let mut out = Vec::with_capacity(parts.len());
     for part in parts {
         let part = part.text;
-        match parse_ddl(part, fold)? {
+        match parse_ddl(part, lower_idents)? {
             Some(d) => {
                 any = true;
                 out.push(Piece::Fts(d));
@@ -93,7 +93,7 @@ pub fn split_statements(sql: &str, fold: bool) -> crate::Result<Option<Vec<Piece
 
 /// Parses one statement as full-text DDL; `None` if it is not (it does not start with
 /// `CREATE FTS` / `DROP FTS`).
-fn parse_ddl(stmt: &str, fold: bool) -> crate::Result<Option<FtsDdl>> {
+fn parse_ddl(stmt: &str, lower_idents: bool) -> crate::Result<Option<FtsDdl>> {
     let tokens = Tokenizer::new(&GenericDialect {}, stmt)
         .tokenize()
         .map_err(|e| crate::Error::sql(format!("{e}")))?;
@@ -124,7 +124,7 @@ fn parse_ddl(stmt: &str, fold: bool) -> crate::Result<Option<FtsDdl>> {
     let ident = |toks: &mut Vec<Token>, what: &str| -> crate::Result<String> {
         match toks.pop() {
             Some(Token::Word(w)) if w.quote_style.is_some() => Ok(w.value),
-            Some(Token::Word(w)) if fold => Ok(w.value.to_lowercase()),
+            Some(Token::Word(w)) if lower_idents => Ok(w.value.to_lowercase()),
             Some(Token::Word(w)) => Ok(w.value),
             t => Err(bad(&format!("expected a {what} name, found {}", show(t.as_ref())))),
         }

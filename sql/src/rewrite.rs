@@ -64,7 +64,7 @@ pub fn rewrite(stmt: &mut Statement, tables: &dyn NativeTables) {
 }
 
 /// The normalised name of a one-part (or `public.`/`datafusion.public.`) table name.
-fn table_name(name: &ObjectName, fold: bool) -> Option<String> {
+fn table_name(name: &ObjectName, lower_idents: bool) -> Option<String> {
     let parts: Vec<&Ident> = name
         .0
         .iter()
@@ -76,25 +76,28 @@ fn table_name(name: &ObjectName, fold: bool) -> Option<String> {
     let last = parts.last()?;
     let prefix_ok = match parts.len() {
         1 => true,
-        2 => normalise(parts[0], fold) == "public",
-        3 => normalise(parts[0], fold) == "datafusion" && normalise(parts[1], fold) == "public",
+        2 => normalise(parts[0], lower_idents) == "public",
+        3 => {
+            normalise(parts[0], lower_idents) == "datafusion"
+                && normalise(parts[1], lower_idents) == "public"
+        }
         _ => false,
     };
-    prefix_ok.then(|| normalise(last, fold))
+    prefix_ok.then(|| normalise(last, lower_idents))
 }
 
 /// The normalised table name an `ALTER TABLE` (or other statement) names.
-pub fn table_name_of(name: &ObjectName, fold: bool) -> Option<String> {
-    table_name(name, fold)
+pub fn table_name_of(name: &ObjectName, lower_idents: bool) -> Option<String> {
+    table_name(name, lower_idents)
 }
 
 /// An identifier as DataFusion resolves it (unquoted: lower case).
-pub fn ident_name(i: &Ident, fold: bool) -> String {
-    normalise(i, fold)
+pub fn ident_name(i: &Ident, lower_idents: bool) -> String {
+    normalise(i, lower_idents)
 }
 
-fn normalise(i: &Ident, fold: bool) -> String {
-    if i.quote_style.is_some() || !fold { i.value.clone() } else { i.value.to_lowercase() }
+fn normalise(i: &Ident, lower_idents: bool) -> String {
+    if i.quote_style.is_some() || !lower_idents { i.value.clone() } else { i.value.to_lowercase() }
 }
 
 struct Rewriter<'a> {
@@ -448,8 +451,8 @@ fn name_derived_tables(select: &mut Select) {
     }
 }
 
-fn same(a: &Ident, b: &Ident, fold: bool) -> bool {
-    normalise(a, fold) == normalise(b, fold)
+fn same(a: &Ident, b: &Ident, lower_idents: bool) -> bool {
+    normalise(a, lower_idents) == normalise(b, lower_idents)
 }
 
 /// Whether a wildcard's own EXCLUDE / EXCEPT already names `_id`.
