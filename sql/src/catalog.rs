@@ -18,8 +18,9 @@ use datafusion::common::{DataFusionError, Result};
 use datafusion::execution::session_state::SessionState;
 use parking_lot::{Mutex, RwLock};
 
+use crate::binding::{Binding, storage_err};
 use crate::files::Files;
-use crate::provider::{Binding, NativeTable, storage_err};
+use crate::provider::NativeTable;
 
 /// The schema provider over a connection's native tables and views.
 #[derive(Debug)]
@@ -72,14 +73,12 @@ impl BasaltSchema {
             e.push(name.to_string());
         }
         let r = async {
-            let stmt =
-                crate::connection::parse_one(state.config().options(), sql).map_err(|e| {
-                    DataFusionError::Plan(format!("view '{name}' no longer parses: {e}"))
-                })?;
-            let stmt =
-                crate::connection::prepare_statement(&self.binding, &self.files, &state, stmt)
-                    .await
-                    .map_err(|e| DataFusionError::Plan(e.to_string()))?;
+            let stmt = crate::parse::parse_one(state.config().options(), sql).map_err(|e| {
+                DataFusionError::Plan(format!("view '{name}' no longer parses: {e}"))
+            })?;
+            let stmt = crate::prepare::prepare_statement(&self.binding, &self.files, &state, stmt)
+                .await
+                .map_err(|e| DataFusionError::Plan(e.to_string()))?;
             state.statement_to_plan(stmt).await
         }
         .await;
@@ -98,7 +97,7 @@ impl SchemaProvider for BasaltSchema {
             .view()
             .map(|v| {
                 let mut names = v.table_names();
-                names.retain(|n| !n.starts_with(crate::connection::RESERVED_PREFIX));
+                names.retain(|n| !n.starts_with(crate::parse::RESERVED_PREFIX));
                 names.extend(v.views().keys().cloned());
                 names.extend(self.external.lock().keys().cloned());
                 names

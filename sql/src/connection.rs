@@ -33,20 +33,21 @@ use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::{
     AlterTableOperation, ObjectName, RenameTableNameKind, Statement,
 };
-use datafusion::sql::sqlparser::dialect::GenericDialect;
 use futures::StreamExt;
 use parking_lot::Mutex;
 
 use basalt_storage::{AlterColumn, Session};
 
+use crate::binding::Binding;
 use crate::catalog::BasaltSchema;
 use crate::direct::{self, Direct, InsertTemplate, KeyedTemplate};
 use crate::dml::{DmlExec, DmlKind, count_schema};
 use crate::error::{Error, Result};
 use crate::files::{FILES_SCHEMA, Files};
 use crate::fused::FuseGroupBy;
-use crate::provider::Binding;
-use crate::rewrite::{self, NativeTables};
+use crate::parse::{parse, parse_one, storable_schema};
+use crate::prepare::prepare_statement;
+use crate::rewrite;
 use crate::types::VectorTypes;
 
 /// A prepared statement: its logical plan, with `$n` placeholders still in it, and the
@@ -1645,94 +1646,6 @@ impl SqlConnection {
     }
 }
 
-/// Refuses a `COPY … TO` target inside the database's directory: only the store writes
-/// there (a file written over `MANIFEST` or a segment would destroy the database).
-fn refuse_database_target(binding: &Binding, target: &str) -> Result<()> {
-    let store = binding.session().lock().store().clone();
-    let Some(dir) = store.directory() else { return Ok(()) };
-    let resolve = |p: &std::path::Path| {
-        let abs = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
-        // The deepest existing ancestor, resolved (links, `..`), then the rest as written.
-        let mut base = abs.as_path();
-        let mut rest = Vec::new();
-        loop {
-            if let Ok(real) = base.canonicalize() {
-                return rest.iter().rev().fold(real, |acc: std::path::PathBuf, c| acc.join(c));
-            }
-            match (base.parent(), base.file_name()) {
-                (Some(parent), Some(name)) => {
-                    rest.push(name.to_os_string());
-                    base = parent;
-                }
-                _ => return abs.clone(),
-            }
-        }
-    };
-    if resolve(std::path::Path::new(target)).starts_with(resolve(dir)) {
-        return Err(Error::sql(format!(
-            "COPY … TO '{target}': refusing to write into the database directory {} (only the \
-             database writes there)",
-            store.display_path().display()
-        )));
-    }
-    Ok(())
-}
-
-/// Prepares a statement for DataFusion: Basalt's rewrites ([`crate::rewrite`]) with the
-/// catalog as `binding` sees it, then its file table functions resolved
-/// ([`Files::resolve`]). `COPY t TO …` of a native table becomes `COPY (SELECT * FROM t)`
-/// first, so `_id` stays out of the file.
-pub(crate) async fn prepare_statement(
-    binding: &Binding,
-    files: &Files,
-    state: &datafusion::execution::session_state::SessionState,
-    mut stmt: DfStatement,
-) -> Result<DfStatement> {
-    let lower_idents = state.config().options().sql_parser.enable_ident_normalization;
-    let tables = CatalogNames::new(binding, lower_idents)?;
-    if let DfStatement::CopyTo(c) = &stmt {
-        refuse_database_target(binding, &c.target)?;
-    }
-    if let DfStatement::CopyTo(c) = &mut stmt
-        && let datafusion::sql::parser::CopyToSource::Relation(name) = &c.source
-        && rewrite::table_name_of(name, lower_idents).is_some_and(|t| tables.is_native(&t))
-    {
-        let q = datafusion::sql::sqlparser::parser::Parser::new(&GenericDialect {})
-            .try_with_sql(&format!("SELECT * FROM {name}"))
-            .and_then(|mut p| p.parse_query())
-            .map_err(|e| Error::sql(e.to_string()))?;
-        c.source = datafusion::sql::parser::CopyToSource::Query(q);
-    }
-    async fn prepare(
-        s: &mut Statement,
-        tables: &CatalogNames,
-        files: &Files,
-        state: &datafusion::execution::session_state::SessionState,
-    ) -> Result<()> {
-        rewrite::rewrite(s, tables);
-        files.resolve(state, s).await
-    }
-    match &mut stmt {
-        DfStatement::Statement(s) => prepare(s, &tables, files, state).await?,
-        DfStatement::Explain(e) => {
-            if let DfStatement::Statement(s) = e.statement.as_mut() {
-                prepare(s, &tables, files, state).await?;
-            }
-        }
-        DfStatement::CopyTo(c) => {
-            if let datafusion::sql::parser::CopyToSource::Query(q) = &mut c.source {
-                let mut s = Statement::Query(q.clone());
-                prepare(&mut s, &tables, files, state).await?;
-                if let Statement::Query(nq) = s {
-                    *q = nq;
-                }
-            }
-        }
-        _ => {}
-    }
-    Ok(stmt)
-}
-
 /// A write statement in progress. Dropping it unfinished — an error, a panic, or the caller
 /// dropping the future of an async call — undoes everything the statement did and releases
 /// the writer lock, so the connection is never left inside a half-done statement.
@@ -1773,22 +1686,6 @@ impl Drop for PinnedView<'_> {
     }
 }
 
-/// Tables and views whose names start with this are Basalt's own (the staging tables of
-/// `CREATE TABLE … AS` among them): hidden from the catalog, refused for users' tables.
-pub use basalt_storage::store::RESERVED_PREFIX;
-
-/// Parses exactly one statement with the session's dialect.
-pub(crate) fn parse_one(
-    options: &datafusion::config::ConfigOptions,
-    sql: &str,
-) -> Result<DfStatement> {
-    let mut v = parse(options, sql)?;
-    match (v.pop(), v.is_empty()) {
-        (Some(s), true) => Ok(s),
-        _ => Err(Error::sql("expected exactly one statement")),
-    }
-}
-
 /// Splits SQL text into Basalt's full-text index DDL and DataFusion's statements, parsed.
 fn parse_pieces(options: &datafusion::config::ConfigOptions, sql: &str) -> Result<Vec<Stmt>> {
     let Some(pieces) =
@@ -1808,23 +1705,6 @@ fn parse_pieces(options: &datafusion::config::ConfigOptions, sql: &str) -> Resul
     Ok(out)
 }
 
-/// Parses SQL text into statements with the session's dialect and recursion limit
-/// (`SET datafusion.sql_parser.dialect = 'duckdb'` changes it).
-fn parse(options: &datafusion::config::ConfigOptions, sql: &str) -> Result<Vec<DfStatement>> {
-    let name = options.sql_parser.dialect.to_string();
-    let dialect = datafusion::sql::sqlparser::dialect::dialect_from_str(&name)
-        .ok_or_else(|| Error::sql(format!("unknown SQL dialect '{name}'")))?;
-    let mut parser = datafusion::sql::parser::DFParserBuilder::new(sql)
-        .with_dialect(dialect.as_ref())
-        .with_recursion_limit(options.sql_parser.recursion_limit.get())
-        .build()?;
-    let mut statements: Vec<DfStatement> = parser.parse_statements()?.into_iter().collect();
-    for s in &mut statements {
-        crate::depth::shape(s)?;
-    }
-    Ok(statements)
-}
-
 /// A one-part (or `public.`-qualified) table name.
 fn plain_table(name: &TableReference) -> Result<String> {
     let ok = match name {
@@ -1840,23 +1720,6 @@ fn plain_table(name: &TableReference) -> Result<String> {
         )));
     }
     Ok(name.table().to_string())
-}
-
-/// The schema with the types storage keeps (view / large string types as their plain form).
-pub(crate) fn storable_schema(s: &Schema) -> Schema {
-    let fields: Vec<Field> = s
-        .fields()
-        .iter()
-        .map(|f| {
-            let dt = match f.data_type() {
-                DataType::Utf8View | DataType::LargeUtf8 => DataType::Utf8,
-                DataType::BinaryView | DataType::LargeBinary => DataType::Binary,
-                d => d.clone(),
-            };
-            Field::new(f.name(), dt, f.is_nullable()).with_metadata(f.metadata().clone())
-        })
-        .collect();
-    Schema::new(fields)
 }
 
 /// Casts and renames a plan's columns to a table's user schema (by position).
@@ -1934,31 +1797,6 @@ fn batches_stream(b: Vec<RecordBatch>) -> SendableRecordBatchStream {
         schema,
         futures::stream::iter(b.into_iter().map(Ok)),
     ))
-}
-
-/// The native tables the rewriter may expand, read once per statement.
-struct CatalogNames {
-    view: basalt_storage::ReadView,
-    lower_idents: bool,
-}
-
-impl CatalogNames {
-    fn new(binding: &Binding, lower_idents: bool) -> Result<CatalogNames> {
-        Ok(CatalogNames { view: binding.view()?, lower_idents })
-    }
-}
-
-impl NativeTables for CatalogNames {
-    fn is_native(&self, name: &str) -> bool {
-        self.view.table(name).is_ok()
-    }
-    fn user_columns(&self, name: &str) -> Option<Vec<String>> {
-        let t = self.view.table(name).ok()?;
-        Some(t.schema().user_schema().fields().iter().map(|f| f.name().clone()).collect())
-    }
-    fn fold_case(&self) -> bool {
-        self.lower_idents
-    }
 }
 
 #[cfg(test)]

@@ -25,7 +25,7 @@ use futures::StreamExt;
 
 use basalt_storage::ID_COLUMN;
 
-use crate::provider::{Binding, check_no_ids, storage_err};
+use crate::binding::{Binding, check_no_ids, storage_err};
 
 /// What a [`DmlExec`] does with its input.
 #[derive(Debug, Clone)]

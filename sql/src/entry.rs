@@ -48,8 +48,9 @@ use datafusion::physical_plan::{
 
 use basalt_storage::{Predicate, ScanUnit, TableSnapshot};
 
-use crate::fused::{codes_of, dictionary_values};
-use crate::provider::{ScanExec, ScanParts, deferred_stream, partition_units, storage_err};
+use crate::binding::storage_err;
+use crate::codes::{codes_of, dictionary_values};
+use crate::provider::{ScanExec, ScanParts, deferred_stream, partition_units};
 
 /// A filter on one dictionary-encoded column, evaluated per entry (see the module docs).
 #[derive(Debug, Clone)]

@@ -338,7 +338,7 @@ pub(crate) async fn schema_from_text(
     columns: &str,
 ) -> Result<datafusion::arrow::datatypes::Schema> {
     let sql = format!("CREATE TABLE basalt_schema_probe ({columns})");
-    let stmt = crate::connection::parse_one(state.config().options(), &sql)?;
+    let stmt = crate::parse::parse_one(state.config().options(), &sql)?;
     let plan = state.statement_to_plan(stmt).await?;
     let LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(c)) = plan else {
         return Err(Error::sql(format!("bad column definitions: {columns}")));
@@ -346,5 +346,5 @@ pub(crate) async fn schema_from_text(
     if !c.column_defaults.is_empty() || !c.constraints.is_empty() {
         return Err(Error::unsupported("DEFAULT values and constraints in a column list"));
     }
-    Ok(crate::connection::storable_schema(c.input.schema().as_arrow()))
+    Ok(crate::parse::storable_schema(c.input.schema().as_arrow()))
 }

@@ -32,7 +32,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer, Word};
 
-use crate::provider::{Binding, storage_err};
+use crate::binding::{Binding, storage_err};
 
 /// A full-text DDL statement.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -371,7 +371,7 @@ impl TableFunctionImpl for FtsSearchFunction {
         }
         let values = exprs
             .iter()
-            .map(|e| crate::vector::evaluate_constant(args.session(), e))
+            .map(|e| crate::constant::evaluate_constant(args.session(), e))
             .collect::<Result<Vec<_>>>()?;
         let text = |i: usize, what: &str| match &values[i] {
             ScalarValue::Utf8(Some(s))

@@ -56,7 +56,7 @@ use datafusion::arrow::array::{
 use datafusion::arrow::buffer::NullBuffer;
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{
-    DataType, Float64Type, Int64Type, SchemaRef, UInt8Type, UInt16Type, UInt32Type, UInt64Type,
+    DataType, Float64Type, Int64Type, SchemaRef, UInt8Type, UInt16Type, UInt32Type,
 };
 use datafusion::common::JoinType;
 use datafusion::common::config::ConfigOptions;
@@ -82,8 +82,10 @@ use datafusion::physical_plan::{
 
 use basalt_storage::{Predicate, ScanUnit, TableSnapshot};
 
+use crate::binding::storage_err;
+use crate::codes::{codes_of, dictionary_values};
 use crate::join::DictJoinExec;
-use crate::provider::{ScanExec, ScanParts, deferred_stream, partition_units, storage_err};
+use crate::provider::{ScanExec, ScanParts, deferred_stream, partition_units};
 
 /// The rule: aggregate-over-scan shapes become [`GroupByExec`].
 #[derive(Debug)]
@@ -1305,20 +1307,6 @@ impl Grouper {
     }
 }
 
-/// The values of a dictionary array.
-pub(crate) fn dictionary_values(col: &ArrayRef) -> Result<ArrayRef> {
-    Ok(match col.data_type() {
-        DataType::Dictionary(k, _) => match k.as_ref() {
-            DataType::UInt8 => col.as_dictionary::<UInt8Type>().values().clone(),
-            DataType::UInt16 => col.as_dictionary::<UInt16Type>().values().clone(),
-            DataType::UInt32 => col.as_dictionary::<UInt32Type>().values().clone(),
-            DataType::UInt64 => col.as_dictionary::<UInt64Type>().values().clone(),
-            t => return Err(DataFusionError::Internal(format!("dictionary keys of type {t}"))),
-        },
-        t => return Err(DataFusionError::Internal(format!("not a dictionary: {t}"))),
-    })
-}
-
 /// `local = local * w + code` for each row of dictionary array `col` (`w - 1` = NULL).
 fn fold_codes(col: &ArrayRef, w: u32, local: &mut [u32]) -> Result<()> {
     fn fold<T: Copy + Into<u32>>(keys: &[T], w: u32, local: &mut [u32]) {
@@ -1348,27 +1336,6 @@ fn fold_codes(col: &ArrayRef, w: u32, local: &mut [u32]) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// The codes of a dictionary array (NULL rows give whatever code they hold).
-pub(crate) fn codes_of(col: &ArrayRef) -> Result<Vec<u32>> {
-    let DataType::Dictionary(kt, _) = col.data_type() else {
-        return Err(DataFusionError::Internal(format!("not a dictionary: {}", col.data_type())));
-    };
-    Ok(match kt.as_ref() {
-        DataType::UInt8 => {
-            col.as_dictionary::<UInt8Type>().keys().values().iter().map(|&c| u32::from(c)).collect()
-        }
-        DataType::UInt16 => col
-            .as_dictionary::<UInt16Type>()
-            .keys()
-            .values()
-            .iter()
-            .map(|&c| u32::from(c))
-            .collect(),
-        DataType::UInt32 => col.as_dictionary::<UInt32Type>().keys().values().to_vec(),
-        t => return Err(DataFusionError::Internal(format!("dictionary keys of type {t}"))),
-    })
 }
 
 impl DisplayAs for GroupByExec {

@@ -53,8 +53,9 @@ use datafusion::physical_plan::{
 
 use basalt_storage::{Predicate, Scan, ScanUnit, TableSnapshot};
 
-use crate::fused::{codes_of, dictionary_values};
-use crate::provider::{ScanExec, ScanParts, deferred_stream, partition_units, storage_err};
+use crate::binding::storage_err;
+use crate::codes::{codes_of, dictionary_values};
+use crate::provider::{ScanExec, ScanParts, deferred_stream, partition_units};
 
 /// Where an output column of the join comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

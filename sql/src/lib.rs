@@ -58,9 +58,12 @@ macro_rules! leaf_exec {
     };
 }
 
+pub mod binding;
 pub mod catalog;
 pub mod checked;
+mod codes;
 pub mod connection;
+mod constant;
 pub mod depth;
 mod direct;
 pub mod dml;
@@ -72,7 +75,9 @@ pub mod functions;
 pub mod fused;
 pub mod join;
 pub mod ndjson;
+mod parse;
 pub mod pool;
+mod prepare;
 pub mod provider;
 pub mod pushdown;
 pub mod recursion;
@@ -84,8 +89,9 @@ pub mod sort;
 pub mod types;
 pub mod vector;
 
-pub use connection::{Prepared, RESERVED_PREFIX, SqlConnection};
+pub use connection::{Prepared, SqlConnection};
 pub use error::{Error, Result};
+pub use parse::RESERVED_PREFIX;
 
 /// DataFusion and Arrow as this crate uses them (for the engine's signatures).
 pub use datafusion;

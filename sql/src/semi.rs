@@ -34,7 +34,8 @@ use datafusion::physical_plan::{
 
 use basalt_storage::{Predicate, Scalar, ScanUnit, TableSnapshot};
 
-use crate::provider::{ScanExec, ScanParts, deferred_stream, partition_units, storage_err};
+use crate::binding::storage_err;
+use crate::provider::{ScanExec, ScanParts, deferred_stream, partition_units};
 use crate::pushdown::scalar_of;
 
 /// A semi join of a Basalt scan against a build side's keys, as a scan (see module docs).

@@ -71,7 +71,8 @@ use futures::StreamExt;
 
 use basalt_storage::{ID_COLUMN, Predicate, ScanUnit, TableSnapshot};
 
-use crate::provider::{ScanExec, ScanParts, deferred_stream, storage_err};
+use crate::binding::storage_err;
+use crate::provider::{ScanExec, ScanParts, deferred_stream};
 
 /// More distinct leading-key values than this: the original sort runs instead (each value
 /// is one gather by id and one sort; many small ones are DataFusion's sort done slowly).
@@ -321,7 +322,7 @@ impl Groups {
         // Each row's group through a table: per dictionary entry, or per integer offset.
         let (table, at): (Vec<usize>, Vec<usize>) = match keys.data_type() {
             DataType::Dictionary(_, _) => {
-                let values = crate::fused::dictionary_values(keys)?;
+                let values = crate::codes::dictionary_values(keys)?;
                 let Some(v) = values.as_string_opt::<i32>() else {
                     return Err(DataFusionError::Internal(format!(
                         "bucket sort key of type {}",
@@ -336,7 +337,7 @@ impl Groups {
                         })
                     })
                     .collect();
-                let codes = crate::fused::codes_of(keys)?;
+                let codes = crate::codes::codes_of(keys)?;
                 (table, codes.into_iter().map(|c| c as usize).collect())
             }
             DataType::Utf8 => {

@@ -41,7 +41,7 @@ use datafusion::catalog::{
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::utils::{ListCoercion, coerced_type_with_base_type_only};
-use datafusion::common::{DFSchema, DataFusionError, Result, ScalarValue, exec_err, plan_err};
+use datafusion::common::{DataFusionError, Result, ScalarValue, exec_err, plan_err};
 use datafusion::execution::memory_pool::MemoryConsumer;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::{
@@ -72,7 +72,9 @@ use futures::StreamExt;
 
 use basalt_storage::{Metric, Predicate, TableSnapshot};
 
-use crate::provider::{Binding, ScanExec, ScanParts, storage_err};
+use crate::binding::{Binding, storage_err};
+use crate::constant::{evaluate_constant, evaluate_physical_constant};
+use crate::provider::{ScanExec, ScanParts};
 
 /// The scalar functions of this module.
 pub fn functions() -> Vec<ScalarUDF> {
@@ -255,24 +257,6 @@ fn constant_vector(v: &ScalarValue) -> Option<Vec<f32>> {
     }
     let f = datafusion::arrow::compute::cast(&inner, &DataType::Float32).ok()?;
     Some(f.as_primitive::<Float32Type>().values().to_vec())
-}
-
-/// Evaluates an expression without columns (a literal, `make_array(…)`, a cast of one).
-pub(crate) fn evaluate_constant(state: &dyn DfSession, e: &Expr) -> Result<ScalarValue> {
-    let p = state.create_physical_expr(e.clone(), &DFSchema::empty())?;
-    evaluate_physical_constant(&p)
-}
-
-fn evaluate_physical_constant(p: &Arc<dyn PhysicalExpr>) -> Result<ScalarValue> {
-    let one = RecordBatch::try_new_with_options(
-        Arc::new(Schema::empty()),
-        vec![],
-        &RecordBatchOptions::new().with_row_count(Some(1)),
-    )?;
-    match p.evaluate(&one)? {
-        ColumnarValue::Scalar(s) => Ok(s),
-        ColumnarValue::Array(a) => ScalarValue::try_from_array(&a, 0),
-    }
 }
 
 /// `vector_topk('table', 'column', [query], k [, 'metric'])`.
