@@ -22,7 +22,7 @@
 //!   and calls of DataFusion's own forms of the functions [`crate::functions::bounded`]
 //!   wraps (the planner makes `[1] || [2]` an `array_concat` call) by the bounded ones.
 //!
-//! Used on every session (registered in `connection.rs`). What it must not do: change
+//! Used on every session (registered in `connection/mod.rs`). What it must not do: change
 //! anything but whether an overflow (or an oversized output) is an error.
 
 use std::sync::Arc;

@@ -1,0 +1,415 @@
+//! DDL and the plans DataFusion would run in memory: `CREATE TABLE [AS]`, views, `DROP`,
+//! `ALTER TABLE`, inserts into a table by name.
+//!
+//! Part of the dispatcher (see the module doc of `connection`).
+
+use super::*;
+
+/// A one-part (or `public.`-qualified) table name.
+pub(super) fn plain_table(name: &TableReference) -> Result<String> {
+    let ok = match name {
+        TableReference::Bare { .. } => true,
+        TableReference::Partial { schema, .. } => schema.as_ref() == "public",
+        TableReference::Full { catalog, schema, .. } => {
+            catalog.as_ref() == "datafusion" && schema.as_ref() == "public"
+        }
+    };
+    if !ok {
+        return Err(Error::unsupported(format!(
+            "table {name}: Basalt has one schema; use a plain table name"
+        )));
+    }
+    Ok(name.table().to_string())
+}
+
+/// Casts and renames a plan's columns to a table's user schema (by position).
+pub(super) fn rename_to(
+    input: Arc<dyn ExecutionPlan>,
+    user: &Schema,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    use datafusion::physical_expr::PhysicalExpr;
+    use datafusion::physical_expr::expressions::{CastExpr, Column};
+    let schema = input.schema();
+    if schema.fields().len() != user.fields().len() {
+        return Err(Error::sql(format!(
+            "the query gives {} columns, the table has {}",
+            schema.fields().len(),
+            user.fields().len()
+        )));
+    }
+    let exprs = schema
+        .fields()
+        .iter()
+        .zip(user.fields())
+        .enumerate()
+        .map(|(i, (have, want))| {
+            let c: Arc<dyn PhysicalExpr> = Arc::new(Column::new(have.name(), i));
+            let e: Arc<dyn PhysicalExpr> = if have.data_type() == want.data_type() {
+                c
+            } else {
+                Arc::new(CastExpr::new(c, want.data_type().clone(), None))
+            };
+            (e, want.name().clone())
+        })
+        .collect::<Vec<_>>();
+    Ok(Arc::new(datafusion::physical_plan::projection::ProjectionExec::try_new(exprs, input)?))
+}
+
+impl SqlConnection {
+    /// Plans a plain `CREATE TABLE` (a column list of types with `NULL` / `NOT NULL`, no
+    /// query, no other clause) and a `DROP TABLE` / `DROP VIEW` of one name without the
+    /// session: the logical plan DataFusion's planner builds for them, minus the copy of
+    /// the session state and the resolution of the statement's names against the catalog
+    /// and the file system (most of a DDL statement's time). `None` for anything else, or
+    /// with the fast paths off: DataFusion plans it.
+    pub(super) fn plan_ddl_directly(&self, s: &Statement) -> Result<Option<LogicalPlan>> {
+        use datafusion::common::{DFSchema, DFSchemaRef, ToDFSchema};
+        use datafusion::logical_expr::{CreateMemoryTable, DropTable, DropView, EmptyRelation};
+        use datafusion::sql::planner::{SqlToRel, object_name_to_table_reference};
+        use datafusion::sql::sqlparser::ast::helpers::stmt_create_table::CreateTableBuilder;
+        use datafusion::sql::sqlparser::ast::{ColumnOption, ObjectType};
+        if !self.fast_paths.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        let options = || self.with_options(Arc::clone);
+        match s {
+            Statement::CreateTable(ct) => {
+                let plain_columns = !ct.columns.is_empty()
+                    && ct.columns.iter().all(|c| {
+                        c.options.iter().all(|o| {
+                            o.name.is_none()
+                                && matches!(o.option, ColumnOption::Null | ColumnOption::NotNull)
+                        })
+                    });
+                // Nothing but name, columns, IF NOT EXISTS and OR REPLACE.
+                let bare = || {
+                    CreateTableBuilder::new(ct.name.clone())
+                        .columns(ct.columns.clone())
+                        .if_not_exists(ct.if_not_exists)
+                        .or_replace(ct.or_replace)
+                        .build()
+                };
+                if !plain_columns || ct.query.is_some() || bare() != *ct {
+                    return Ok(None);
+                }
+                let options = options();
+                let lower_idents = options.sql_parser.enable_ident_normalization;
+                let types = crate::types::TypesOnly::new(options);
+                let schema = SqlToRel::new(&types).build_schema(ct.columns.clone())?;
+                let input = LogicalPlan::EmptyRelation(EmptyRelation {
+                    produce_one_row: false,
+                    schema: schema.to_dfschema_ref()?,
+                });
+                Ok(Some(LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(CreateMemoryTable {
+                    name: object_name_to_table_reference(ct.name.clone(), lower_idents)?,
+                    constraints: Default::default(),
+                    input: Arc::new(input),
+                    if_not_exists: ct.if_not_exists,
+                    or_replace: ct.or_replace,
+                    column_defaults: Vec::new(),
+                    temporary: false,
+                }))))
+            }
+            Statement::Drop {
+                object_type: object_type @ (ObjectType::Table | ObjectType::View),
+                if_exists,
+                names,
+                cascade: false,
+                restrict: false,
+                purge: false,
+                temporary: false,
+                table: None,
+            } if names.len() == 1 => {
+                let lower_idents = options().sql_parser.enable_ident_normalization;
+                let name = object_name_to_table_reference(names[0].clone(), lower_idents)?;
+                let schema = DFSchemaRef::new(DFSchema::empty());
+                let if_exists = *if_exists;
+                Ok(Some(LogicalPlan::Ddl(match object_type {
+                    ObjectType::Table => {
+                        DdlStatement::DropTable(DropTable { name, if_exists, schema })
+                    }
+                    _ => DdlStatement::DropView(DropView { name, if_exists, schema }),
+                })))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    pub(super) async fn run_plan_once(&self, plan: LogicalPlan, stream: bool) -> Result<Outcome> {
+        match plan {
+            LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(c)) => {
+                self.no_ddl_in_transaction()?;
+                if c.or_replace && c.if_not_exists {
+                    return Err(Error::sql("'IF NOT EXISTS' cannot coexist with 'REPLACE'"));
+                }
+                if c.temporary {
+                    return Err(Error::unsupported("temporary tables"));
+                }
+                if !c.constraints.is_empty() {
+                    return Err(Error::unsupported(
+                        "PRIMARY KEY / UNIQUE constraints (Basalt does not enforce them; every \
+                         row has its own _id)",
+                    ));
+                }
+                if !c.column_defaults.is_empty() {
+                    return Err(Error::unsupported("column DEFAULT values"));
+                }
+                let name = plain_table(&c.name)?;
+                let schema = storable_schema(c.input.schema().as_arrow());
+                let store = self.binding.session().lock().store().clone();
+                let exists = store.snapshot().table(&name).is_ok();
+                if exists && c.if_not_exists {
+                    return Ok(Outcome::Batches(Vec::new()));
+                }
+                let has_rows = !matches!(
+                    c.input.as_ref(),
+                    LogicalPlan::EmptyRelation(e) if !e.produce_one_row
+                );
+                if !has_rows {
+                    store.create_table_with(&name, &schema, c.or_replace)?;
+                    return Ok(Outcome::Batches(Vec::new()));
+                }
+                if exists && !c.or_replace {
+                    return Err(basalt_storage::Error::TableExists { table: name }.into());
+                }
+                // CREATE TABLE … AS: fill a temporary table, then rename it into place in one
+                // manifest install, so the new table appears complete or not at all (and the
+                // query may read the table it replaces).
+                let tmp = store.create_staging_table(&schema)?;
+                let r = match Box::pin(self.insert_plan(&tmp, c.input.as_ref().clone())).await {
+                    Ok(_) => store.rename_table(&tmp, &name, c.or_replace).map_err(Error::from),
+                    Err(e) => Err(e),
+                };
+                if r.is_err() {
+                    let _ = store.drop_table(&tmp);
+                }
+                r.map(|()| Outcome::Batches(Vec::new()))
+            }
+            LogicalPlan::Ddl(DdlStatement::CreateExternalTable(_)) => {
+                // DataFusion builds the listing table and registers it in our schema, which
+                // keeps it for this connection (see `catalog`).
+                Box::pin(self.ctx()?.execute_logical_plan(plan)).await?;
+                Ok(Outcome::Batches(Vec::new()))
+            }
+            LogicalPlan::Ddl(DdlStatement::DropTable(d))
+                if self.schema.is_external(d.name.table()) =>
+            {
+                self.schema.deregister_table(d.name.table())?;
+                Ok(Outcome::Batches(Vec::new()))
+            }
+            LogicalPlan::Ddl(DdlStatement::DropTable(d)) => {
+                self.drop_object(&d.name, d.if_exists, |s, n| s.drop_table(n))
+            }
+            LogicalPlan::Ddl(DdlStatement::DropView(d)) => {
+                self.drop_object(&d.name, d.if_exists, |s, n| s.drop_view(n))
+            }
+            LogicalPlan::Ddl(d) => {
+                Err(Error::unsupported(format!("{} (not yet available in Basalt)", d.name())))
+            }
+            LogicalPlan::Dml(_) => Box::pin(self.write_statement(plan)).await.map(Outcome::Batches),
+            // EXPLAIN ANALYZE runs its statement: DML under it is a write statement too.
+            LogicalPlan::Analyze(ref a) if matches!(a.input.as_ref(), LogicalPlan::Dml(_)) => {
+                Box::pin(self.write_statement(plan)).await.map(Outcome::Batches)
+            }
+            // SET / RESET change the session's settings: kept plans of another generation
+            // are planned again (raised after the change, whether or not it succeeded).
+            LogicalPlan::Statement(
+                datafusion::logical_expr::Statement::SetVariable(_)
+                | datafusion::logical_expr::Statement::ResetVariable(_),
+            ) => {
+                let r = Box::pin(self.query(plan, stream)).await;
+                self.settings.fetch_add(1, Ordering::AcqRel);
+                r
+            }
+            // Queries, EXPLAIN (which never runs DML), SHOW, ...
+            _ => Box::pin(self.query(plan, stream)).await,
+        }
+    }
+
+    /// `CREATE [OR REPLACE] VIEW [IF NOT EXISTS] v [(cols)] AS query`: checked by planning
+    /// it, then stored as SQL text (planned again at each use).
+    pub(super) async fn create_view(
+        &self,
+        cv: &datafusion::sql::sqlparser::ast::CreateView,
+        stmt: DfStatement,
+    ) -> Result<()> {
+        self.no_ddl_in_transaction()?;
+        if cv.materialized || cv.temporary {
+            return Err(Error::unsupported("materialized and temporary views"));
+        }
+        let name = rewrite::table_name_of(&cv.name, self.fold_case())
+            .ok_or_else(|| Error::sql(format!("CREATE VIEW: bad view name {}", cv.name)))?;
+        let store = self.binding.session().lock().store().clone();
+        let snap = store.snapshot();
+        if cv.if_not_exists && snap.views().contains_key(&name) {
+            return Ok(());
+        }
+        // Plan it now: a view that does not plan is refused at CREATE time.
+        self.plan(stmt).await?;
+        let query = cv.query.to_string();
+        let sql = if cv.columns.is_empty() {
+            query
+        } else {
+            let cols: Vec<String> = cv.columns.iter().map(|c| c.name.to_string()).collect();
+            format!("SELECT * FROM ({query}) AS {}({})", cv.name, cols.join(", "))
+        };
+        Ok(store.create_view(&name, &sql, cv.or_replace)?)
+    }
+
+    /// `DROP TABLE` / `DROP VIEW`: `IF EXISTS` turns "not found" into nothing done.
+    pub(super) fn drop_object(
+        &self,
+        name: &TableReference,
+        if_exists: bool,
+        drop: impl FnOnce(&basalt_storage::Store, &str) -> basalt_storage::Result<()>,
+    ) -> Result<Outcome> {
+        self.no_ddl_in_transaction()?;
+        let name = plain_table(name)?;
+        let store = self.binding.session().lock().store().clone();
+        match drop(&store, &name) {
+            Ok(()) => Ok(Outcome::Batches(Vec::new())),
+            Err(
+                basalt_storage::Error::TableNotFound { .. }
+                | basalt_storage::Error::ViewNotFound { .. },
+            ) if if_exists => Ok(Outcome::Batches(Vec::new())),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    pub(super) fn no_ddl_in_transaction(&self) -> Result<()> {
+        if self.binding.session().lock().in_transaction() {
+            return Err(Error::unsupported(
+                "DDL inside a transaction (COMMIT or ROLLBACK first); DDL commits on its own",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Inserts the rows of `input` into native table `name` as one write statement.
+    pub(super) async fn insert_plan(&self, name: &str, input: LogicalPlan) -> Result<u64> {
+        let stmt = StatementGuard::begin(&self.binding)?;
+        let r = async {
+            let physical = self.physical(input).await?;
+            let t = self.binding.view()?.table(name)?;
+            let user = t.schema().user_schema();
+            let physical = rename_to(physical, &user)?;
+            let exec: Arc<dyn ExecutionPlan> = Arc::new(DmlExec::new(
+                name,
+                DmlKind::Insert { user_schema: user },
+                physical,
+                self.binding.clone(),
+            ));
+            let s = datafusion::physical_plan::execute_stream(exec, self.ctx()?.task_ctx())?;
+            let b = collect(s).await?;
+            Ok::<u64, Error>(count_of(&b))
+        }
+        .await;
+        let end = stmt.finish(r.is_ok());
+        let n = r?;
+        end?;
+        Ok(n)
+    }
+
+    pub(super) async fn alter_table(
+        &self,
+        name: &ObjectName,
+        ops: &[AlterTableOperation],
+        if_exists: bool,
+    ) -> Result<()> {
+        self.no_ddl_in_transaction()?;
+        let table = rewrite::table_name_of(name, self.fold_case())
+            .ok_or_else(|| Error::sql(format!("ALTER TABLE: bad table name {name}")))?;
+        let store = self.binding.session().lock().store().clone();
+        if store.snapshot().table(&table).is_err() {
+            if if_exists {
+                return Ok(());
+            }
+            return Err(basalt_storage::Error::TableNotFound { table }.into());
+        }
+        let mut changes = Vec::new();
+        for op in ops {
+            changes.push(match op {
+                AlterTableOperation::AddColumn { column_def, if_not_exists, .. } => {
+                    let field = self.column_field(&column_def.to_string()).await?;
+                    let snap = store.snapshot();
+                    let exists = snap
+                        .table(&table)
+                        .map(|t| t.schema().index_of(field.name()).is_some())
+                        .unwrap_or(false);
+                    if exists && *if_not_exists {
+                        continue;
+                    }
+                    AlterColumn::Add(field)
+                }
+                AlterTableOperation::DropColumn { column_names, if_exists, .. } => {
+                    for c in column_names {
+                        let c = rewrite::ident_name(c, self.fold_case());
+                        let snap = store.snapshot();
+                        let exists = snap
+                            .table(&table)
+                            .map(|t| t.schema().index_of(&c).is_some())
+                            .unwrap_or(false);
+                        if !exists && *if_exists {
+                            continue;
+                        }
+                        changes.push(AlterColumn::Drop(c));
+                    }
+                    continue;
+                }
+                AlterTableOperation::RenameTable { table_name } => {
+                    let (RenameTableNameKind::To(to) | RenameTableNameKind::As(to)) = table_name;
+                    let to = rewrite::table_name_of(to, self.fold_case())
+                        .ok_or_else(|| Error::sql(format!("ALTER TABLE: bad table name {to}")))?;
+                    if ops.len() > 1 {
+                        return Err(Error::unsupported(
+                            "RENAME TO together with other changes in one ALTER TABLE",
+                        ));
+                    }
+                    store.rename_table(&table, &to, false)?;
+                    return Ok(());
+                }
+                AlterTableOperation::RenameColumn { old_column_name, new_column_name } => {
+                    AlterColumn::Rename {
+                        from: rewrite::ident_name(old_column_name, self.fold_case()),
+                        to: rewrite::ident_name(new_column_name, self.fold_case()),
+                    }
+                }
+                other => {
+                    return Err(Error::unsupported(format!(
+                        "ALTER TABLE {other} (Basalt supports ADD / DROP / RENAME COLUMN)"
+                    )));
+                }
+            });
+        }
+        if changes.len() > 1 {
+            return Err(Error::unsupported(
+                "several changes in one ALTER TABLE (run one ALTER TABLE per change)",
+            ));
+        }
+        for c in changes {
+            store.alter_table(&table, &c)?;
+        }
+        Ok(())
+    }
+
+    /// The Arrow field a SQL column definition describes (type, NOT NULL), planned by
+    /// DataFusion with Basalt's type planner.
+    pub(super) async fn column_field(&self, column_def: &str) -> Result<Field> {
+        // A plain column definition plans directly (no copy of the session state).
+        let sql = format!("CREATE TABLE basalt_schema_probe ({column_def})");
+        let options = self.with_options(|o| o.clone());
+        if let DfStatement::Statement(s) = parse_one(&options, &sql)?
+            && let Some(LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(c))) =
+                self.plan_ddl_directly(&s)?
+            && let Some(f) = storable_schema(c.input.schema().as_arrow()).fields().first()
+        {
+            return Ok(f.as_ref().clone());
+        }
+        let schema = crate::files::schema_from_text(&self.ctx()?.state(), column_def).await?;
+        schema
+            .fields()
+            .first()
+            .map(|f| f.as_ref().clone())
+            .ok_or_else(|| Error::sql(format!("bad column definition: {column_def}")))
+    }
+}

@@ -1,0 +1,417 @@
+//! Running statements: parsing, transaction control, planning, running a plan (again with
+//! sort-merge joins when a hash join does not fit), queries, write statements and their
+//! guard, errors naming the failing column.
+//!
+//! Part of the dispatcher (see the module doc of `connection`).
+
+use super::*;
+
+/// The one-row result of a write statement: how many rows it changed.
+pub(super) fn dml_count(n: u64) -> Result<Vec<RecordBatch>> {
+    RecordBatch::try_new(count_schema(), vec![Arc::new(UInt64Array::from(vec![n]))])
+        .map(|b| vec![b])
+        .map_err(|e| Error::sql(format!("DML result: {e}")))
+}
+
+/// A write statement in progress. Dropping it unfinished — an error, a panic, or the caller
+/// dropping the future of an async call — undoes everything the statement did and releases
+/// the writer lock, so the connection is never left inside a half-done statement.
+pub(super) struct StatementGuard<'a> {
+    binding: &'a Binding,
+    stmt: Option<basalt_storage::WriteStatement>,
+}
+
+impl<'a> StatementGuard<'a> {
+    pub(super) fn begin(binding: &'a Binding) -> Result<StatementGuard<'a>> {
+        let stmt = binding.session().lock().begin_write_statement()?;
+        Ok(StatementGuard { binding, stmt: Some(stmt) })
+    }
+
+    /// Ends the statement: commit (or keep, inside a transaction) on success, undo otherwise.
+    pub(super) fn finish(mut self, success: bool) -> Result<()> {
+        match self.stmt.take() {
+            Some(s) => Ok(self.binding.session().lock().end_write_statement(s, success)?),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for StatementGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(s) = self.stmt.take() {
+            let _ = self.binding.session().lock().end_write_statement(s, false);
+        }
+    }
+}
+
+/// Releases the statement's pinned view when dropped.
+pub(super) struct PinnedView<'a>(pub(super) &'a Binding);
+
+impl Drop for PinnedView<'_> {
+    fn drop(&mut self) {
+        self.0.unpin();
+    }
+}
+
+/// Splits SQL text into Basalt's full-text index DDL and DataFusion's statements, parsed.
+pub(super) fn parse_pieces(
+    options: &datafusion::config::ConfigOptions,
+    sql: &str,
+) -> Result<Vec<Stmt>> {
+    let Some(pieces) =
+        crate::fts::split_statements(sql, options.sql_parser.enable_ident_normalization)?
+    else {
+        return Ok(parse(options, sql)?.into_iter().map(Stmt::Df).collect());
+    };
+    let mut out = Vec::new();
+    for p in pieces {
+        match p {
+            crate::fts::Piece::Fts(d) => out.push(Stmt::Fts(d)),
+            crate::fts::Piece::Sql(text) => {
+                out.extend(parse(options, &text)?.into_iter().map(Stmt::Df));
+            }
+        }
+    }
+    Ok(out)
+}
+
+pub(super) fn count_of(batches: &[RecordBatch]) -> u64 {
+    batches
+        .first()
+        .and_then(|b| {
+            b.column(0)
+                .as_any()
+                .downcast_ref::<datafusion::arrow::array::UInt64Array>()
+                .map(|a| a.value(0))
+        })
+        .unwrap_or(0)
+}
+
+/// Whether a plan has a hash join, DataFusion's or a dictionary join.
+pub(super) fn builds_hash_table(plan: &Arc<dyn ExecutionPlan>) -> bool {
+    use datafusion::physical_plan::joins::HashJoinExec;
+    plan.downcast_ref::<HashJoinExec>().is_some()
+        || plan.downcast_ref::<crate::join::DictJoinExec>().is_some()
+        || plan.downcast_ref::<crate::fused::GroupByExec>().is_some_and(|g| g.over_join())
+        || plan.children().into_iter().any(builds_hash_table)
+}
+
+/// Whether `e` is the memory pool refusing a hash join's build side, DataFusion's or a
+/// dictionary join's (neither spills; DataFusion's sort-merge joins do, through their
+/// sorts).
+pub(super) fn hash_join_out_of_memory(e: &Error) -> bool {
+    matches!(e, Error::Execution { message }
+        if message.contains("Resources exhausted")
+            && (message.contains("HashJoinInput")
+                || message.contains(crate::join::BUILD_CONSUMER)))
+}
+
+pub(super) async fn collect(mut s: SendableRecordBatchStream) -> Result<Vec<RecordBatch>> {
+    let mut out = Vec::new();
+    while let Some(b) = s.next().await {
+        out.push(b?);
+    }
+    Ok(out)
+}
+
+pub(super) fn batches_stream(b: Vec<RecordBatch>) -> SendableRecordBatchStream {
+    let schema = b.first().map(|b| b.schema()).unwrap_or_else(|| Arc::new(Schema::empty()));
+    Box::pin(datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(
+        schema,
+        futures::stream::iter(b.into_iter().map(Ok)),
+    ))
+}
+
+impl SqlConnection {
+    /// Runs every statement in `sql`, in order; returns the result of the last one (DDL and
+    /// transaction statements return no batches; DML returns one row with `count`). Stops
+    /// at the first failing statement; the statements before it stay done.
+    pub async fn execute(&self, sql: &str) -> Result<Vec<RecordBatch>> {
+        let _g = self.gate.lock().await;
+        let mut last = Vec::new();
+        for stmt in self.parse(sql)? {
+            let r = Box::pin(self.run_one(stmt, false)).await;
+            self.files.clear();
+            last = match r? {
+                Outcome::Batches(b) => b,
+                Outcome::Stream(s) => collect(s).await?,
+            };
+        }
+        Ok(last)
+    }
+
+    /// Like [`SqlConnection::execute`], but the last statement's rows are streamed (a query
+    /// reads the state pinned when the call returns).
+    pub async fn execute_stream(&self, sql: &str) -> Result<SendableRecordBatchStream> {
+        let _g = self.gate.lock().await;
+        let stmts = self.parse(sql)?;
+        let n = stmts.len();
+        let mut last: Option<Outcome> = None;
+        for (i, stmt) in stmts.into_iter().enumerate() {
+            // Only the last statement streams; the ones before it run to completion.
+            let r = Box::pin(self.run_one(stmt, i + 1 == n)).await;
+            self.files.clear();
+            last = Some(r?);
+        }
+        Ok(match last {
+            Some(Outcome::Stream(s)) => s,
+            Some(Outcome::Batches(b)) => batches_stream(b),
+            None => batches_stream(Vec::new()),
+        })
+    }
+
+    /// Rewrites a statement and plans it with one copy of the session state.
+    ///
+    /// DataFusion's futures are large (kilobytes each): this module awaits them boxed, so
+    /// the futures of the statements that never reach them (DDL, the direct path) stay
+    /// small and are not copied kilobytes at a time as they move through the runtime.
+    pub(super) async fn plan(&self, stmt: DfStatement) -> Result<LogicalPlan> {
+        self.planned.fetch_add(1, Ordering::Relaxed);
+        let state = self.ctx()?.state();
+        let stmt = Box::pin(prepare_statement(&self.binding, &self.files, &state, stmt)).await?;
+        Ok(Box::pin(state.statement_to_plan(stmt)).await?)
+    }
+
+    pub(super) async fn run(&self, stmt: DfStatement, stream: bool) -> Result<Outcome> {
+        if let DfStatement::Statement(s) = &stmt {
+            if let Some(plan) = self.plan_ddl_directly(s)? {
+                return self.run_plan(plan, stream).await;
+            }
+            match s.as_ref() {
+                Statement::StartTransaction { .. }
+                | Statement::Commit { .. }
+                | Statement::Rollback { savepoint: None, .. } => {
+                    self.transaction_control(s).unwrap_or(Ok(()))?;
+                    return Ok(Outcome::Batches(Vec::new()));
+                }
+                Statement::Rollback { savepoint: Some(_), .. } | Statement::Savepoint { .. } => {
+                    return Err(Error::unsupported("savepoints"));
+                }
+                Statement::AlterTable(a) => {
+                    Box::pin(self.alter_table(&a.name, &a.operations, a.if_exists)).await?;
+                    return Ok(Outcome::Batches(Vec::new()));
+                }
+                Statement::CreateView(cv) => {
+                    let cv = cv.clone();
+                    Box::pin(self.create_view(&cv, stmt)).await?;
+                    return Ok(Outcome::Batches(Vec::new()));
+                }
+                s => {
+                    if let Some(b) = self.try_direct(s, &[], None)? {
+                        return Ok(Outcome::Batches(b));
+                    }
+                }
+            }
+        }
+        let plan = self.plan(stmt).await?;
+        self.run_plan(plan, stream).await
+    }
+
+    /// Runs `BEGIN` / `START TRANSACTION`, `COMMIT` or `ROLLBACK` (without a savepoint) on
+    /// the session; `None` when `s` is none of them.
+    pub(super) fn transaction_control(&self, s: &Statement) -> Option<Result<()>> {
+        let r = match s {
+            Statement::StartTransaction { .. } => self.binding.session().lock().begin(false),
+            Statement::Commit { .. } => self.binding.session().lock().commit(),
+            Statement::Rollback { savepoint: None, .. } => self.binding.session().lock().rollback(),
+            _ => return None,
+        };
+        Some(r.map_err(Into::into))
+    }
+
+    /// Runs a planned statement; when a hash join's build side did not fit the memory
+    /// limit, runs it once more with sort-merge joins, which spill (see
+    /// [`hash_join_out_of_memory`]).
+    pub(super) async fn run_plan(&self, plan: LogicalPlan, stream: bool) -> Result<Outcome> {
+        let again = self.runtime.limit.is_some().then(|| plan.clone());
+        match Box::pin(self.run_plan_once(plan, stream)).await {
+            Err(e) if hash_join_out_of_memory(&e) => match again {
+                Some(plan) if self.with_options(|o| o.optimizer.prefer_hash_join) => {
+                    Box::pin(self.run_without_hash_joins(plan, stream)).await
+                }
+                _ => Err(e),
+            },
+            r => r,
+        }
+    }
+
+    /// Runs a planned statement with the session's `prefer_hash_join` off.
+    pub(super) async fn run_without_hash_joins(
+        &self,
+        plan: LogicalPlan,
+        stream: bool,
+    ) -> Result<Outcome> {
+        let set = |on: bool| -> Result<()> {
+            let ctx = self.ctx()?;
+            ctx.state_ref().write().config_mut().options_mut().optimizer.prefer_hash_join = on;
+            Ok(())
+        };
+        set(false)?;
+        let r = Box::pin(self.run_plan_once(plan, stream)).await;
+        set(true)?;
+        r
+    }
+
+    /// Whether unquoted identifiers fold to lower case in this session.
+    pub(super) fn fold_case(&self) -> bool {
+        self.with_options(|o| o.sql_parser.enable_ident_normalization)
+    }
+
+    pub(super) fn parse(&self, sql: &str) -> Result<Vec<Stmt>> {
+        self.with_options(|options| parse_pieces(options, sql))
+    }
+
+    pub(super) async fn run_one(&self, stmt: Stmt, stream: bool) -> Result<Outcome> {
+        match stmt {
+            Stmt::Df(s) => self.run(s, stream).await,
+            Stmt::Fts(d) => {
+                self.no_ddl_in_transaction()?;
+                let store = self.binding.session().lock().store().clone();
+                crate::fts::run_ddl(&store, &d)?;
+                Ok(Outcome::Batches(Vec::new()))
+            }
+        }
+    }
+
+    /// Plans and runs a query (or EXPLAIN, SHOW, SET, …) against a pinned view.
+    pub(super) async fn query(&self, plan: LogicalPlan, stream: bool) -> Result<Outcome> {
+        let physical = self.physical(plan).await?;
+        let joins = self.runtime.limit.is_some() && builds_hash_table(&physical);
+        let mut s = datafusion::physical_plan::execute_stream(physical, self.ctx()?.task_ctx())?;
+        if !stream {
+            return Ok(Outcome::Batches(collect(s).await?));
+        }
+        if !joins {
+            return Ok(Outcome::Stream(s));
+        }
+        // With a hash join the first batch is awaited here: an error before any output (its
+        // build side over the memory limit) is the statement's, which may then run again.
+        let Some(first) = s.next().await else { return Ok(Outcome::Stream(s)) };
+        let first = first?;
+        let schema = s.schema();
+        let rest = futures::stream::once(async move { Ok(first) }).chain(s);
+        Ok(Outcome::Stream(Box::pin(
+            datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(schema, rest),
+        )))
+    }
+
+    /// Builds the physical plan with the statement's view pinned.
+    pub(super) async fn physical(&self, plan: LogicalPlan) -> Result<Arc<dyn ExecutionPlan>> {
+        self.binding.pin()?;
+        let _unpin = PinnedView(&self.binding);
+        let df = Box::pin(self.ctx()?.execute_logical_plan(plan)).await?;
+        Ok(Box::pin(df.create_physical_plan()).await?)
+    }
+
+    /// Runs a DML plan as one write statement: all of it or (on error) none of it.
+    pub(super) async fn write_statement(&self, plan: LogicalPlan) -> Result<Vec<RecordBatch>> {
+        let stmt = StatementGuard::begin(&self.binding)?;
+        let r = async {
+            let physical = self.physical(plan.clone()).await?;
+            let s = datafusion::physical_plan::execute_stream(physical, self.ctx()?.task_ctx())?;
+            collect(s).await
+        }
+        .await;
+        let end = stmt.finish(r.is_ok());
+        let batches = match r {
+            Ok(b) => b,
+            Err(e) => return Err(self.name_failing_column(&plan, e).await),
+        };
+        end?;
+        Ok(batches)
+    }
+
+    /// A value that does not fit its column fails somewhere inside DataFusion without naming
+    /// the column. When an INSERT or UPDATE fails that way, each written column's expression
+    /// is evaluated on its own to find the first that fails, and the error names it.
+    pub(super) async fn name_failing_column(&self, plan: &LogicalPlan, e: Error) -> Error {
+        let text = e.to_string().to_lowercase();
+        let null = text.contains("declared as non-nullable");
+        if !(null
+            || text.contains("cast")
+            || text.contains("overflow")
+            || text.contains("out of range"))
+        {
+            return e;
+        }
+        let LogicalPlan::Dml(dml) = plan else { return e };
+        let LogicalPlan::Projection(p) = dml.input.as_ref() else { return e };
+        if null {
+            // A NULL in a VALUES list for a NOT NULL column: DataFusion names the VALUES
+            // list's own column (`column4`); name the table's.
+            let original = e.to_string();
+            let values_column = original
+                .split("Column '")
+                .nth(1)
+                .and_then(|rest| rest.split('\'').next())
+                .map(str::to_string);
+            let target = values_column.and_then(|c| {
+                p.expr.iter().zip(p.schema.fields()).find_map(|(x, f)| {
+                    x.column_refs().iter().any(|r| r.name == c).then(|| f.name().clone())
+                })
+            });
+            return match target {
+                Some(column) => Error::Storage(basalt_storage::Error::NullViolation {
+                    table: dml.table_name.table().to_string(),
+                    column,
+                }),
+                None => e,
+            };
+        }
+        let name = |field: &str| {
+            let message = format!("table '{}', column '{field}': {e}", dml.table_name);
+            match &e {
+                Error::Sql { .. } => Error::Sql { message },
+                _ => Error::Execution { message },
+            }
+        };
+        let column_of = |input_column: &str| {
+            p.expr.iter().zip(p.schema.fields()).find_map(|(x, f)| {
+                x.column_refs().iter().any(|c| c.name == input_column).then(|| f.name().clone())
+            })
+        };
+        if !self.runs(p.input.as_ref().clone()).await {
+            // The input itself fails: INSERT … VALUES casts inside its VALUES list.
+            let LogicalPlan::Values(v) = p.input.as_ref() else { return e };
+            for (i, f) in v.schema.fields().iter().enumerate() {
+                let rows: Vec<Vec<datafusion::logical_expr::Expr>> =
+                    v.values.iter().filter_map(|r| r.get(i).cloned().map(|x| vec![x])).collect();
+                let probe = datafusion::logical_expr::LogicalPlanBuilder::values(rows)
+                    .and_then(|b| b.build());
+                if let Ok(probe) = probe
+                    && !self.runs(probe).await
+                    && let Some(target) = column_of(f.name())
+                {
+                    return name(&target);
+                }
+            }
+            return e;
+        }
+        for (expr, field) in p.expr.iter().zip(p.schema.fields()) {
+            let probe =
+                datafusion::logical_expr::LogicalPlanBuilder::from(p.input.as_ref().clone())
+                    .project(vec![expr.clone()])
+                    .and_then(|b| b.build());
+            if let Ok(probe) = probe
+                && !self.runs(probe).await
+            {
+                return name(field.name());
+            }
+        }
+        e
+    }
+
+    /// Whether a plan plans and runs without error (for error diagnosis only).
+    pub(super) async fn runs(&self, plan: LogicalPlan) -> bool {
+        match self.physical(plan).await {
+            Err(_) => false,
+            Ok(physical) => {
+                let Ok(ctx) = self.ctx() else { return false };
+                match datafusion::physical_plan::execute_stream(physical, ctx.task_ctx()) {
+                    Ok(s) => collect(s).await.is_ok(),
+                    Err(_) => false,
+                }
+            }
+        }
+    }
+}
