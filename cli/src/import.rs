@@ -379,7 +379,7 @@ fn read_csv(
                         file.display(),
                         field.name(),
                         value,
-                        crate::shell::sql_type(field.data_type())
+                        crate::output::sql_type(field.data_type())
                     );
                     bad_row(opts, report, reason)?;
                     *ok = false;

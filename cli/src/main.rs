@@ -294,7 +294,7 @@ fn tables(path: &str) -> Result<(), CliError> {
         println!("{name} ({} rows)", t.count()?);
         for f in t.schema()?.fields() {
             let null = if f.is_nullable() { "" } else { " NOT NULL" };
-            println!("  {} {}{null}", f.name(), shell::sql_type(f.data_type()));
+            println!("  {} {}{null}", f.name(), output::sql_type(f.data_type()));
         }
         if let Some((cols, tok)) = t.fts_index()? {
             println!("  full-text index on ({}) tokenizer {}", cols.join(", "), tok.name());

@@ -359,6 +359,33 @@ fn flatten_nested(batch: &RecordBatch) -> Result<RecordBatch, CliError> {
     Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), cols)?)
 }
 
+/// The SQL spelling of a column type.
+pub fn sql_type(t: &DataType) -> String {
+    match t {
+        DataType::Boolean => "BOOLEAN".into(),
+        DataType::Int8 => "TINYINT".into(),
+        DataType::Int16 => "SMALLINT".into(),
+        DataType::Int32 => "INT".into(),
+        DataType::Int64 => "BIGINT".into(),
+        DataType::UInt8 => "TINYINT UNSIGNED".into(),
+        DataType::UInt16 => "SMALLINT UNSIGNED".into(),
+        DataType::UInt32 => "INT UNSIGNED".into(),
+        DataType::UInt64 => "BIGINT UNSIGNED".into(),
+        DataType::Float32 => "REAL".into(),
+        DataType::Float64 => "DOUBLE".into(),
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "TEXT".into(),
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => "BYTEA".into(),
+        DataType::Date32 => "DATE".into(),
+        DataType::Timestamp(_, None) => "TIMESTAMP".into(),
+        DataType::Timestamp(_, Some(_)) => "TIMESTAMPTZ".into(),
+        DataType::Decimal128(p, s) => format!("DECIMAL({p}, {s})"),
+        DataType::FixedSizeList(f, d) if f.data_type() == &DataType::Float32 => {
+            format!("VECTOR({d})")
+        }
+        other => other.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

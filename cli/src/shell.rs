@@ -9,11 +9,10 @@ use std::fs::File;
 use std::io::{BufRead, BufWriter, Write};
 use std::time::Instant;
 
-use basalt::arrow::schema::DataType;
 use basalt::{Connection, Database};
 
 use crate::CliError;
-use crate::output::{Mode, Printer};
+use crate::output::{Mode, Printer, sql_type};
 
 /// What a dot command asks of the loop.
 #[derive(Debug, PartialEq, Eq)]
@@ -562,33 +561,6 @@ fn ident(name: &str) -> String {
     let plain = name.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c == '_')
         && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
     if plain { name.to_string() } else { format!("\"{}\"", name.replace('"', "\"\"")) }
-}
-
-/// The SQL spelling of a column type.
-pub fn sql_type(t: &DataType) -> String {
-    match t {
-        DataType::Boolean => "BOOLEAN".into(),
-        DataType::Int8 => "TINYINT".into(),
-        DataType::Int16 => "SMALLINT".into(),
-        DataType::Int32 => "INT".into(),
-        DataType::Int64 => "BIGINT".into(),
-        DataType::UInt8 => "TINYINT UNSIGNED".into(),
-        DataType::UInt16 => "SMALLINT UNSIGNED".into(),
-        DataType::UInt32 => "INT UNSIGNED".into(),
-        DataType::UInt64 => "BIGINT UNSIGNED".into(),
-        DataType::Float32 => "REAL".into(),
-        DataType::Float64 => "DOUBLE".into(),
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "TEXT".into(),
-        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => "BYTEA".into(),
-        DataType::Date32 => "DATE".into(),
-        DataType::Timestamp(_, None) => "TIMESTAMP".into(),
-        DataType::Timestamp(_, Some(_)) => "TIMESTAMPTZ".into(),
-        DataType::Decimal128(p, s) => format!("DECIMAL({p}, {s})"),
-        DataType::FixedSizeList(f, d) if f.data_type() == &DataType::Float32 => {
-            format!("VECTOR({d})")
-        }
-        other => other.to_string(),
-    }
 }
 
 #[cfg(test)]

@@ -18,8 +18,13 @@ use std::path::Path;
 use crate::error::Result;
 use crate::io::Vfs;
 use crate::manifest::{MANIFEST_PENDING, MANIFEST_TMP};
-use crate::store::{CHECKPOINT_DIR, LOCK_FILE};
 use crate::wal::WAL_DIR;
+
+/// Directory of named checkpoints inside a database directory.
+pub const CHECKPOINT_DIR: &str = "checkpoints";
+
+/// Name of the writer-lock file inside a database directory.
+pub const LOCK_FILE: &str = "LOCK";
 
 /// `s<16 hex digits>` followed by `rest`.
 fn segment_named(name: &str, rest: impl FnOnce(&str) -> bool) -> bool {

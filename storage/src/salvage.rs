@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use crate::error::Result;
 use crate::io::Vfs;
 use crate::manifest::{MANIFEST_PENDING, Manifest};
-use crate::store::CHECKPOINT_DIR;
+use crate::owned::CHECKPOINT_DIR;
 use crate::wal::{HEADER_LEN, LogDamage};
 
 /// Folder (under the database) of the salvage folders.

@@ -49,7 +49,7 @@ use super::{DbSnapshot, Store, TableSnapshot};
 use crate::error::{Error, Result};
 use crate::manifest::{self, FtsEntry};
 use crate::owned;
-use crate::session::ReadView;
+use crate::store::ReadView;
 use crate::wal::{self, Op, WAL_DIR};
 
 /// The live full-text indexes of a store, by table id.
@@ -761,7 +761,7 @@ mod tests {
     use std::sync::atomic::Ordering;
 
     use crate::io::{MemFs, OsFs, Vfs};
-    use crate::session::ReadView;
+    use crate::store::ReadView;
     use crate::store::{Store, StoreOptions};
     use crate::wal::Durability;
     use crate::{Error, Tokenizer};

@@ -48,11 +48,6 @@ use crate::types::{Physical, TableSchema, check_name, physical};
 use crate::wal::{self, Durability, Op, Record, ReplayEnd, WAL_DIR, Wal};
 use crate::writer::{WriterLock, WriterToken};
 
-/// Directory of named checkpoints inside a database directory.
-pub const CHECKPOINT_DIR: &str = "checkpoints";
-/// Name of the writer-lock file inside a database directory.
-pub const LOCK_FILE: &str = "LOCK";
-
 /// Names of tables and views starting with this are Basalt's own: refused for user tables
 /// and views, hidden from listings.
 pub const RESERVED_PREFIX: &str = "__basalt_";
@@ -522,13 +517,16 @@ mod read;
 mod scan;
 #[cfg(test)]
 mod tests;
+mod view;
 mod write;
 
 pub use self::knn::VectorSearch;
 #[cfg(test)]
 use self::read::*;
 pub use self::scan::{Scan, ScanUnit};
+pub use self::view::ReadView;
 pub use self::write::CompactionReport;
 use self::{catalog::*, open::*, scan::*};
+pub use crate::owned::{CHECKPOINT_DIR, LOCK_FILE};
 pub use crate::values::RowValue;
 pub(crate) use crate::values::{append_value, one_value_array};

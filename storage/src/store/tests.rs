@@ -2448,7 +2448,7 @@ fn answers(s: &Store) -> Result<Vec<String>> {
         rows.sort();
         out.extend(rows);
         if t.fts.is_some() {
-            let view = crate::session::ReadView::Committed(snap.clone());
+            let view = crate::store::ReadView::Committed(snap.clone());
             let mut ids: Vec<u64> =
                 s.search_text(&view, &name, None, "user_7", None)?.iter().map(|h| h.id).collect();
             ids.sort_unstable();
