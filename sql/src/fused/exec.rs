@@ -479,7 +479,11 @@ impl ExecutionPlan for GroupByExec {
         use futures::StreamExt as _;
         let units = partition_units(&self.groups, partition, "BasaltGroupBy")?;
         let me = GroupByExec { groups: Vec::new(), ..self.clone() };
+        // Spillable for the pool: refused, the group-by gives its memory back and the
+        // aggregate it replaced (which spills) runs instead, so it must not take what the
+        // operators beside it need.
         let mut reservation = MemoryConsumer::new(format!("BasaltGroupBy[{partition}]"))
+            .with_can_spill(true)
             .register(context.memory_pool());
         let over_limit = MetricBuilder::new(&self.metrics).counter("over_memory_limit", partition);
         let schema = self.schema.clone();
