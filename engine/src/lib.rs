@@ -151,7 +151,7 @@ impl Default for Options {
             auto_compact: s.auto_compact,
             sql_memory_limit: default_memory_limit(),
             statement_timeout: None,
-            max_recursion: basalt_sql::recursion::DEFAULT_MAX_RECURSION,
+            max_recursion: basalt_sql::rules::recursion::DEFAULT_MAX_RECURSION,
             salvage: false,
         }
     }

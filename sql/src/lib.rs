@@ -2,16 +2,14 @@
 //!
 //! The DataFusion front end: the catalog over a connection's native tables
 //! ([`catalog`]), the `TableProvider` and scan exec over storage snapshots with projection,
-//! filter and limit pushdown ([`provider`], [`pushdown`]), DML execs onto the connection's
-//! transaction ([`dml`]), the statement dispatcher that sends each statement to DataFusion
-//! or to storage ([`connection`]), the direct path that runs simple single-table
-//! statements on storage without planning (`direct`), the fused group-by on dictionary
-//! codes ([`fused`]), filters on one dictionary-encoded column evaluated per entry
-//! ([`entry`]), the semi-join reduction to a storage `IN` list ([`semi`]), the join
-//! probed by dictionary code ([`join`]), the sort emitted one dictionary value at a time
-//! under a limit ([`sort`]), vector
-//! search in SQL — distance functions, `vector_topk` and the top-k rule ([`vector`]) —
-//! full-text search in SQL — `CREATE / DROP FTS INDEX`, `fts_search`, `fts_match` ([`fts`]) — the
+//! filter and limit pushdown ([`provider`], [`pushdown`]), the statement dispatcher that
+//! sends each statement to DataFusion or to storage ([`connection`]), the direct path that
+//! runs simple single-table statements on storage without planning (`direct`), the
+//! execution plans Basalt adds — DML onto the connection's transaction, the fused group-by
+//! on dictionary codes, per-entry filters, semi-join reduction, dictionary joins, bucket
+//! sorts, the vector search exec ([`exec`]) — and the rules that place them ([`rules`]),
+//! vector search in SQL — distance functions and `vector_topk` ([`vector`]) — full-text
+//! search in SQL — `CREATE / DROP FTS INDEX`, `fts_search`, `fts_match` ([`fts`]) — the
 //! rewrites that hide `_id` from `SELECT *` ([`rewrite`]), SQL over files ([`files`]), the
 //! `VECTOR(D)` type ([`types`]) and the scalar functions Basalt adds ([`functions`]).
 //!
@@ -60,32 +58,25 @@ macro_rules! leaf_exec {
 
 pub mod binding;
 pub mod catalog;
-pub mod checked;
 mod codes;
 pub mod connection;
 mod constant;
 pub mod depth;
 mod direct;
-pub mod dml;
-pub mod entry;
 pub mod error;
+pub mod exec;
 pub mod files;
 pub mod fts;
 pub mod functions;
-pub mod fused;
-pub mod join;
 pub mod ndjson;
 mod parse;
 pub mod pool;
 mod prepare;
 pub mod provider;
 pub mod pushdown;
-pub mod recursion;
 pub mod rewrite;
+pub mod rules;
 pub mod script;
-pub mod semi;
-pub mod serial;
-pub mod sort;
 pub mod types;
 pub mod vector;
 

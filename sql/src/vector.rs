@@ -11,7 +11,7 @@
 //!   `_id` and `distance` (closest first; metric `l2` by default, or `l2sq`, `cosine`,
 //!   `dot`), computed by storage's exact top-k in `f32` arithmetic. Rows without a distance
 //!   (NULL vector, zero vector under cosine) are not returned.
-//! - [`VectorTopKRule`]: `ORDER BY d ASC LIMIT k` where `d` is `array_distance`,
+//! - [`VectorTopKRule`](crate::rules::vector_topk::VectorTopKRule): `ORDER BY d ASC LIMIT k` where `d` is `array_distance`,
 //!   `l2_distance`, `l2sq_distance` or `cosine_distance` of a `VECTOR` column and a constant
 //!   vector, or `ORDER BY inner_product(…) DESC LIMIT k`, over a Basalt scan (filters pushed
 //!   into it allowed) becomes a [`VectorSearchExec`] below the original projection and a
@@ -25,56 +25,29 @@
 //! `basalt_vector`, through storage), or read anything but the snapshot the scan was
 //! planned on.
 
-use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, Float64Array, GenericListArray, OffsetSizeTrait, RecordBatch,
-    RecordBatchOptions, UInt64Array,
+    Array, ArrayRef, AsArray, Float64Array, GenericListArray, OffsetSizeTrait,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Float32Type, Float64Type, Schema, SchemaRef};
 use datafusion::catalog::{
     Session as DfSession, TableFunctionArgs, TableFunctionImpl, TableProvider,
 };
-use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::utils::{ListCoercion, coerced_type_with_base_type_only};
 use datafusion::common::{DataFusionError, Result, ScalarValue, exec_err, plan_err};
-use datafusion::execution::memory_pool::MemoryConsumer;
-use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::{
     ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TableType,
     Volatility,
 };
-use datafusion::physical_expr::expressions::{CastExpr, Column, IsNotNullExpr, TryCastExpr};
-use datafusion::physical_expr::utils::collect_columns;
-use datafusion::physical_expr::{
-    EquivalenceProperties, LexOrdering, PhysicalExpr, ScalarFunctionExpr,
-};
-use datafusion::physical_optimizer::PhysicalOptimizerRule;
-use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
-use datafusion::physical_plan::execution_plan::{
-    Boundedness, ChildrenPropertiesMode, EmissionType, ReplaceChildrenOptions,
-};
-use datafusion::physical_plan::filter::FilterExec;
-use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
-use datafusion::physical_plan::projection::ProjectionExec;
-use datafusion::physical_plan::repartition::RepartitionExec;
-use datafusion::physical_plan::sorts::sort::SortExec;
-use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
-use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
-};
-use futures::StreamExt;
+use datafusion::physical_plan::ExecutionPlan;
 
-use basalt_storage::{Metric, Predicate, TableSnapshot};
+use basalt_storage::Metric;
 
 use crate::binding::{Binding, storage_err};
-use crate::constant::{evaluate_constant, evaluate_physical_constant};
-use crate::provider::{ScanExec, ScanParts};
+use crate::constant::evaluate_constant;
+use crate::exec::vector_search::{Mode, Search, VectorSearchExec};
 
 /// The scalar functions of this module.
 pub fn functions() -> Vec<ScalarUDF> {
@@ -241,7 +214,7 @@ fn list_row<O: OffsetSizeTrait>(l: &GenericListArray<O>, i: usize) -> Option<Val
 }
 
 /// A constant's value as a vector of `f32`, if it is a non-NULL numeric list without NULLs.
-fn constant_vector(v: &ScalarValue) -> Option<Vec<f32>> {
+pub(crate) fn constant_vector(v: &ScalarValue) -> Option<Vec<f32>> {
     let a = v.to_array_of_size(1).ok()?;
     if a.is_null(0) {
         return None;
@@ -338,17 +311,6 @@ impl TableFunctionImpl for VectorTopKFunction {
     }
 }
 
-/// What to search for.
-#[derive(Debug, Clone)]
-struct Search {
-    column: String,
-    query: Vec<f32>,
-    /// Candidates kept.
-    k: usize,
-    metric: Metric,
-    predicate: Option<Predicate>,
-}
-
 /// The table a `vector_topk(…)` call stands for.
 #[derive(Debug)]
 struct VectorTopKTable {
@@ -383,427 +345,5 @@ impl TableProvider for VectorTopKTable {
             Mode::Ids { projection },
             schema,
         )))
-    }
-}
-
-/// What a [`VectorSearchExec`] returns.
-#[derive(Debug, Clone)]
-enum Mode {
-    /// `_id` and `distance`, these positions of the two.
-    Ids { projection: Vec<usize> },
-    /// The rows found, as the replaced scan would have returned them (its columns); when
-    /// the search cannot answer exactly, the scan itself.
-    Rows {
-        projection: Vec<usize>,
-        /// The LIMIT (with OFFSET) the sort above keeps.
-        need: usize,
-        /// The sort's direction and where it puts NULLs.
-        descending: bool,
-        nulls_first: bool,
-        /// A filter above the scan drops NULL vectors (`WHERE v IS NOT NULL`).
-        nulls_excluded: bool,
-        /// The replaced input: the scan, with that filter if there is one.
-        scan: Arc<dyn ExecutionPlan>,
-    },
-}
-
-/// Storage's exact vector top-k as an exec (see the module docs). One partition.
-#[derive(Debug, Clone)]
-pub struct VectorSearchExec {
-    snapshot: Arc<TableSnapshot>,
-    search: Search,
-    mode: Mode,
-    schema: SchemaRef,
-    props: Arc<PlanProperties>,
-    /// `rows_ranked` (rows the search returned) and `scan_fallbacks` (1 when the replaced
-    /// scan ran instead), shown by `EXPLAIN ANALYZE`.
-    metrics: ExecutionPlanMetricsSet,
-}
-
-impl VectorSearchExec {
-    fn new(snapshot: Arc<TableSnapshot>, search: Search, mode: Mode, schema: SchemaRef) -> Self {
-        let props = PlanProperties::new(
-            EquivalenceProperties::new(schema.clone()),
-            Partitioning::UnknownPartitioning(1),
-            EmissionType::Final,
-            Boundedness::Bounded,
-        );
-        VectorSearchExec {
-            snapshot,
-            search,
-            mode,
-            schema,
-            props: Arc::new(props),
-            metrics: ExecutionPlanMetricsSet::new(),
-        }
-    }
-
-    /// Runs the search: the batch to return, or `None` when the scan must run instead.
-    fn answer(&self) -> Result<Option<RecordBatch>> {
-        let s = &self.search;
-        let found = self
-            .snapshot
-            .vector_search(&s.column, &[&s.query], s.k, s.metric, s.predicate.as_ref())
-            .map_err(storage_err)?;
-        let (neighbors, no_distance) = match (found.neighbors.first(), found.no_distance.first()) {
-            (Some(n), Some(u)) => (n, *u),
-            _ => return Err(DataFusionError::Internal("vector search lost its query".into())),
-        };
-        let opts = RecordBatchOptions::new().with_row_count(Some(neighbors.len()));
-        match &self.mode {
-            Mode::Ids { projection } => {
-                let ids: ArrayRef =
-                    Arc::new(UInt64Array::from_iter_values(neighbors.iter().map(|n| n.id)));
-                let d: ArrayRef = Arc::new(Float64Array::from_iter_values(
-                    neighbors.iter().map(|n| f64::from(n.distance)),
-                ));
-                let both = [ids, d];
-                let cols = projection.iter().map(|&i| both[i].clone()).collect();
-                Ok(Some(RecordBatch::try_new_with_options(self.schema.clone(), cols, &opts)?))
-            }
-            Mode::Rows { projection, need, descending, nulls_first, nulls_excluded, .. } => {
-                // Where DataFusion puts the rows without a distance: NULL vectors (and zero
-                // vectors under cosine) by the NULLS clause, NaN distances above every number.
-                // Those counted together cannot be told apart, so count them where either
-                // kind could sort ahead of the ranked rows.
-                let nulls = if *nulls_excluded { 0 } else { found.null_vectors };
-                let before = if *nulls_first {
-                    nulls + no_distance
-                } else if *descending {
-                    no_distance
-                } else {
-                    0
-                };
-                let exact = before == 0 && (nulls + no_distance == 0 || neighbors.len() >= *need);
-                if !exact {
-                    return Ok(None);
-                }
-                let ids: Vec<u64> = neighbors.iter().map(|n| n.id).collect();
-                let b = self.snapshot.get_many(&ids, projection).map_err(storage_err)?;
-                Ok(Some(RecordBatch::try_new_with_options(
-                    self.schema.clone(),
-                    b.columns().to_vec(),
-                    &RecordBatchOptions::new().with_row_count(Some(b.num_rows())),
-                )?))
-            }
-        }
-    }
-}
-
-impl DisplayAs for VectorSearchExec {
-    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let s = &self.search;
-        write!(
-            f,
-            "BasaltVectorTopK: table={}, column={}, metric={}, k={}",
-            self.snapshot.name(),
-            s.column,
-            s.metric,
-            s.k
-        )?;
-        if let Some(p) = &s.predicate {
-            write!(f, ", filter={p}")?;
-        }
-        if matches!(self.mode, Mode::Rows { .. }) {
-            write!(f, ", else scan")?;
-        }
-        Ok(())
-    }
-}
-
-impl ExecutionPlan for VectorSearchExec {
-    fn name(&self) -> &str {
-        "BasaltVectorTopK"
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        &self.props
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        match &self.mode {
-            Mode::Rows { scan, .. } => vec![scan],
-            Mode::Ids { .. } => vec![],
-        }
-    }
-
-    no_expressions!();
-
-    fn metrics(&self) -> Option<MetricsSet> {
-        Some(self.metrics.clone_inner())
-    }
-
-    fn with_new_children(
-        self: Arc<Self>,
-        mut children: Vec<Arc<dyn ExecutionPlan>>,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        let mut me = (*self).clone();
-        me.metrics = ExecutionPlanMetricsSet::new();
-        if let (Mode::Rows { scan, .. }, Some(c)) = (&mut me.mode, children.pop()) {
-            *scan = c;
-        }
-        Ok(Arc::new(me))
-    }
-
-    fn execute(
-        &self,
-        partition: usize,
-        context: Arc<TaskContext>,
-    ) -> Result<SendableRecordBatchStream> {
-        if partition != 0 {
-            return Err(DataFusionError::Internal(format!(
-                "BasaltVectorTopK has one partition, asked for {partition}"
-            )));
-        }
-        let me = self.clone();
-        let ranked = MetricBuilder::new(&self.metrics).counter("rows_ranked", partition);
-        let fallbacks = MetricBuilder::new(&self.metrics).counter("scan_fallbacks", partition);
-        let pool = context.memory_pool().clone();
-        let stream = futures::stream::once(async move {
-            match me.answer()? {
-                Some(b) => {
-                    ranked.add(b.num_rows());
-                    // The ranked rows count against the memory pool until they are handed
-                    // on (a LIMIT as large as the table gathers every row).
-                    let reservation = MemoryConsumer::new("BasaltVectorTopK").register(&pool);
-                    reservation.try_grow(b.get_array_memory_size())?;
-                    Ok(futures::stream::once(async move {
-                        drop(reservation);
-                        Ok(b)
-                    })
-                    .boxed())
-                }
-                None => {
-                    fallbacks.add(1);
-                    // Not exact: every row of the original scan, for the sort above.
-                    let Mode::Rows { scan, .. } = &me.mode else {
-                        return Err(DataFusionError::Internal("ids search fell back".into()));
-                    };
-                    let parts = scan.properties().output_partitioning().partition_count();
-                    let streams = (0..parts)
-                        .map(|p| scan.execute(p, context.clone()))
-                        .collect::<Result<Vec<_>>>()?;
-                    Ok(futures::stream::iter(streams).flatten().boxed())
-                }
-            }
-        })
-        .map(|r| match r {
-            Ok(s) => s,
-            Err(e) => futures::stream::once(async move { Err(e) }).boxed(),
-        })
-        .flatten();
-        Ok(Box::pin(RecordBatchStreamAdapter::new(self.schema.clone(), stream)))
-    }
-}
-
-/// Answers `ORDER BY <distance> LIMIT k` over a Basalt scan with [`VectorSearchExec`] (see
-/// the module docs). Off together with the other fast paths.
-#[derive(Debug)]
-pub struct VectorTopKRule {
-    enabled: Arc<AtomicBool>,
-}
-
-impl VectorTopKRule {
-    /// The rule, on while `enabled` is.
-    pub fn new(enabled: Arc<AtomicBool>) -> Self {
-        VectorTopKRule { enabled }
-    }
-}
-
-impl PhysicalOptimizerRule for VectorTopKRule {
-    fn optimize(
-        &self,
-        plan: Arc<dyn ExecutionPlan>,
-        _config: &ConfigOptions,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        if !self.enabled.load(Ordering::Relaxed) {
-            return Ok(plan);
-        }
-        plan.transform_down(|node| {
-            Ok(match rewrite(&node)? {
-                Some(n) => Transformed::yes(n),
-                None => Transformed::no(node),
-            })
-        })
-        .map(|t| t.data)
-    }
-
-    fn name(&self) -> &str {
-        "basalt_vector_topk"
-    }
-
-    fn schema_check(&self) -> bool {
-        true
-    }
-}
-
-/// The replacement of `node` when it is a top-k sort by a distance over a Basalt scan.
-fn rewrite(node: &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn ExecutionPlan>>> {
-    // The sort and its LIMIT: a merge of per-partition top-k sorts, or one sort.
-    let (ordering, fetch, below) = if let Some(m) = node.downcast_ref::<SortPreservingMergeExec>() {
-        let Some(sort) = m.input().downcast_ref::<SortExec>() else { return Ok(None) };
-        match (m.fetch(), sort.fetch()) {
-            (Some(f), Some(_)) if sort.expr() == m.expr() => {
-                (m.expr().clone(), f, sort.input().clone())
-            }
-            _ => return Ok(None),
-        }
-    } else if let Some(sort) = node.downcast_ref::<SortExec>() {
-        let parts = sort.input().properties().output_partitioning().partition_count();
-        match sort.fetch() {
-            Some(f) if !sort.preserve_partitioning() || parts == 1 => {
-                (sort.expr().clone(), f, sort.input().clone())
-            }
-            _ => return Ok(None),
-        }
-    } else {
-        return Ok(None);
-    };
-    let Some(below) = skip_exchanges(below) else { return Ok(None) };
-    let (projection, input) = match below.downcast_ref::<ProjectionExec>() {
-        Some(p) => match skip_exchanges(p.input().clone()) {
-            Some(input) => (Some(p), input),
-            None => return Ok(None),
-        },
-        None => (None, below.clone()),
-    };
-    // `WHERE v IS NOT NULL` stays above the scan (storage does not filter vectors); the
-    // search drops NULL vectors anyway.
-    let (not_null, scan_plan) = match input.downcast_ref::<FilterExec>() {
-        Some(f) if f.projection().is_none() => match not_null_column(f.predicate()) {
-            Some(c) => match skip_exchanges(f.input().clone()) {
-                Some(s) => (Some(c), s),
-                None => return Ok(None),
-            },
-            None => return Ok(None),
-        },
-        Some(_) => return Ok(None),
-        None => (None, input.clone()),
-    };
-    let Some(scan) = scan_plan.downcast_ref::<ScanExec>() else { return Ok(None) };
-    let Some(ScanParts { snapshot, projection: columns, predicate, .. }) = scan.parts() else {
-        return Ok(None);
-    };
-    let [first] = ordering.as_ref() else { return Ok(None) };
-    // The sort key as an expression over the scan's columns.
-    let key = match (projection, first.expr.downcast_ref::<Column>()) {
-        (Some(p), Some(c)) => match p.expr().get(c.index()) {
-            Some(e) => e.expr.clone(),
-            None => return Ok(None),
-        },
-        (Some(_), None) => return Ok(None),
-        (None, _) => first.expr.clone(),
-    };
-    let Some((metric, column, query)) = distance_call(&key, &scan.schema()) else {
-        return Ok(None);
-    };
-    let descending = first.options.descending;
-    if descending != (metric == Metric::Dot) || not_null.as_ref().is_some_and(|c| *c != column) {
-        return Ok(None);
-    }
-    let search = Search {
-        column,
-        query,
-        k: fetch.saturating_mul(2).saturating_add(8),
-        metric,
-        predicate: predicate.cloned(),
-    };
-    let mode = Mode::Rows {
-        projection: columns.to_vec(),
-        need: fetch,
-        descending,
-        nulls_first: first.options.nulls_first,
-        nulls_excluded: not_null.is_some(),
-        scan: input.clone(),
-    };
-    let exec: Arc<dyn ExecutionPlan> =
-        Arc::new(VectorSearchExec::new(snapshot.clone(), search, mode, scan.schema()));
-    let input = match projection {
-        Some(_) => below.clone().replace_children(
-            vec![exec],
-            ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
-        )?,
-        None => exec,
-    };
-    let ordering: LexOrdering = ordering.clone();
-    Ok(Some(Arc::new(SortExec::new(ordering, input).with_fetch(Some(fetch)))))
-}
-
-/// The column a filter keeps the non-NULL rows of (`c IS NOT NULL`).
-fn not_null_column(e: &Arc<dyn PhysicalExpr>) -> Option<String> {
-    let n = e.downcast_ref::<IsNotNullExpr>()?;
-    n.arg().downcast_ref::<Column>().map(|c| c.name().to_string())
-}
-
-/// `plan` under the operators that only move rows between partitions (merges without a
-/// limit, repartitions): the exec replacing a scan has one partition and needs none of
-/// them. `None` for a merge with a limit.
-fn skip_exchanges(mut plan: Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
-    loop {
-        if let Some(c) = plan.downcast_ref::<CoalescePartitionsExec>() {
-            if c.fetch().is_some() {
-                return None;
-            }
-            plan = c.input().clone();
-        } else if let Some(r) = plan.downcast_ref::<RepartitionExec>() {
-            plan = r.input().clone();
-        } else {
-            return Some(plan);
-        }
-    }
-}
-
-/// `(metric, column name, query)` when `e` is a distance function of a `VECTOR` column of
-/// `schema` and a constant vector of its dimension with finite components.
-fn distance_call(
-    e: &Arc<dyn PhysicalExpr>,
-    schema: &SchemaRef,
-) -> Option<(Metric, String, Vec<f32>)> {
-    let f = e.downcast_ref::<ScalarFunctionExpr>()?;
-    let metric = match f.name() {
-        "array_distance" | "list_distance" | "l2_distance" => Metric::L2,
-        "l2sq_distance" => Metric::L2Squared,
-        "cosine_distance" => Metric::Cosine,
-        "inner_product" | "dot_product" => Metric::Dot,
-        _ => return None,
-    };
-    let [a, b] = f.args() else { return None };
-    let (col, constant) = match (vector_column(a, schema), vector_column(b, schema)) {
-        (Some(c), None) => (c, b),
-        (None, Some(c)) => (c, a),
-        _ => return None,
-    };
-    if !collect_columns(constant).is_empty() {
-        return None;
-    }
-    let query = constant_vector(&evaluate_physical_constant(constant).ok()?)?;
-    let DataType::FixedSizeList(_, dim) = schema.field(col.index()).data_type() else {
-        return None;
-    };
-    if query.len() != *dim as usize || query.iter().any(|v| !v.is_finite()) {
-        return None;
-    }
-    if metric == Metric::Cosine && query.iter().all(|v| *v == 0.0) {
-        return None;
-    }
-    Some((metric, col.name().to_string(), query))
-}
-
-/// The column under casts, when it is a `VECTOR` (`FixedSizeList<Float32>`) column.
-fn vector_column<'a>(e: &'a Arc<dyn PhysicalExpr>, schema: &SchemaRef) -> Option<&'a Column> {
-    let mut e = e;
-    loop {
-        if let Some(c) = e.downcast_ref::<CastExpr>() {
-            e = c.expr();
-        } else if let Some(c) = e.downcast_ref::<TryCastExpr>() {
-            e = c.expr();
-        } else {
-            break;
-        }
-    }
-    let c = e.downcast_ref::<Column>()?;
-    match schema.fields().get(c.index())?.data_type() {
-        DataType::FixedSizeList(f, _) if f.data_type() == &DataType::Float32 => Some(c),
-        _ => None,
     }
 }

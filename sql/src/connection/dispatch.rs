@@ -91,8 +91,8 @@ pub(super) fn count_of(batches: &[RecordBatch]) -> u64 {
 pub(super) fn builds_hash_table(plan: &Arc<dyn ExecutionPlan>) -> bool {
     use datafusion::physical_plan::joins::HashJoinExec;
     plan.downcast_ref::<HashJoinExec>().is_some()
-        || plan.downcast_ref::<crate::join::DictJoinExec>().is_some()
-        || plan.downcast_ref::<crate::fused::GroupByExec>().is_some_and(|g| g.over_join())
+        || plan.downcast_ref::<crate::exec::dict_join::DictJoinExec>().is_some()
+        || plan.downcast_ref::<crate::exec::fused::GroupByExec>().is_some_and(|g| g.over_join())
         || plan.children().into_iter().any(builds_hash_table)
 }
 
@@ -103,7 +103,7 @@ pub(super) fn hash_join_out_of_memory(e: &Error) -> bool {
     matches!(e, Error::Execution { message }
         if message.contains("Resources exhausted")
             && (message.contains("HashJoinInput")
-                || message.contains(crate::join::BUILD_CONSUMER)))
+                || message.contains(crate::exec::dict_join::BUILD_CONSUMER)))
 }
 
 pub(super) async fn collect(mut s: SendableRecordBatchStream) -> Result<Vec<RecordBatch>> {

@@ -46,13 +46,13 @@ use basalt_storage::{AlterColumn, Session};
 use crate::binding::Binding;
 use crate::catalog::BasaltSchema;
 use crate::direct::{self, Direct, InsertTemplate, KeyedTemplate};
-use crate::dml::{DmlExec, DmlKind, count_schema};
 use crate::error::{Error, Result};
+use crate::exec::dml::{DmlExec, DmlKind, count_schema};
 use crate::files::{FILES_SCHEMA, Files};
-use crate::fused::FuseGroupBy;
 use crate::parse::{parse, parse_one, storable_schema};
 use crate::prepare::prepare_statement;
 use crate::rewrite;
+use crate::rules::dictionary::FuseGroupBy;
 use crate::types::VectorTypes;
 
 mod ddl;
@@ -211,18 +211,18 @@ impl SqlConnection {
             .with_runtime_env(self.runtime.get()?)
             .with_default_features()
             .with_type_planner(Arc::new(VectorTypes))
-            .with_analyzer_rule(Arc::new(crate::checked::CheckedArithmetic::default()))
+            .with_analyzer_rule(Arc::new(crate::rules::checked::CheckedArithmetic::default()))
             .with_physical_optimizer_rule(Arc::new(FuseGroupBy::new(fast_paths.clone())))
-            .with_physical_optimizer_rule(Arc::new(crate::vector::VectorTopKRule::new(
+            .with_physical_optimizer_rule(Arc::new(crate::rules::vector_topk::VectorTopKRule::new(
                 fast_paths.clone(),
             )))
-            .with_physical_optimizer_rule(Arc::new(crate::sort::BucketSortRule::new(
+            .with_physical_optimizer_rule(Arc::new(crate::rules::bucket_sort::BucketSortRule::new(
                 fast_paths.clone(),
             )))
-            .with_physical_optimizer_rule(Arc::new(crate::serial::SmallLimitSerial::new(
+            .with_physical_optimizer_rule(Arc::new(crate::rules::serial::SmallLimitSerial::new(
                 fast_paths.clone(),
             )))
-            .with_physical_optimizer_rule(Arc::new(crate::recursion::RecursionLimit::new(
+            .with_physical_optimizer_rule(Arc::new(crate::rules::recursion::RecursionLimit::new(
                 self.runtime.max_recursion,
             )))
             .build();
@@ -235,7 +235,7 @@ impl SqlConnection {
             ctx.register_udf(f);
         }
         // Replaces DataFusion's `sum`: the same but for integer overflow (see `checked`).
-        ctx.register_udaf(crate::checked::CheckedSum::udaf());
+        ctx.register_udaf(crate::rules::checked::CheckedSum::udaf());
         ctx.register_udtf(
             "fts_search",
             Arc::new(crate::fts::FtsSearchFunction::new(self.binding.clone())),

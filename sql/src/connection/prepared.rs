@@ -102,11 +102,11 @@ pub(super) fn rerunnable(plan: &Arc<dyn ExecutionPlan>) -> bool {
     let mut ok = true;
     let _ = plan.apply(|node| {
         let leaf = node.children().is_empty();
-        let fine = match node.downcast_ref::<crate::provider::ScanExec>() {
+        let fine = match node.downcast_ref::<crate::exec::scan::ScanExec>() {
             Some(scan) => !scan.has_hints(),
             None => !leaf
-                || node.downcast_ref::<crate::fused::GroupByExec>().is_some()
-                || node.downcast_ref::<crate::entry::EntryFilterExec>().is_some()
+                || node.downcast_ref::<crate::exec::fused::GroupByExec>().is_some()
+                || node.downcast_ref::<crate::exec::entry::EntryFilterExec>().is_some()
                 || node.downcast_ref::<datafusion::physical_plan::empty::EmptyExec>().is_some()
                 || node
                     .downcast_ref::<datafusion::physical_plan::placeholder_row::PlaceholderRowExec>(

@@ -14,7 +14,7 @@ pub struct SharedRuntime {
     /// Where operators spill (`None`: the system's temporary directory).
     pub(super) spill: Option<std::path::PathBuf>,
     pub(super) env: OnceLock<Arc<RuntimeEnv>>,
-    /// Iterations a recursive query may run ([`crate::recursion`]).
+    /// Iterations a recursive query may run ([`crate::rules::recursion`]).
     pub(super) max_recursion: usize,
 }
 
@@ -25,7 +25,7 @@ impl SharedRuntime {
             limit,
             spill: None,
             env: OnceLock::new(),
-            max_recursion: crate::recursion::DEFAULT_MAX_RECURSION,
+            max_recursion: crate::rules::recursion::DEFAULT_MAX_RECURSION,
         }
     }
 

@@ -50,7 +50,7 @@ use basalt_storage::{Predicate, ScanUnit, TableSnapshot};
 
 use crate::binding::storage_err;
 use crate::codes::{codes_of, dictionary_values};
-use crate::provider::{ScanExec, ScanParts, deferred_stream, partition_units};
+use crate::exec::scan::{ScanExec, ScanParts, deferred_stream, partition_units};
 
 /// A filter on one dictionary-encoded column, evaluated per entry (see the module docs).
 #[derive(Debug, Clone)]

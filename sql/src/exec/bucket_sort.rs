@@ -41,28 +41,20 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use datafusion::arrow::compute::{lexsort_to_indices, max, min, take_record_batch};
 use datafusion::arrow::datatypes::{DataType, Int64Type, SchemaRef, UInt64Type};
-use datafusion::common::config::ConfigOptions;
 use datafusion::common::{DataFusionError, Result};
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::{EquivalenceProperties, LexOrdering};
-use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
-use datafusion::physical_plan::execution_plan::{
-    Boundedness, ChildrenPropertiesMode, EmissionType, ReplaceChildrenOptions,
-};
-use datafusion::physical_plan::limit::{GlobalLimitExec, LocalLimitExec};
-use datafusion::physical_plan::projection::ProjectionExec;
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::sorts::sort::SortExec;
 use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
-use datafusion::physical_plan::windows::BoundedWindowAggExec;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, Partitioning,
     PlanProperties,
@@ -72,7 +64,7 @@ use futures::StreamExt;
 use basalt_storage::{ID_COLUMN, Predicate, ScanUnit, TableSnapshot};
 
 use crate::binding::storage_err;
-use crate::provider::{ScanExec, ScanParts, deferred_stream};
+use crate::exec::scan::{ScanExec, ScanParts, deferred_stream};
 
 /// More distinct leading-key values than this: the original sort runs instead (each value
 /// is one gather by id and one sort; many small ones are DataFusion's sort done slowly).
@@ -88,84 +80,6 @@ pub const MIN_FETCH: usize = 2048;
 
 /// Rows per emitted batch.
 const BATCH_ROWS: usize = 8192;
-
-/// The rule: sorts of a scan by a dictionary-encoded leading key under a limit become
-/// [`BucketSortExec`].
-#[derive(Debug)]
-pub struct BucketSortRule {
-    enabled: Arc<AtomicBool>,
-}
-
-impl BucketSortRule {
-    /// A rule that applies while `enabled` is true.
-    pub fn new(enabled: Arc<AtomicBool>) -> BucketSortRule {
-        BucketSortRule { enabled }
-    }
-}
-
-impl PhysicalOptimizerRule for BucketSortRule {
-    fn optimize(
-        &self,
-        plan: Arc<dyn ExecutionPlan>,
-        _config: &ConfigOptions,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        if !self.enabled.load(Ordering::Relaxed) {
-            return Ok(plan);
-        }
-        rewrite(plan, false)
-    }
-
-    fn name(&self) -> &str {
-        "basalt_bucket_sort"
-    }
-
-    fn schema_check(&self) -> bool {
-        true
-    }
-}
-
-/// Rewrites top-down; `limited`: a limit above reaches `plan` through streaming operators.
-fn rewrite(plan: Arc<dyn ExecutionPlan>, limited: bool) -> Result<Arc<dyn ExecutionPlan>> {
-    if let Some(sort) = plan.downcast_ref::<SortExec>()
-        && match sort.fetch() {
-            // A full sort (under a window, say) that a limit above stops early.
-            None => limited,
-            Some(f) => f >= MIN_FETCH,
-        }
-        && let Some(b) = BucketSortExec::replace(sort, &plan)
-    {
-        return Ok(Arc::new(b));
-    }
-    let fetch = plan.fetch().is_some();
-    let below = if plan.downcast_ref::<LocalLimitExec>().is_some()
-        || plan.downcast_ref::<GlobalLimitExec>().is_some()
-    {
-        true
-    } else if plan.downcast_ref::<CoalescePartitionsExec>().is_some()
-        || plan.downcast_ref::<SortPreservingMergeExec>().is_some()
-    {
-        limited || fetch
-    } else if plan.downcast_ref::<ProjectionExec>().is_some()
-        || plan.downcast_ref::<BoundedWindowAggExec>().is_some()
-    {
-        limited
-    } else {
-        false
-    };
-    let children: Vec<Arc<dyn ExecutionPlan>> = plan.children().into_iter().cloned().collect();
-    let mut changed = false;
-    let mut out = Vec::with_capacity(children.len());
-    for c in children {
-        let n = rewrite(c.clone(), below)?;
-        changed |= !Arc::ptr_eq(&n, &c);
-        out.push(n);
-    }
-    if !changed {
-        return Ok(plan);
-    }
-    // Recomputed: a window or merge above a bucket sort now has one input partition.
-    plan.replace_children(out, ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute))
-}
 
 /// A sort emitted one leading-key value at a time (see the module docs).
 #[derive(Debug, Clone)]
@@ -187,7 +101,10 @@ pub struct BucketSortExec {
 
 impl BucketSortExec {
     /// The bucket form of `sort` (the node `plan`), when it applies.
-    fn replace(sort: &SortExec, plan: &Arc<dyn ExecutionPlan>) -> Option<BucketSortExec> {
+    pub(crate) fn replace(
+        sort: &SortExec,
+        plan: &Arc<dyn ExecutionPlan>,
+    ) -> Option<BucketSortExec> {
         let mut input = sort.input();
         if let Some(r) = input.downcast_ref::<RepartitionExec>() {
             input = r.input();

@@ -10,7 +10,7 @@
 //! Output rows are built with `take` on the probe columns (on their codes when they are
 //! dictionary-encoded) and on the collected build batch. A join whose output has no
 //! columns (`SELECT count(*) FROM t LEFT JOIN d ON …`) only counts rows per dictionary
-//! entry and multiplies by the entry's matches. The fused group-by ([`crate::fused`]) reads this exec's output with the probe
+//! entry and multiplies by the entry's matches. The fused group-by ([`crate::exec::fused`]) reads this exec's output with the probe
 //! columns still as codes, so `JOIN … GROUP BY <probe column>` groups by code as well.
 //!
 //! When it applies: a [`HashJoinExec`] in `CollectLeft` mode (DataFusion's choice for a
@@ -55,7 +55,7 @@ use basalt_storage::{Predicate, Scan, ScanUnit, TableSnapshot};
 
 use crate::binding::storage_err;
 use crate::codes::{codes_of, dictionary_values};
-use crate::provider::{ScanExec, ScanParts, deferred_stream, partition_units};
+use crate::exec::scan::{ScanExec, ScanParts, deferred_stream, partition_units};
 
 /// Where an output column of the join comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -124,7 +124,7 @@ impl GroupByExec {
 
     /// The same exec declaring `schema` as its output (other field names or nullability),
     /// when its columns have `schema`'s types.
-    pub(super) fn with_schema(mut self, schema: SchemaRef) -> Option<GroupByExec> {
+    pub(crate) fn with_schema(mut self, schema: SchemaRef) -> Option<GroupByExec> {
         let ours = self.schema.fields();
         if ours.len() != schema.fields().len()
             || ours.iter().zip(schema.fields()).any(|(a, b)| a.data_type() != b.data_type())

@@ -35,7 +35,7 @@ use datafusion::physical_plan::{
 use basalt_storage::{Predicate, Scalar, ScanUnit, TableSnapshot};
 
 use crate::binding::storage_err;
-use crate::provider::{ScanExec, ScanParts, deferred_stream, partition_units};
+use crate::exec::scan::{ScanExec, ScanParts, deferred_stream, partition_units};
 use crate::pushdown::scalar_of;
 
 /// A semi join of a Basalt scan against a build side's keys, as a scan (see module docs).

@@ -1,0 +1,392 @@
+//! The scan exec over a native table's snapshot.
+//!
+//! [`ScanExec`] splits the table's scan units (row groups, then the memtable) into
+//! contiguous groups, one per partition, and decodes them lazily on the partition's task.
+//! Filters that storage evaluates exactly (see [`crate::pushdown`]) are pushed as `Exact`
+//! and run on encoded data; the others are pushed as `Inexact` (zone-map pruning with a
+//! relaxed predicate) and DataFusion filters again. Row groups ruled out by zone maps are
+//! dropped at planning time, so `EXPLAIN` shows how many remain. Filters parents push down
+//! after planning (DataFusion's dynamic filters of hash joins and TopK, shown as
+//! `pruning_hints`) skip units by zone maps and, outside a limit, filter rows in storage
+//! where they convert; their parents still apply them.
+
+use std::fmt;
+use std::sync::Arc;
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::stats::Precision;
+use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+use datafusion::common::{DataFusionError, Result, Statistics};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::expressions::DynamicFilterPhysicalExpr;
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType, SchedulingType};
+use datafusion::physical_plan::filter_pushdown::{
+    ChildPushdownResult, FilterPushdownPhase, FilterPushdownPropagation, PushedDown,
+};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+};
+use futures::StreamExt;
+
+use basalt_storage::{Predicate, ScanUnit, TableSnapshot};
+
+use crate::binding::storage_err;
+use crate::pushdown;
+
+/// Scans a native table snapshot: one partition per contiguous group of scan units.
+#[derive(Debug, Clone)]
+pub struct ScanExec {
+    table: String,
+    snapshot: Arc<TableSnapshot>,
+    projection: Vec<usize>,
+    predicate: Option<Predicate>,
+    limit: Option<usize>,
+    groups: Vec<Vec<ScanUnit>>,
+    total_units: usize,
+    schema: SchemaRef,
+    props: Arc<PlanProperties>,
+    /// Filters of parent operators (TopK's and joins' dynamic filters among them), used to
+    /// skip units by zone maps and, outside a limit, to drop rows as the scan goes; the
+    /// parents apply them again, so they need not be exact.
+    hints: Vec<Arc<dyn PhysicalExpr>>,
+    metrics: ExecutionPlanMetricsSet,
+}
+
+impl ScanExec {
+    /// Plans a scan: prunes units by zone maps and splits the rest into at most
+    /// `partitions` groups of about equal row counts.
+    pub fn try_new(
+        table: &str,
+        snapshot: Arc<TableSnapshot>,
+        projection: Vec<usize>,
+        predicate: Option<Predicate>,
+        limit: Option<usize>,
+        partitions: usize,
+    ) -> Result<ScanExec> {
+        let schema = snapshot.projected_schema(&projection).map_err(storage_err)?;
+        let all = snapshot.scan_units();
+        let total_units = all.len();
+        let units: Vec<ScanUnit> = match &predicate {
+            Some(p) => all.into_iter().filter(|u| snapshot.unit_may_match(*u, p)).collect(),
+            None => all,
+        };
+        let groups = split_units(&snapshot, units, partitions);
+        let props = PlanProperties::new(
+            EquivalenceProperties::new(schema.clone()),
+            Partitioning::UnknownPartitioning(groups.len().max(1)),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        )
+        .with_scheduling_type(SchedulingType::Cooperative);
+        Ok(ScanExec {
+            table: table.to_string(),
+            snapshot,
+            projection,
+            predicate,
+            limit,
+            groups,
+            total_units,
+            schema,
+            props: Arc::new(props),
+            hints: Vec::new(),
+            metrics: ExecutionPlanMetricsSet::new(),
+        })
+    }
+
+    /// Whether the scan holds filters of parent operators (dynamic filters among them).
+    pub(crate) fn has_hints(&self) -> bool {
+        !self.hints.is_empty()
+    }
+
+    fn kept_units(&self) -> usize {
+        self.groups.iter().map(Vec::len).sum()
+    }
+}
+
+/// Contiguous groups of units with about equal row counts (scan order is kept).
+fn split_units(t: &TableSnapshot, units: Vec<ScanUnit>, parts: usize) -> Vec<Vec<ScanUnit>> {
+    let total: u64 = units.iter().map(|u| t.unit_rows(*u)).sum();
+    let parts = parts.min(units.len()).max(1);
+    let per = total.div_ceil(parts as u64).max(1);
+    let mut groups: Vec<Vec<ScanUnit>> = vec![Vec::new()];
+    let mut acc = 0u64;
+    for u in units {
+        let rows = t.unit_rows(u);
+        if acc >= per && groups.len() < parts {
+            groups.push(Vec::new());
+            acc = 0;
+        }
+        acc += rows;
+        if let Some(g) = groups.last_mut() {
+            g.push(u);
+        }
+    }
+    groups
+}
+
+/// The scan units of `partition` of an exec that split its units into `groups` (no group
+/// at all is one empty partition).
+pub(crate) fn partition_units(
+    groups: &[Vec<ScanUnit>],
+    partition: usize,
+    exec: &str,
+) -> Result<Vec<ScanUnit>> {
+    match groups.get(partition) {
+        Some(g) => Ok(g.clone()),
+        None if partition == 0 => Ok(Vec::new()),
+        None => Err(DataFusionError::Internal(format!("{exec} has no partition {partition}"))),
+    }
+}
+
+/// A stream that first awaits `start` (building a join's table, say), then yields the
+/// batches of the stream it returns; an error from `start` is the stream's one item.
+pub(crate) fn deferred_stream<S, F>(schema: SchemaRef, start: F) -> SendableRecordBatchStream
+where
+    F: std::future::Future<Output = Result<S>> + Send + 'static,
+    S: futures::Stream<Item = Result<RecordBatch>> + Send + 'static,
+{
+    let stream = futures::stream::once(start)
+        .map(|r| match r {
+            Ok(s) => s.boxed(),
+            Err(e) => futures::stream::once(async move { Err(e) }).boxed(),
+        })
+        .flatten();
+    Box::pin(RecordBatchStreamAdapter::new(schema, stream))
+}
+
+/// What a [`ScanExec`] reads (see [`ScanExec::parts`]).
+pub(crate) struct ScanParts<'a> {
+    /// The snapshot the scan was planned on.
+    pub snapshot: &'a Arc<TableSnapshot>,
+    /// Full-schema positions of the output columns.
+    pub projection: &'a [usize],
+    /// The predicate evaluated in storage.
+    pub predicate: Option<&'a Predicate>,
+    /// The units of each partition.
+    pub groups: &'a [Vec<ScanUnit>],
+}
+
+impl ScanExec {
+    /// What the scan reads, for operators that read storage themselves (the fused
+    /// group-by). `None` when the scan has a limit.
+    pub(crate) fn parts(&self) -> Option<ScanParts<'_>> {
+        if self.limit.is_some() {
+            return None;
+        }
+        Some(ScanParts {
+            snapshot: &self.snapshot,
+            projection: &self.projection,
+            predicate: self.predicate.as_ref(),
+            groups: &self.groups,
+        })
+    }
+}
+
+impl DisplayAs for ScanExec {
+    fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let cols: Vec<&str> = self.schema.fields().iter().map(|f| f.name().as_str()).collect();
+        match t {
+            DisplayFormatType::Default | DisplayFormatType::Verbose => {
+                write!(f, "BasaltScan: table={}, projection=[{}]", self.table, cols.join(", "))?;
+                if let Some(p) = &self.predicate {
+                    write!(f, ", filter={p}")?;
+                }
+                if let Some(l) = self.limit {
+                    write!(f, ", limit={l}")?;
+                }
+                if !self.hints.is_empty() {
+                    let h: Vec<String> = self.hints.iter().map(|e| e.to_string()).collect();
+                    write!(f, ", pruning_hints=[{}]", h.join(", "))?;
+                }
+                write!(f, ", units={}/{}", self.kept_units(), self.total_units)
+            }
+            DisplayFormatType::TreeRender => {
+                writeln!(f, "table={}", self.table)?;
+                writeln!(f, "units={}/{}", self.kept_units(), self.total_units)
+            }
+        }
+    }
+}
+
+impl ExecutionPlan for ScanExec {
+    fn name(&self) -> &str {
+        "BasaltScan"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.props
+    }
+
+    leaf_exec!();
+
+    fn execute(
+        &self,
+        partition: usize,
+        _context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let units = partition_units(&self.groups, partition, "BasaltScan")?;
+        let pruned = MetricBuilder::new(&self.metrics).counter("units_pruned_by_hints", partition);
+        let read = MetricBuilder::new(&self.metrics).counter("units_read", partition);
+        let (snapshot, projection, predicate, hints, schema, limit) = (
+            self.snapshot.clone(),
+            self.projection.clone(),
+            self.predicate.clone(),
+            self.hints.clone(),
+            self.schema.clone(),
+            self.limit,
+        );
+        // Units are read one at a time; before each, the hints (whose dynamic parts tighten
+        // as TopK fills or a join builds) may rule it out by its zone maps, and otherwise
+        // filter its rows: a hint is a parent's filter (or its relaxed form) that the parent
+        // applies again, so a row failing it is one the parent drops (a hash join's build
+        // keys, a TopK's threshold). Not under a limit, where filtering first would change
+        // which rows the limit keeps.
+        let batches = units.into_iter().flat_map(move |unit| {
+            let current: Vec<Predicate> =
+                hints.iter().filter_map(|h| pushdown::from_physical(h, &schema)).collect();
+            if current.iter().any(|p| !snapshot.unit_may_match(unit, p)) {
+                pruned.add(1);
+                return UnitBatches::Empty;
+            }
+            read.add(1);
+            let predicate = if limit.is_none() && !current.is_empty() {
+                and_all(predicate.iter().cloned().chain(current).collect())
+            } else {
+                predicate.clone()
+            };
+            // A unit decodes its columns only up to the row where the limit is met (a
+            // limit reaches the scan only when every filter was pushed into it exactly).
+            match snapshot.scan_units_filtered(&projection, predicate, vec![unit]) {
+                Ok(scan) => UnitBatches::Scan(scan.with_limit(limit)),
+                Err(e) => UnitBatches::Error(Some(e)),
+            }
+        });
+        let stream = futures::stream::iter(batches).map(|r| r.map_err(storage_err));
+        let stream = LimitStop { inner: stream, left: self.limit };
+        let adapter = RecordBatchStreamAdapter::new(self.schema.clone(), stream);
+        Ok(datafusion::physical_plan::coop::make_cooperative(Box::pin(adapter)))
+    }
+
+    fn statistics_from_inputs(
+        &self,
+        _input_stats: &[Arc<Statistics>],
+        args: &datafusion::physical_plan::statistics::StatisticsArgs,
+    ) -> Result<Arc<Statistics>> {
+        let mut s = Statistics::new_unknown(&self.schema);
+        if args.partition().is_none() {
+            let count = usize::try_from(self.snapshot.count()).unwrap_or(usize::MAX);
+            // The limit applies per partition (a limit node above makes it global), so only
+            // a single-partition scan without filters knows its output size exactly.
+            s.num_rows = match (&self.predicate, self.limit) {
+                (None, None) => Precision::Exact(count),
+                (None, Some(l)) if self.groups.len() <= 1 => Precision::Exact(count.min(l)),
+                (_, Some(l)) => Precision::Inexact(count.min(l.saturating_mul(self.groups.len()))),
+                (Some(_), None) => Precision::Inexact(count),
+            };
+        }
+        Ok(Arc::new(s))
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+
+    fn handle_child_pushdown_result(
+        &self,
+        _phase: FilterPushdownPhase,
+        child_pushdown_result: ChildPushdownResult,
+        _config: &ConfigOptions,
+    ) -> Result<FilterPushdownPropagation<Arc<dyn ExecutionPlan>>> {
+        let filters: Vec<Arc<dyn PhysicalExpr>> =
+            child_pushdown_result.parent_filters.into_iter().map(|f| f.filter).collect();
+        // Every filter stays with the parent (PushedDown::No): here it only prunes.
+        let answer = vec![PushedDown::No; filters.len()];
+        let useful: Vec<_> = filters
+            .into_iter()
+            .filter(|f| {
+                // Keep what converts now, and dynamic filters (which may convert later).
+                pushdown::from_physical(f, &self.schema).is_some() || is_dynamic(f)
+            })
+            .collect();
+        if useful.is_empty() {
+            return Ok(FilterPushdownPropagation { filters: answer, updated_node: None });
+        }
+        let mut next = self.clone();
+        next.hints.extend(useful);
+        next.metrics = ExecutionPlanMetricsSet::new();
+        Ok(FilterPushdownPropagation { filters: answer, updated_node: Some(Arc::new(next)) })
+    }
+}
+
+/// Whether an expression contains a dynamic filter (its value changes while the plan runs).
+/// The conjunction of `ps` (`None` when empty).
+pub(crate) fn and_all(mut ps: Vec<Predicate>) -> Option<Predicate> {
+    match ps.len() {
+        0 => None,
+        1 => ps.pop(),
+        _ => Some(Predicate::And(ps)),
+    }
+}
+
+fn is_dynamic(e: &Arc<dyn PhysicalExpr>) -> bool {
+    let mut dynamic = false;
+    let _ = e.apply(|x| {
+        if x.downcast_ref::<DynamicFilterPhysicalExpr>().is_some() {
+            dynamic = true;
+            return Ok(TreeNodeRecursion::Stop);
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    dynamic
+}
+
+/// The batches of one scan unit.
+enum UnitBatches {
+    Empty,
+    Scan(basalt_storage::Scan),
+    Error(Option<basalt_storage::Error>),
+}
+
+impl Iterator for UnitBatches {
+    type Item = basalt_storage::Result<RecordBatch>;
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            UnitBatches::Empty => None,
+            UnitBatches::Scan(s) => s.next(),
+            UnitBatches::Error(e) => e.take().map(Err),
+        }
+    }
+}
+
+/// Passes at most `left` rows (all for `None`), then ends the stream.
+struct LimitStop<S> {
+    inner: S,
+    left: Option<usize>,
+}
+
+impl<S: futures::Stream<Item = Result<RecordBatch>> + Unpin> futures::Stream for LimitStop<S> {
+    type Item = Result<RecordBatch>;
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        if self.left == Some(0) {
+            return std::task::Poll::Ready(None);
+        }
+        let r = futures::ready!(self.inner.poll_next_unpin(cx));
+        let r = match (r, self.left.as_mut()) {
+            (Some(Ok(b)), Some(l)) => {
+                let n = b.num_rows().min(*l);
+                *l -= n;
+                Some(Ok(if n < b.num_rows() { b.slice(0, n) } else { b }))
+            }
+            (r, _) => r,
+        };
+        std::task::Poll::Ready(r)
+    }
+}
