@@ -1,9 +1,10 @@
-//! Shared pieces of Basalt's benchmarks: the benchmark dataset (`benches/README.md`, *Data*) generator and small
+//! Shared pieces of Basalt's benchmarks: the benchmark dataset (`benches/README.md`, *Data*) generator, the TPC-H queries ([`tpch`]) and small
 //! measurement helpers. The binaries in `src/bin/` use them; nothing here is timed itself.
 
 #![forbid(unsafe_code)]
 
 pub mod check;
+pub mod tpch;
 
 use std::time::{Duration, Instant};
 

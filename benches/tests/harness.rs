@@ -40,3 +40,32 @@ fn quick_run_covers_every_tabular_metric_and_engines_agree() {
     assert!(md.contains("## Scoreboard") && md.contains("## Out-of-core file import"));
     assert!(!md.contains("RESULT MISMATCH") && !md.contains("## FAILURES"));
 }
+
+#[test]
+fn quick_tpch_run_loads_every_table_and_engines_agree_on_all_22_queries() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = Command::new(env!("CARGO_BIN_EXE_basalt-bench"))
+        .args(["--suite", "tpch", "--quick", "--output"])
+        .arg(dir.path())
+        .output()
+        .expect("run basalt-bench");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "basalt-bench --suite tpch --quick failed:\n{stderr}");
+    let json = std::fs::read_dir(dir.path())
+        .expect("output dir")
+        .map(|e| e.expect("entry").path())
+        .find(|p| p.extension().is_some_and(|x| x == "json"))
+        .map(|p| std::fs::read_to_string(p).expect("json"))
+        .expect("a JSON report");
+    for id in
+        std::iter::once("TPCH-LOAD".to_string()).chain((1..=22).map(|n| format!("TPCH-Q{n:02}")))
+    {
+        assert_eq!(json.matches(&format!("\"id\": \"{id}\"")).count(), 1, "{id} in the report");
+    }
+    // Both engines loaded the tables and ran every query (a failure is an "error" cell).
+    assert!(!json.contains("\"error\""), "an engine failed:\n{json}");
+    for engine in ["basalt", "sqlite"] {
+        let timed = json.matches(&format!("\"{engine}\": {{\"secs\"")).count();
+        assert_eq!(timed, 23, "{engine} figures in the report");
+    }
+}

@@ -74,16 +74,24 @@ pub fn json_float(f: f64) -> String {
     if f.fract() == 0.0 { format!("{f:.1}") } else { f.to_string() }
 }
 
-/// Writes batches to a Parquet file (zstd; this build of parquet has no snappy).
-pub fn write_parquet(batches: &[RecordBatch], path: &Path) -> Res<()> {
-    let Some(first) = batches.first() else { return Err("no batches".into()) };
+/// A Parquet writer creating `path`: zstd, 65,536-row row groups (every file the harness
+/// writes).
+pub fn parquet_writer(
+    path: &Path,
+    schema: SchemaRef,
+) -> Res<parquet::arrow::ArrowWriter<std::fs::File>> {
     let file = std::fs::File::create(path).map_err(|e| e.to_string())?;
     let props = parquet::file::properties::WriterProperties::builder()
         .set_compression(parquet::basic::Compression::ZSTD(Default::default()))
         .set_max_row_group_row_count(Some(65_536))
         .build();
-    let mut w = parquet::arrow::ArrowWriter::try_new(file, first.schema(), Some(props))
-        .map_err(|e| e.to_string())?;
+    parquet::arrow::ArrowWriter::try_new(file, schema, Some(props)).map_err(|e| e.to_string())
+}
+
+/// Writes batches to a Parquet file (zstd; this build of parquet has no snappy).
+pub fn write_parquet(batches: &[RecordBatch], path: &Path) -> Res<()> {
+    let Some(first) = batches.first() else { return Err("no batches".into()) };
+    let mut w = parquet_writer(path, first.schema())?;
     for b in batches {
         w.write(b).map_err(|e| e.to_string())?;
     }

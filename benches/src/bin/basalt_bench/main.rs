@@ -8,7 +8,10 @@
 //! cargo run --release -p basalt-benches --bin basalt-bench -- [--rows N] [--iterations N]
 //!     [--warmup N] [--filter REGEX] [--engines basalt,sqlite,duckdb] [--output DIR] [--quick]
 //!     [--vector-rows N] [--ooc-rows N] [--no-ooc] [--no-vector] [--no-diagnostics]
+//! cargo run --release -p basalt-benches --bin basalt-bench -- --suite tpch [--sf N] …
 //! ```
+//!
+//! `--suite tpch` runs the TPC-H suite ([`tpch`]) instead of the workload.
 //!
 //! Every engine's result of every metric is cross-checked; a mismatch or an engine error
 //! fails the run (exit code 1) after the report is written.
@@ -24,6 +27,7 @@ mod ooc;
 mod qps;
 mod report;
 mod run;
+mod tpch;
 mod vector;
 
 use std::collections::BTreeMap;
@@ -40,8 +44,22 @@ use engines::{Kind, Res};
 use metrics::{Ctx, Metric};
 use report::{Cell, Line};
 
+/// Which benchmark a run is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Suite {
+    /// The workload of `benches/README.md` (the default).
+    Workload,
+    /// TPC-H at a scale factor.
+    Tpch,
+}
+
 /// Command-line options.
 struct Args {
+    suite: Suite,
+    /// TPC-H scale factor.
+    sf: f64,
+    /// `--engines` was given.
+    engines_set: bool,
     rows: usize,
     iterations: usize,
     warmup: usize,
@@ -59,7 +77,7 @@ struct Args {
 
 const USAGE: &str = "usage: basalt-bench [--rows N] [--iterations N] [--warmup N] [--filter REGEX] \
 [--engines basalt,sqlite,duckdb] [--output DIR] [--quick] [--vector-rows N] [--ooc-rows N] \
-[--write-batch N] [--no-ooc] [--no-vector] [--no-diagnostics]";
+[--write-batch N] [--no-ooc] [--no-vector] [--no-diagnostics] [--suite workload|tpch] [--sf N]";
 
 fn built_engines() -> Vec<Kind> {
     Kind::ALL.into_iter().filter(|k| cfg!(feature = "duckdb") || *k != Kind::Duckdb).collect()
@@ -67,6 +85,9 @@ fn built_engines() -> Vec<Kind> {
 
 fn parse_args() -> Res<Args> {
     let mut a = Args {
+        suite: Suite::Workload,
+        sf: 1.0,
+        engines_set: false,
         rows: 1_000_000,
         iterations: 5,
         warmup: 2,
@@ -82,6 +103,7 @@ fn parse_args() -> Res<Args> {
         write_batch: 100,
     };
     let mut rows_set = None;
+    let mut sf_set = None;
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         let mut val = |name: &str| it.next().ok_or(format!("{name} needs a value\n{USAGE}"));
@@ -93,7 +115,23 @@ fn parse_args() -> Res<Args> {
             "--filter" => {
                 a.filter = Some(Regex::new(&val("--filter")?).map_err(|e| e.to_string())?)
             }
+            "--suite" => {
+                a.suite = match val("--suite")?.as_str() {
+                    "workload" => Suite::Workload,
+                    "tpch" => Suite::Tpch,
+                    other => return Err(format!("unknown suite {other}\n{USAGE}")),
+                }
+            }
+            "--sf" => {
+                let v = val("--sf")?;
+                let sf = v.parse::<f64>().map_err(|e| format!("{v}: {e}"))?;
+                if !(sf > 0.0 && sf <= 1000.0) {
+                    return Err(format!("--sf {v}: a scale factor above 0 and at most 1000"));
+                }
+                sf_set = Some(sf);
+            }
             "--engines" => {
+                a.engines_set = true;
                 a.engines = val("--engines")?
                     .split(',')
                     .map(|s| {
@@ -130,6 +168,7 @@ fn parse_args() -> Res<Args> {
     if let Some(r) = rows_set {
         a.rows = r.max(10_000);
     }
+    a.sf = sf_set.unwrap_or(if a.quick { 0.01 } else { 1.0 });
     if a.ooc_rows == 0 {
         a.ooc_rows = a.rows;
     }
@@ -296,6 +335,9 @@ fn real_main() -> Res<bool> {
 }
 
 fn run_all(args: &Args, work: &Path, stamp: &str) -> Res<bool> {
+    if args.suite == Suite::Tpch {
+        return run_tpch(args, work, stamp);
+    }
     eprintln!("generating {} rows …", args.rows);
     let data = Rc::new(data::generate(args.rows));
     data::write_files(&data, work).map_err(|e| format!("writing files: {e}"))?;
@@ -308,32 +350,15 @@ fn run_all(args: &Args, work: &Path, stamp: &str) -> Res<bool> {
     let mut engines = engines::open_all(work, &args.engines)?;
     let mut failures = Vec::new();
 
-    let mut versions = vec![
-        format!("basalt {}", env!("CARGO_PKG_VERSION")),
-        format!("SQLite {}", rusqlite::version()),
-    ];
-    if args.engines.contains(&Kind::Duckdb) {
-        versions.push("DuckDB 1.5.5 (prebuilt libduckdb, duckdb crate 1.10505.0)".into());
-    }
-    let profile =
-        if cfg!(debug_assertions) { "dev (debug assertions; not for figures)" } else { "release" };
-    let git = sh("git", &["rev-parse", "--short", "HEAD"]);
-    let dirty = !sh("git", &["status", "--porcelain", "--untracked-files=no"]).is_empty();
-    let meta: Vec<(String, String)> = vec![
-        ("date".into(), sh("date", &["-u", "+%Y-%m-%d %H:%M UTC"])),
-        ("machine".into(), machine()),
-        ("git".into(), format!("{git}{}", if dirty { " (dirty)" } else { "" })),
-        ("rustc".into(), sh("rustc", &["--version"])),
-        ("profile".into(), profile.into()),
-        ("versions".into(), versions.join(", ")),
-        ("command".into(), std::env::args().collect::<Vec<_>>().join(" ")),
+    let mut meta = common_meta(&args.engines);
+    meta.extend([
         ("rows".into(), args.rows.to_string()),
         ("timing".into(), format!(
             "{} warm-up + {} timed iterations, median; micro-operations: per-call median of samples ≥ 2 ms (writes: {} calls per sample on every engine)",
             args.warmup, args.iterations, args.write_batch
         )),
         ("durability".into(), "default tier survives a killed process on every engine (Basalt process-safe WAL, SQLite WAL + synchronous=OFF, DuckDB WAL synced at commit); power-safe rows: Basalt power-safe, SQLite synchronous=FULL, DuckDB default".into()),
-    ];
+    ]);
 
     let mut lines =
         run_metrics(&metrics::tabular(&ctx), &mut engines, args, &["OLTP-1"], &mut failures);
@@ -371,9 +396,60 @@ fn run_all(args: &Args, work: &Path, stamp: &str) -> Res<bool> {
         sections.push_str(&md);
         extra.push(("out_of_core".to_string(), js));
     }
+    let report = Report {
+        title: "Basalt cross-engine benchmark",
+        file: format!("basalt-bench-{stamp}"),
+        meta,
+        lines,
+        engines: args.engines.clone(),
+        sections,
+        extra,
+    };
+    write_report(args, report, &failures)
+}
 
-    let mut md = report::markdown("Basalt cross-engine benchmark", &meta, &lines, &args.engines);
-    md.push_str(&sections);
+/// What a run reports.
+struct Report {
+    title: &'static str,
+    /// File name without extension.
+    file: String,
+    meta: Vec<(String, String)>,
+    lines: Vec<Line>,
+    engines: Vec<Kind>,
+    /// Markdown sections after the table.
+    sections: String,
+    /// Extra JSON members.
+    extra: Vec<(String, String)>,
+}
+
+/// The run's description every report starts with.
+fn common_meta(engines: &[Kind]) -> Vec<(String, String)> {
+    let mut versions = vec![
+        format!("basalt {}", env!("CARGO_PKG_VERSION")),
+        format!("SQLite {}", rusqlite::version()),
+    ];
+    if engines.contains(&Kind::Duckdb) {
+        versions.push("DuckDB 1.5.5 (prebuilt libduckdb, duckdb crate 1.10505.0)".into());
+    }
+    let profile =
+        if cfg!(debug_assertions) { "dev (debug assertions; not for figures)" } else { "release" };
+    let git = sh("git", &["rev-parse", "--short", "HEAD"]);
+    let dirty = !sh("git", &["status", "--porcelain", "--untracked-files=no"]).is_empty();
+    vec![
+        ("date".into(), sh("date", &["-u", "+%Y-%m-%d %H:%M UTC"])),
+        ("machine".into(), machine()),
+        ("git".into(), format!("{git}{}", if dirty { " (dirty)" } else { "" })),
+        ("rustc".into(), sh("rustc", &["--version"])),
+        ("profile".into(), profile.into()),
+        ("versions".into(), versions.join(", ")),
+        ("command".into(), std::env::args().collect::<Vec<_>>().join(" ")),
+    ]
+}
+
+/// Writes the Markdown and JSON files; `Ok(false)` when anything failed.
+fn write_report(args: &Args, r: Report, failures: &[String]) -> Res<bool> {
+    let mut md = report::markdown(r.title, &r.meta, &r.lines, &r.engines);
+    md.push_str(&r.sections);
     if !failures.is_empty() {
         md.push_str(&format!(
             "\n## FAILURES\n\n{}\n",
@@ -381,9 +457,9 @@ fn run_all(args: &Args, work: &Path, stamp: &str) -> Res<bool> {
         ));
     }
     std::fs::create_dir_all(&args.output).map_err(|e| e.to_string())?;
-    let base = args.output.join(format!("basalt-bench-{stamp}"));
+    let base = args.output.join(&r.file);
     std::fs::write(base.with_extension("md"), &md).map_err(|e| e.to_string())?;
-    std::fs::write(base.with_extension("json"), report::json(&meta, &lines, &extra))
+    std::fs::write(base.with_extension("json"), report::json(&r.meta, &r.lines, &r.extra))
         .map_err(|e| e.to_string())?;
     println!("{md}");
     eprintln!("wrote {}.md and .json", base.display());
@@ -391,11 +467,61 @@ fn run_all(args: &Args, work: &Path, stamp: &str) -> Res<bool> {
         Ok(true)
     } else {
         eprintln!("\n{} FAILURE(S):", failures.len());
-        for f in &failures {
+        for f in failures {
             eprintln!("  {f}");
         }
         Ok(false)
     }
+}
+
+/// `--suite tpch`: generate, load, run the 22 queries on every engine, cross-checked.
+fn run_tpch(args: &Args, work: &Path, stamp: &str) -> Res<bool> {
+    let mut kinds = args.engines.clone();
+    let mut left_out = String::new();
+    if !args.engines_set && args.sf > 0.1 && kinds.contains(&Kind::Sqlite) {
+        // SQLite's nested-loop plans take hours on the correlated queries at SF 1.
+        kinds.retain(|k| *k != Kind::Sqlite);
+        left_out = "; SQLite left out above SF 0.1 (name it in --engines to include it)".into();
+    }
+    eprintln!("generating TPC-H SF {} …", args.sf);
+    let dir = work.join("tpch");
+    let counts = tpch::generate(args.sf, &dir)?;
+    let mut engines = engines::open_all(work, &kinds)?;
+    let mut failures = Vec::new();
+    let lines = run_metrics(
+        &tpch::metrics(args.sf, &dir),
+        &mut engines,
+        args,
+        &["TPCH-LOAD"],
+        &mut failures,
+    );
+    drop(engines);
+    let mut meta = common_meta(&kinds);
+    meta.extend([
+        ("scale factor".into(), format!("{}{left_out}", args.sf)),
+        (
+            "tables".into(),
+            counts.iter().map(|(t, n)| format!("{t} {n}")).collect::<Vec<_>>().join(", "),
+        ),
+        (
+            "timing".into(),
+            format!(
+                "load timed once; queries: {} warm-up + {} timed runs, median; one process, every engine on its own storage",
+                args.warmup, args.iterations
+            ),
+        ),
+    ]);
+    let sf = format!("{}", args.sf).replace('.', "_");
+    let report = Report {
+        title: "TPC-H",
+        file: format!("tpch-sf{sf}-{stamp}"),
+        meta,
+        lines,
+        engines: kinds,
+        sections: String::new(),
+        extra: Vec::new(),
+    };
+    write_report(args, report, &failures)
 }
 
 fn run_ooc(args: &Args, work: &Path, failures: &mut Vec<String>) -> Res<(String, String)> {

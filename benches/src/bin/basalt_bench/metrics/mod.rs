@@ -85,6 +85,8 @@ pub enum Group {
     TableOps,
     /// Vector top-k.
     Vector,
+    /// The TPC-H queries (`--suite tpch`).
+    Tpch,
     /// §4 diagnostics (not ranked).
     Diagnostics,
 }
@@ -107,6 +109,7 @@ impl Group {
             Group::Search => "search",
             Group::TableOps => "table ops",
             Group::Vector => "vector",
+            Group::Tpch => "TPC-H",
             Group::Diagnostics => "diagnostics",
         }
     }
