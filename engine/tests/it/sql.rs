@@ -1022,6 +1022,20 @@ fn fused_group_by_agrees_with_datafusion() {
     ] {
         assert!(same_close(&on, &off, q) > 0, "{q}");
     }
+    // Aggregates over expressions (DataFusion computes them, and shared subexpressions, in a
+    // projection between the scan and the aggregate, inlined into the fused group-by).
+    for q in [
+        "SELECT s, sum(f * (1 - a / 1000.0)), sum(f * (1 - a / 1000.0) * (1 + a / 2000.0)), \
+         avg(a + 1), count(*) FROM r GROUP BY s ORDER BY s",
+        "SELECT s, sum(a * 2), min(f - a), max(CASE WHEN b THEN a END), sum(f - a) * 2 FROM r \
+         WHERE a > 100 GROUP BY s ORDER BY s",
+    ] {
+        assert!(plan(&on, q).contains("BasaltGroupBy"), "{}", plan(&on, q));
+        assert!(same_close(&on, &off, q) > 0, "{q}");
+    }
+    // A volatile projection expression is not inlined (it would be drawn once per use).
+    let q = "SELECT s, sum(x), max(x) FROM (SELECT s, random() AS x FROM r) t GROUP BY s";
+    assert_eq!(rows(&on.sql(q).unwrap()).len(), rows(&off.sql(q).unwrap()).len());
     // A value met once, late in its row group: marking codes must not stop before it.
     on.sql(
         "CREATE TABLE d (k VARCHAR NOT NULL); INSERT INTO d SELECT CASE WHEN _id = 60000 \

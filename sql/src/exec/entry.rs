@@ -319,7 +319,7 @@ fn truth(v: &ArrayRef) -> Result<BooleanArray> {
 /// differently per row, so it must run per row) and holds no dynamic filter (a top-k's or
 /// join's, which DataFusion may fold into a filter's predicate: its value changes while
 /// the query runs, and a kept plan would keep a past run's).
-fn immutable(e: &Arc<dyn PhysicalExpr>) -> bool {
+pub(crate) fn immutable(e: &Arc<dyn PhysicalExpr>) -> bool {
     let mut ok = true;
     let _ = e.apply(|x| {
         let volatile = x

@@ -32,9 +32,78 @@ pub struct GroupByExec {
     pub(super) metrics: ExecutionPlanMetricsSet,
 }
 
+/// Whether `plan` is a Basalt scan under zero or more projections.
+fn over_scan(plan: &Arc<dyn ExecutionPlan>) -> bool {
+    match plan.downcast_ref::<ProjectionExec>() {
+        Some(p) => over_scan(p.input()),
+        None => plan.downcast_ref::<ScanExec>().is_some(),
+    }
+}
+
+/// `agg` over the projection `p` as the same aggregate straight over `p`'s input: the
+/// projection's expressions inlined into the group expressions and the aggregates'
+/// arguments (DataFusion puts expressions an aggregate reads, `l_price * (1 - l_disc)`, in
+/// such a projection, sometimes a chain of them: each is inlined in turn). Used when:
+/// 1. the aggregate is `Partial` or `Single` (what the fused group-by replaces), without a
+///    grouping set, a limit or `FILTER` clauses (none of which the rewrite carries over);
+/// 2. every projection expression is immutable (inlining may evaluate one more than once);
+/// 3. every aggregate can be rebuilt over the new arguments.
+fn inlined(agg: &AggregateExec, p: &ProjectionExec) -> Result<Option<AggregateExec>> {
+    let exprs = p.expr();
+    let g = agg.group_expr();
+    if !matches!(agg.mode(), AggregateMode::Partial | AggregateMode::Single)
+        || g.has_grouping_set()
+        || agg.limit_options().is_some()
+        || agg.filter_expr().iter().any(Option::is_some)
+        || !exprs.iter().all(|e| crate::exec::entry::immutable(&e.expr))
+    {
+        return Ok(None);
+    }
+    let unproject = |e: &Arc<dyn PhysicalExpr>| update_expr(e, exprs, true);
+    let all = |es: Vec<Arc<dyn PhysicalExpr>>| -> Result<Option<Vec<Arc<dyn PhysicalExpr>>>> {
+        let mut out = Vec::with_capacity(es.len());
+        for e in &es {
+            let Some(u) = unproject(e)? else { return Ok(None) };
+            out.push(u);
+        }
+        Ok(Some(out))
+    };
+    let Some(keys) = all(g.expr().iter().map(|(e, _)| e.clone()).collect())? else {
+        return Ok(None);
+    };
+    let groups = keys.into_iter().zip(g.expr().iter().map(|(_, name)| name.clone())).collect();
+    let mut aggs = Vec::with_capacity(agg.aggr_expr().len());
+    for a in agg.aggr_expr() {
+        let Some(args) = all(a.expressions())? else { return Ok(None) };
+        let orders: Vec<Arc<dyn PhysicalExpr>> =
+            a.order_bys().iter().map(|o| o.expr.clone()).collect();
+        let Some(orders) = all(orders)? else { return Ok(None) };
+        let Some(rebuilt) = a.with_new_expressions(args, orders) else { return Ok(None) };
+        aggs.push(Arc::new(rebuilt));
+    }
+    let input = p.input().clone();
+    let filters = vec![None; aggs.len()];
+    AggregateExec::try_new(
+        *agg.mode(),
+        PhysicalGroupBy::new_single(groups),
+        aggs,
+        filters,
+        input.clone(),
+        input.schema(),
+    )
+    .map(Some)
+}
+
 impl GroupByExec {
-    /// The fused form of `agg`, when it applies (see the module docs).
+    /// The fused form of `agg`, when it applies (see the module docs); an aggregate over a
+    /// projection of a scan is first rewritten over the scan ([`inlined`]).
     pub fn fuse(agg: &AggregateExec) -> Result<Option<GroupByExec>> {
+        if let Some(p) = agg.input().downcast_ref::<ProjectionExec>()
+            && over_scan(p.input())
+        {
+            let Some(over_scan) = inlined(agg, p)? else { return Ok(None) };
+            return Ok(GroupByExec::fuse(&over_scan)?.and_then(|g| g.with_schema(agg.schema())));
+        }
         let partial = match agg.mode() {
             AggregateMode::Partial => true,
             AggregateMode::Single => false,

@@ -31,7 +31,8 @@
 //! (`dedupe_semi_join_input` in the rule).
 //!
 //! When it applies: the aggregate's input is a Basalt scan without a limit (its filter already
-//! evaluated in storage, on codes), or a dictionary join ([`crate::exec::dict_join`]) probing one, without a
+//! evaluated in storage, on codes) — directly, or through projections of immutable
+//! expressions, inlined into the aggregate first (see `inlined` in `exec`) — or a dictionary join ([`crate::exec::dict_join`]) probing one, without a
 //! fetch, whose output it reads with the probe columns as codes (group columns must then be probe
 //! columns); there is no grouping set; every group expression is a column of the scan that is
 //! dictionary-encoded in every row group of the snapshot (or there is none, see above); every
@@ -68,11 +69,13 @@ use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::{EmitTo, GroupsAccumulator};
 use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
 use datafusion::physical_expr::expressions::{CaseExpr, CastExpr, Column, Literal};
+use datafusion::physical_expr::projection::update_expr;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
-use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
+use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode, PhysicalGroupBy};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::execution_plan::{ChildrenPropertiesMode, ReplaceChildrenOptions};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
+use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
 };
