@@ -397,16 +397,18 @@ fn eval(p: &Predicate, cols: &mut dyn Columns) -> Result<Tri> {
             let a = cols.column(column)?;
             let tri = leaf(&a, &|v: &ArrayRef| {
                 // x IN (a, b) = x = a OR x = b, with unknown when no match and a NULL listed.
-                let mut t = BooleanBuffer::new_unset(v.len());
-                let mut has_null = false;
-                for s in values {
-                    if *s == Scalar::Null {
-                        has_null = true;
-                        continue;
+                let has_null = values.contains(&Scalar::Null);
+                let t = match member_lookup(v, values) {
+                    Some(t) => t,
+                    None => {
+                        let mut t = BooleanBuffer::new_unset(v.len());
+                        for s in values.iter().filter(|s| **s != Scalar::Null) {
+                            let r = compare(v, CmpOp::Eq, s, column)?;
+                            t = &t | &r.t;
+                        }
+                        t
                     }
-                    let r = compare(v, CmpOp::Eq, s, column)?;
-                    t = &t | &r.t;
-                }
+                };
                 let valid = valid_of(v.as_ref());
                 let f = if has_null { BooleanBuffer::new_unset(v.len()) } else { &valid & &!&t };
                 Ok(Tri { t: &t & &valid, f })
@@ -625,6 +627,75 @@ impl LikePattern {
             }
         }
     }
+}
+
+/// Lists shorter than this compare value by value (one vectorised kernel per value).
+const LOOKUP_FROM: usize = 8;
+
+/// `x IN values` by one lookup per row (a sorted list searched), for long lists over integer
+/// or text columns whose listed constants are all of the column's kind: a join's key
+/// filter can list hundreds of keys, and a kernel per value cost rows × keys. NULL slots
+/// and NULL constants are left to the caller. `None`: not such a list.
+fn member_lookup(v: &ArrayRef, values: &[Scalar]) -> Option<BooleanBuffer> {
+    let listed = || values.iter().filter(|s| **s != Scalar::Null);
+    if listed().count() < LOOKUP_FROM {
+        return None;
+    }
+    let n = v.len();
+    if v.data_type().is_integer() {
+        let mut keys: Vec<i128> = listed()
+            .map(|s| match s {
+                Scalar::Int(x) => Some(i128::from(*x)),
+                Scalar::UInt(x) => Some(i128::from(*x)),
+                _ => None,
+            })
+            .collect::<Option<_>>()?;
+        // A constant outside the column's type is an error, as on the value-by-value path.
+        let (lo, hi) = integer_range(v.data_type())?;
+        if keys.iter().any(|k| *k < lo || *k > hi) {
+            return None;
+        }
+        keys.sort_unstable();
+        if let Some(ints) = v.as_primitive_opt::<arrow_array::types::Int64Type>() {
+            let vals = ints.values();
+            return Some(BooleanBuffer::collect_bool(n, |i| {
+                keys.binary_search(&i128::from(vals[i])).is_ok()
+            }));
+        }
+        let wide = arrow_cast::cast(v, &DataType::Decimal128(38, 0)).ok()?;
+        let wide = wide.as_primitive::<arrow_array::types::Decimal128Type>();
+        let vals = wide.values();
+        return Some(BooleanBuffer::collect_bool(n, |i| keys.binary_search(&vals[i]).is_ok()));
+    }
+    if matches!(v.data_type(), DataType::Utf8) {
+        let mut keys: Vec<&str> = listed()
+            .map(|s| match s {
+                Scalar::Str(x) => Some(x.as_str()),
+                _ => None,
+            })
+            .collect::<Option<_>>()?;
+        keys.sort_unstable();
+        let strings = v.as_string::<i32>();
+        return Some(BooleanBuffer::collect_bool(n, |i| {
+            keys.binary_search(&strings.value(i)).is_ok()
+        }));
+    }
+    None
+}
+
+/// The values an integer type holds.
+fn integer_range(t: &DataType) -> Option<(i128, i128)> {
+    Some(match t {
+        DataType::Int8 => (i8::MIN.into(), i8::MAX.into()),
+        DataType::Int16 => (i16::MIN.into(), i16::MAX.into()),
+        DataType::Int32 => (i32::MIN.into(), i32::MAX.into()),
+        DataType::Int64 => (i64::MIN.into(), i64::MAX.into()),
+        DataType::UInt8 => (0, u8::MAX.into()),
+        DataType::UInt16 => (0, u16::MAX.into()),
+        DataType::UInt32 => (0, u32::MAX.into()),
+        DataType::UInt64 => (0, u64::MAX.into()),
+        _ => return None,
+    })
 }
 
 fn valid_of(a: &dyn Array) -> BooleanBuffer {
@@ -1160,10 +1231,11 @@ mod tests {
                 op,
                 value
             }),
-            (proptest::collection::vec(int, 0..4), any::<bool>()).prop_map(|(values, negated)| {
+            // Lists of 8 or more go through the sorted lookup (`member_lookup`).
+            (proptest::collection::vec(int, 0..12), any::<bool>()).prop_map(|(values, negated)| {
                 Predicate::InList { column: "n".into(), values, negated }
             }),
-            (proptest::collection::vec(s, 0..3), any::<bool>()).prop_map(|(values, negated)| {
+            (proptest::collection::vec(s, 0..12), any::<bool>()).prop_map(|(values, negated)| {
                 Predicate::InList { column: "s".into(), values, negated }
             }),
             (prop_oneof![Just("n"), Just("s")], any::<bool>())
