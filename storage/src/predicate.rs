@@ -78,6 +78,45 @@ impl CmpOp {
     }
 }
 
+/// The function of a [`RowFilter`]: the filter's columns and the number of rows in, one
+/// boolean per row out (NULL = unknown), or the reason it failed.
+pub type RowFilterFn =
+    dyn Fn(&[ArrayRef], usize) -> std::result::Result<BooleanArray, String> + Send + Sync;
+
+/// A caller's condition over some columns that storage cannot read itself — a join's
+/// hash-table lookup, an expression of the query engine. Storage fetches the columns
+/// (dictionary-encoded ones may come as dictionary arrays) and hands them over; zone maps
+/// cannot judge it, so it never prunes a row group and never proves one matches.
+#[derive(Clone)]
+pub struct RowFilter {
+    columns: Vec<String>,
+    label: Arc<str>,
+    f: Arc<RowFilterFn>,
+}
+
+impl RowFilter {
+    /// A filter over `columns` (handed to `f` in that order), shown as `label`.
+    pub fn new(columns: Vec<String>, label: Arc<str>, f: Arc<RowFilterFn>) -> Self {
+        RowFilter { columns, label, f }
+    }
+}
+
+impl std::fmt::Debug for RowFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RowFilter")
+            .field("columns", &self.columns)
+            .field("label", &self.label)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Two row filters are equal when they are the same filter (one function).
+impl PartialEq for RowFilter {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.f, &other.f) && self.columns == other.columns
+    }
+}
+
 /// A filter over one table's columns.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Predicate {
@@ -139,6 +178,8 @@ pub enum Predicate {
     Or(Vec<Predicate>),
     /// The negation.
     Not(Box<Predicate>),
+    /// Rows a caller's function selects (see [`RowFilter`]).
+    Rows(RowFilter),
 }
 
 impl Predicate {
@@ -216,6 +257,7 @@ impl Predicate {
             | Predicate::LikePrefix { column, .. }
             | Predicate::Like { column, .. } => out.push(column),
             Predicate::IdSet(_) => out.push(crate::types::ID_COLUMN),
+            Predicate::Rows(r) => out.extend(r.columns.iter().map(String::as_str)),
             Predicate::And(v) | Predicate::Or(v) => v.iter().for_each(|p| p.collect_columns(out)),
             Predicate::Not(p) => p.collect_columns(out),
         }
@@ -294,6 +336,7 @@ impl std::fmt::Display for Predicate {
             Predicate::And(ps) => join(f, ps, "AND"),
             Predicate::Or(ps) => join(f, ps, "OR"),
             Predicate::Not(p) => write!(f, "NOT {p}"),
+            Predicate::Rows(r) => write!(f, "{}", r.label),
         }
     }
 }
@@ -426,6 +469,20 @@ fn eval(p: &Predicate, cols: &mut dyn Columns) -> Result<Tri> {
             let t =
                 BooleanBuffer::collect_bool(a.len(), |i| ids.binary_search(&a.value(i)).is_ok());
             Tri { f: !&t, t }
+        }
+        Predicate::Rows(r) => {
+            let arrays = r.columns.iter().map(|c| cols.column(c)).collect::<Result<Vec<_>>>()?;
+            let out = (r.f)(&arrays, n).map_err(|reason| Error::InvalidInput {
+                table: String::new(),
+                reason: format!("row filter {}: {reason}", r.label),
+            })?;
+            if out.len() != n {
+                return Err(Error::InvalidInput {
+                    table: String::new(),
+                    reason: format!("row filter {} gave {} rows for {n}", r.label, out.len()),
+                });
+            }
+            tri_of(&out)
         }
         Predicate::IsNull { column, negated } => {
             let a = cols.column(column)?;
@@ -643,7 +700,7 @@ fn member_lookup(v: &ArrayRef, values: &[Scalar]) -> Option<BooleanBuffer> {
     }
     let n = v.len();
     if v.data_type().is_integer() {
-        let mut keys: Vec<i128> = listed()
+        let keys: Vec<i128> = listed()
             .map(|s| match s {
                 Scalar::Int(x) => Some(i128::from(*x)),
                 Scalar::UInt(x) => Some(i128::from(*x)),
@@ -655,17 +712,21 @@ fn member_lookup(v: &ArrayRef, values: &[Scalar]) -> Option<BooleanBuffer> {
         if keys.iter().any(|k| *k < lo || *k > hi) {
             return None;
         }
-        keys.sort_unstable();
-        if let Some(ints) = v.as_primitive_opt::<arrow_array::types::Int64Type>() {
-            let vals = ints.values();
-            return Some(BooleanBuffer::collect_bool(n, |i| {
-                keys.binary_search(&i128::from(vals[i])).is_ok()
-            }));
+        let keys = IntKeys::new(keys, n);
+        macro_rules! probe {
+            ($($t:ty),*) => {$(
+                if let Some(a) = v.as_primitive_opt::<$t>() {
+                    let vals = a.values();
+                    return Some(BooleanBuffer::collect_bool(n, |i| keys.contains(i128::from(vals[i]))));
+                }
+            )*};
         }
-        let wide = arrow_cast::cast(v, &DataType::Decimal128(38, 0)).ok()?;
-        let wide = wide.as_primitive::<arrow_array::types::Decimal128Type>();
-        let vals = wide.values();
-        return Some(BooleanBuffer::collect_bool(n, |i| keys.binary_search(&vals[i]).is_ok()));
+        use arrow_array::types::*;
+        probe!(
+            Int64Type, Int32Type, Int16Type, Int8Type, UInt64Type, UInt32Type, UInt16Type,
+            UInt8Type
+        );
+        return None;
     }
     if matches!(v.data_type(), DataType::Utf8) {
         let mut keys: Vec<&str> = listed()
@@ -681,6 +742,58 @@ fn member_lookup(v: &ArrayRef, values: &[Scalar]) -> Option<BooleanBuffer> {
         }));
     }
     None
+}
+
+/// A set of integer keys to test rows against: a bitmap over the keys' range when that
+/// range is small next to the keys or the rows to test ([`BITMAP_BITS_PER_KEY`],
+/// [`BITMAP_BITS_PER_ROW`]; one load a row, whatever the number of keys — a join's build
+/// keys are often dense), else the sorted keys searched.
+enum IntKeys {
+    Bitmap { lo: i128, bits: Vec<u64> },
+    Sorted(Vec<i128>),
+}
+
+/// Bits of bitmap a key, or a row tested, may cost before [`IntKeys`] searches a sorted
+/// list instead; never more than [`BITMAP_MAX_BITS`].
+const BITMAP_BITS_PER_KEY: i128 = 1024;
+const BITMAP_BITS_PER_ROW: i128 = 32;
+const BITMAP_MAX_BITS: i128 = 1 << 26;
+
+impl IntKeys {
+    /// The set of `keys`, to test `rows` rows against.
+    fn new(mut keys: Vec<i128>, rows: usize) -> IntKeys {
+        keys.sort_unstable();
+        keys.dedup();
+        if let (Some(&lo), Some(&hi)) = (keys.first(), keys.last()) {
+            let span = hi - lo + 1;
+            let budget = (keys.len() as i128 * BITMAP_BITS_PER_KEY)
+                .max(rows as i128 * BITMAP_BITS_PER_ROW)
+                .clamp(1 << 16, BITMAP_MAX_BITS);
+            if span <= budget {
+                let mut bits = vec![0u64; (span as usize).div_ceil(64)];
+                for k in &keys {
+                    let o = (k - lo) as usize;
+                    bits[o / 64] |= 1 << (o % 64);
+                }
+                return IntKeys::Bitmap { lo, bits };
+            }
+        }
+        IntKeys::Sorted(keys)
+    }
+
+    fn contains(&self, x: i128) -> bool {
+        match self {
+            IntKeys::Bitmap { lo, bits } => {
+                let o = x.wrapping_sub(*lo);
+                o >= 0
+                    && usize::try_from(o)
+                        .ok()
+                        .and_then(|o| bits.get(o / 64).map(|w| w >> (o % 64) & 1 == 1))
+                        .unwrap_or(false)
+            }
+            IntKeys::Sorted(keys) => keys.binary_search(&x).is_ok(),
+        }
+    }
 }
 
 /// The values an integer type holds.
@@ -987,7 +1100,10 @@ pub fn may_match<'a>(p: &Predicate, stats: &dyn Fn(&str) -> Option<ChunkStats<'a
             }
             _ => !ids.is_empty(),
         },
-        Predicate::InList { .. } | Predicate::LikePrefix { .. } | Predicate::Like { .. } => true,
+        Predicate::InList { .. }
+        | Predicate::LikePrefix { .. }
+        | Predicate::Like { .. }
+        | Predicate::Rows(_) => true,
     }
 }
 
@@ -1068,7 +1184,8 @@ pub fn must_match<'a>(p: &Predicate, stats: &dyn Fn(&str) -> Option<ChunkStats<'
         Predicate::Not(_)
         | Predicate::LikePrefix { .. }
         | Predicate::Like { .. }
-        | Predicate::IdSet(_) => false,
+        | Predicate::IdSet(_)
+        | Predicate::Rows(_) => false,
     }
 }
 
@@ -1174,6 +1291,8 @@ mod tests {
                 }
             }
             Predicate::Not(p) => reference(p, r).map(|b| !b),
+            // The only row filter generated: `n % 3 = 0`.
+            Predicate::Rows(_) => r.0.map(|n| n % 3 == 0),
         }
     }
 
@@ -1218,7 +1337,13 @@ mod tests {
             Just(CmpOp::Gt),
             Just(CmpOp::GtEq)
         ];
-        let int = prop_oneof![4 => (-3i64..4).prop_map(Scalar::Int), 1 => Just(Scalar::Null)];
+        // Far-off keys make a list's range too wide for the bitmap lookup.
+        let far = prop_oneof![Just(i64::MIN), Just(i64::MAX), Just(1 << 40)];
+        let int = prop_oneof![
+            8 => (-3i64..4).prop_map(Scalar::Int),
+            2 => Just(Scalar::Null),
+            1 => far.prop_map(Scalar::Int)
+        ];
         let s = prop_oneof![4 => "[a-c]{0,2}".prop_map(Scalar::Str), 1 => Just(Scalar::Null)];
         prop_oneof![
             (op.clone(), int.clone()).prop_map(|(op, value)| Predicate::Cmp {
@@ -1250,7 +1375,21 @@ mod tests {
                 pattern,
                 negated
             }),
+            Just(Predicate::Rows(thirds())),
         ]
+    }
+
+    /// A row filter: `n % 3 = 0`, NULL where `n` is.
+    fn thirds() -> RowFilter {
+        RowFilter::new(
+            vec!["n".into()],
+            "n % 3 = 0".into(),
+            Arc::new(|cols: &[ArrayRef], _rows| {
+                let n = cols[0].as_primitive_opt::<arrow_array::types::Int64Type>();
+                let n = n.ok_or_else(|| format!("n is {}", cols[0].data_type()))?;
+                Ok(n.iter().map(|v| v.map(|v| v % 3 == 0)).collect())
+            }),
+        )
     }
 
     fn predicate() -> impl Strategy<Value = Predicate> {
