@@ -213,26 +213,41 @@ pub(crate) fn scalar_of(v: &ScalarValue, column_type: &DataType) -> Option<Scala
 
 /// A predicate true for at least every row where the physical expression `e` is true, for
 /// pruning scan units with zone maps (dynamic filters of TopK and joins arrive this way).
-/// Dynamic expressions are read at their current state. `None` if nothing converts.
+/// Dynamic expressions are read at their current state; unconvertible conjuncts are
+/// dropped. `None` if nothing converts.
 pub fn from_physical(e: &Arc<dyn PhysicalExpr>, schema: &Schema) -> Option<Predicate> {
     let e = snapshot_physical_expr(Arc::clone(e)).ok()?;
-    physical(&e, schema)
+    physical(&e, schema, false)
 }
 
-fn physical(e: &Arc<dyn PhysicalExpr>, schema: &Schema) -> Option<Predicate> {
+/// A predicate for the physical expression `e` (read at its current state) that drops
+/// nothing but the routing of a `CASE … WHEN … THEN p_i` (a partitioned join's filter,
+/// taken as the OR of its branches): true wherever `e` is, and nearly only there — what a
+/// scan filters rows by for a parent that applies `e` again. `None` if any part does not
+/// convert.
+pub fn covering_physical(e: &Arc<dyn PhysicalExpr>, schema: &Schema) -> Option<Predicate> {
+    let e = snapshot_physical_expr(Arc::clone(e)).ok()?;
+    physical(&e, schema, true)
+}
+
+/// `strict`: every conjunct must convert (else unconvertible ones are dropped).
+fn physical(e: &Arc<dyn PhysicalExpr>, schema: &Schema, strict: bool) -> Option<Predicate> {
     use datafusion::physical_expr::expressions::{
-        BinaryExpr as PBinary, InListExpr, IsNotNullExpr, IsNullExpr, Literal,
+        BinaryExpr as PBinary, CaseExpr, InListExpr, IsNotNullExpr, IsNullExpr, Literal,
     };
     if let Some(b) = e.downcast_ref::<PBinary>() {
         return match b.op() {
-            Operator::And => match (physical(b.left(), schema), physical(b.right(), schema)) {
-                (Some(l), Some(r)) => Some(Predicate::all(l, r)),
-                (Some(p), None) | (None, Some(p)) => Some(p),
-                (None, None) => None,
-            },
-            Operator::Or => {
-                Some(Predicate::any(physical(b.left(), schema)?, physical(b.right(), schema)?))
+            Operator::And => {
+                match (physical(b.left(), schema, strict), physical(b.right(), schema, strict)) {
+                    (Some(l), Some(r)) => Some(Predicate::all(l, r)),
+                    (Some(p), None) | (None, Some(p)) if !strict => Some(p),
+                    _ => None,
+                }
             }
+            Operator::Or => Some(Predicate::any(
+                physical(b.left(), schema, strict)?,
+                physical(b.right(), schema, strict)?,
+            )),
             op => {
                 let op = cmp_op(*op)?;
                 if let Some((name, dt)) = physical_column(b.left(), schema) {
@@ -244,6 +259,29 @@ fn physical(e: &Arc<dyn PhysicalExpr>, schema: &Schema) -> Option<Predicate> {
                 Some(Predicate::cmp(&name, op.flipped(), scalar_of(v, &dt)?))
             }
         };
+    }
+    // CASE [x] WHEN … THEN p_1 … [ELSE q]: true only where the branch taken is, so
+    // wherever the CASE is true some p_i (or q) is. An ELSE that is NULL or false adds none.
+    if let Some(c) = e.downcast_ref::<CaseExpr>() {
+        let mut branches = c
+            .when_then_expr()
+            .iter()
+            .map(|(_, then)| physical(then, schema, strict))
+            .collect::<Option<Vec<_>>>()?;
+        if let Some(other) = c.else_expr() {
+            let never = other.downcast_ref::<Literal>().is_some_and(|l| {
+                l.value().is_null() || l.value() == &ScalarValue::Boolean(Some(false))
+            });
+            if !never {
+                branches.push(physical(other, schema, strict)?);
+            }
+        }
+        branches.retain(|b| *b != Predicate::False);
+        return Some(match branches.len() {
+            0 => Predicate::False,
+            1 => branches.pop()?,
+            _ => union_of_lists(&branches).unwrap_or(Predicate::Or(branches)),
+        });
     }
     if let Some(l) = e.downcast_ref::<InListExpr>() {
         if l.negated() {
@@ -277,6 +315,38 @@ fn physical(e: &Arc<dyn PhysicalExpr>, schema: &Schema) -> Option<Predicate> {
         };
     }
     None
+}
+
+/// Branches that each hold one `c IN (…)` on the same column `c` (a partitioned join's key
+/// list and bounds per partition) as one list of all their values: true wherever a branch
+/// is, tested by one lookup a row instead of one per branch. `None` for other shapes.
+fn union_of_lists(branches: &[Predicate]) -> Option<Predicate> {
+    let mut column: Option<&String> = None;
+    let mut all = Vec::new();
+    for b in branches {
+        let terms = match b {
+            Predicate::And(v) => v.as_slice(),
+            p => std::slice::from_ref(p),
+        };
+        let mut lists = terms.iter().filter_map(|t| match t {
+            Predicate::InList { column, values, negated: false } => Some((column, values)),
+            _ => None,
+        });
+        let (Some((c, values)), None) = (lists.next(), lists.next()) else { return None };
+        if *column.get_or_insert(c) != c {
+            return None;
+        }
+        all.extend(values.iter().cloned());
+    }
+    // Integer keys sorted once here, not by every evaluation's lookup.
+    if all.iter().all(|v| matches!(v, Scalar::Int(_))) {
+        all.sort_by_key(|v| match v {
+            Scalar::Int(x) => *x,
+            _ => 0,
+        });
+        all.dedup();
+    }
+    Some(Predicate::InList { column: column?.clone(), values: all, negated: false })
 }
 
 fn physical_column(e: &Arc<dyn PhysicalExpr>, schema: &Schema) -> Option<(String, DataType)> {
@@ -328,5 +398,42 @@ mod tests {
         assert_eq!(relaxed(&e, &s), Some(Predicate::cmp("a", CmpOp::Gt, 1i64)));
         let or = col("a").gt(lit(1i64)).or((col("a") + lit(1i64)).gt(lit(2i64)));
         assert_eq!(relaxed(&or, &s), None);
+    }
+
+    #[test]
+    fn partitioned_join_filters_cover_the_union_of_their_lists() {
+        use datafusion::physical_expr::expressions::{self as px, CaseExpr};
+        let s = schema();
+        let a = px::col("a", &s).unwrap();
+        let list = |keys: &[i64]| -> Arc<dyn PhysicalExpr> {
+            let l = keys.iter().map(|k| px::lit(*k)).collect();
+            let within = px::binary(a.clone(), Operator::GtEq, px::lit(keys[0]), &s).unwrap();
+            px::binary(within, Operator::And, px::in_list(a.clone(), l, &false, &s).unwrap(), &s)
+                .unwrap()
+        };
+        let modulo = px::binary(a.clone(), Operator::Modulo, px::lit(2i64), &s).unwrap();
+        let case = |other: Option<Arc<dyn PhysicalExpr>>| -> Arc<dyn PhysicalExpr> {
+            let whens = vec![(px::lit(0i64), list(&[4, 2])), (px::lit(1i64), list(&[3, 9]))];
+            Arc::new(CaseExpr::try_new(Some(modulo.clone()), whens, other).unwrap())
+        };
+        // Routing dropped, lists merged (and the integer keys sorted); ELSE false adds none.
+        let want = Predicate::InList {
+            column: "a".into(),
+            values: [2, 3, 4, 9].map(Scalar::Int).to_vec(),
+            negated: false,
+        };
+        assert_eq!(covering_physical(&case(Some(px::lit(false))), &s), Some(want.clone()));
+        assert_eq!(covering_physical(&case(None), &s), Some(want));
+        // Another ELSE joins the branches; one that does not convert defeats the whole.
+        let other = px::binary(a.clone(), Operator::Lt, px::lit(0i64), &s).unwrap();
+        let p = covering_physical(&case(Some(other)), &s).expect("converts");
+        assert!(matches!(&p, Predicate::Or(v) if v.len() == 3), "{p}");
+        let opaque = px::binary(a.clone(), Operator::Plus, px::lit(1i64), &s).unwrap();
+        let opaque = px::binary(opaque, Operator::Gt, px::lit(0i64), &s).unwrap();
+        assert_eq!(covering_physical(&case(Some(opaque.clone())), &s), None);
+        // Pruning keeps what converts of a conjunction; covering needs all of it.
+        let and = px::binary(list(&[5, 7]), Operator::And, opaque, &s).unwrap();
+        assert!(from_physical(&and, &s).is_some());
+        assert_eq!(covering_physical(&and, &s), None);
     }
 }

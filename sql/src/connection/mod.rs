@@ -141,6 +141,11 @@ impl SqlConnection {
         opts.sql_parser.map_string_types_to_utf8view = false;
         // Positions in planning errors.
         opts.sql_parser.collect_spans = true;
+        // A hash join hands its probe-side scan the build keys as a list (storage tests
+        // rows against it by one bitmap or sorted lookup, and drops non-members before
+        // decoding the other columns) up to this many distinct keys a partition, instead
+        // of a hash-table lookup storage cannot read (DataFusion: 150).
+        opts.optimizer.hash_join_inlist_pushdown_max_distinct_values = 4096;
         if let Some(limit) = runtime.limit {
             // Each sort (one per partition, several per plan: a sort-merge join has two)
             // sets this much aside to merge its spilled runs (DataFusion: 10 MiB); under a

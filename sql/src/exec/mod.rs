@@ -12,6 +12,7 @@ pub mod dict_join;
 pub mod dml;
 pub mod entry;
 pub mod fused;
+mod hints;
 pub mod iterations;
 pub mod scan;
 pub mod semi_join;

@@ -8,7 +8,7 @@
 //! dropped at planning time, so `EXPLAIN` shows how many remain. Filters parents push down
 //! after planning (DataFusion's dynamic filters of hash joins and TopK, shown as
 //! `pruning_hints`) skip units by zone maps and, outside a limit, filter rows in storage
-//! where they convert; their parents still apply them.
+//! while that pays (see `exec/hints.rs`); their parents still apply them.
 
 use std::fmt;
 use std::sync::Arc;
@@ -35,6 +35,7 @@ use futures::StreamExt;
 
 use basalt_storage::{Predicate, ScanUnit, TableSnapshot};
 
+use super::hints::Hint;
 use crate::binding::storage_err;
 use crate::pushdown;
 
@@ -53,7 +54,7 @@ pub struct ScanExec {
     /// Filters of parent operators (TopK's and joins' dynamic filters among them), used to
     /// skip units by zone maps and, outside a limit, to drop rows as the scan goes; the
     /// parents apply them again, so they need not be exact.
-    hints: Vec<Arc<dyn PhysicalExpr>>,
+    hints: Vec<Hint>,
     metrics: ExecutionPlanMetricsSet,
 }
 
@@ -200,7 +201,7 @@ impl DisplayAs for ScanExec {
                     write!(f, ", limit={l}")?;
                 }
                 if !self.hints.is_empty() {
-                    let h: Vec<String> = self.hints.iter().map(|e| e.to_string()).collect();
+                    let h: Vec<String> = self.hints.iter().map(|h| h.expr.to_string()).collect();
                     write!(f, ", pruning_hints=[{}]", h.join(", "))?;
                 }
                 write!(f, ", units={}/{}", self.kept_units(), self.total_units)
@@ -222,7 +223,31 @@ impl ExecutionPlan for ScanExec {
         &self.props
     }
 
-    leaf_exec!();
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![]
+    }
+
+    /// The hints: DataFusion fills a join's dynamic filter only when its probe side holds it.
+    fn apply_expressions(
+        &self,
+        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        let mut r = TreeNodeRecursion::Continue;
+        for h in &self.hints {
+            r = f(&h.expr)?;
+            if r == TreeNodeRecursion::Stop {
+                break;
+            }
+        }
+        Ok(r)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        _children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
 
     fn execute(
         &self,
@@ -232,6 +257,7 @@ impl ExecutionPlan for ScanExec {
         let units = partition_units(&self.groups, partition, "BasaltScan")?;
         let pruned = MetricBuilder::new(&self.metrics).counter("units_pruned_by_hints", partition);
         let read = MetricBuilder::new(&self.metrics).counter("units_read", partition);
+        let removed = MetricBuilder::new(&self.metrics).counter("rows_removed_by_hints", partition);
         let (snapshot, projection, predicate, hints, schema, limit) = (
             self.snapshot.clone(),
             self.projection.clone(),
@@ -242,22 +268,27 @@ impl ExecutionPlan for ScanExec {
         );
         // Units are read one at a time; before each, the hints (whose dynamic parts tighten
         // as TopK fills or a join builds) may rule it out by its zone maps, and otherwise
-        // filter its rows: a hint is a parent's filter (or its relaxed form) that the parent
-        // applies again, so a row failing it is one the parent drops (a hash join's build
-        // keys, a TopK's threshold). Not under a limit, where filtering first would change
-        // which rows the limit keeps.
+        // filter its rows: a hint is a parent's filter that the parent applies again, so a
+        // row failing it is one the parent drops (a hash join's build keys, a TopK's
+        // threshold). Not under a limit, where filtering first would change which rows the
+        // limit keeps.
         let batches = units.into_iter().flat_map(move |unit| {
-            let current: Vec<Predicate> =
-                hints.iter().filter_map(|h| pushdown::from_physical(h, &schema)).collect();
-            if current.iter().any(|p| !snapshot.unit_may_match(unit, p)) {
+            let current: Vec<_> = hints.iter().filter_map(|h| h.current(&schema)).collect();
+            if current.iter().any(|h| h.prune().is_some_and(|p| !snapshot.unit_may_match(unit, p)))
+            {
                 pruned.add(1);
                 return UnitBatches::Empty;
             }
             read.add(1);
-            let predicate = if limit.is_none() && !current.is_empty() {
-                and_all(predicate.iter().cloned().chain(current).collect())
-            } else {
-                predicate.clone()
+            let predicate = match limit {
+                None => and_all(
+                    predicate
+                        .iter()
+                        .cloned()
+                        .chain(current.iter().filter_map(|h| h.row_filter(&removed)))
+                        .collect(),
+                ),
+                Some(_) => predicate.clone(),
             };
             // A unit decodes its columns only up to the row where the limit is met (a
             // limit reaches the scan only when every filter was pushed into it exactly).
@@ -317,7 +348,7 @@ impl ExecutionPlan for ScanExec {
             return Ok(FilterPushdownPropagation { filters: answer, updated_node: None });
         }
         let mut next = self.clone();
-        next.hints.extend(useful);
+        next.hints.extend(useful.into_iter().map(Hint::new));
         next.metrics = ExecutionPlanMetricsSet::new();
         Ok(FilterPushdownPropagation { filters: answer, updated_node: Some(Arc::new(next)) })
     }
