@@ -1,7 +1,11 @@
 //! Shared pieces of Basalt's benchmarks: the benchmark dataset (`benches/README.md`, *Data*) generator, the TPC-H queries ([`tpch`]) and small
 //! measurement helpers. The binaries in `src/bin/` use them; nothing here is timed itself.
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
+
+// Setting the allocator's options takes one FFI call.
+#[allow(unsafe_code)]
+pub mod alloc;
 
 pub mod check;
 pub mod tpch;

@@ -16,6 +16,9 @@
 
 #![deny(unsafe_code)]
 
+// Setting the allocator's options (`alloc.rs`) takes one FFI call.
+#[allow(unsafe_code)]
+mod alloc;
 mod demo;
 mod import;
 // The SIGINT handler (`interrupt.rs`) is the only unsafe code of the command.
@@ -116,6 +119,7 @@ import options:
   --quiet                      no progress bar";
 
 fn main() -> ExitCode {
+    alloc::keep_freed_memory();
     let args: Vec<String> = std::env::args().skip(1).collect();
     match run(args) {
         Ok(code) => code,

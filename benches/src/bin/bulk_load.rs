@@ -20,6 +20,7 @@ use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    basalt_benches::alloc::keep_freed_memory();
     let mut rows = 1_000_000usize;
     let mut iters = 5usize;
     let mut dir: Option<PathBuf> = None;

@@ -117,6 +117,7 @@ fn sqlite(dir: &Path, rows: usize, ops: usize) -> Figures {
 }
 
 fn main() {
+    basalt_benches::alloc::keep_freed_memory();
     let mut rows = 100_000;
     let mut ops = 200;
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -219,6 +219,7 @@ fn count_arg(args: &[String], name: &str) -> Option<usize> {
 }
 
 fn main() {
+    basalt_benches::alloc::keep_freed_memory();
     let args: Vec<String> = std::env::args().collect();
     let max = count_arg(&args, "--max").unwrap_or(100_000);
     let root = std::env::temp_dir().join(format!("basalt-memory-bench-{}", std::process::id()));

@@ -103,6 +103,7 @@ struct Line {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    basalt_benches::alloc::keep_freed_memory();
     let mut ops = 2_000usize;
     let mut threads = 16usize;
     let mut per_thread = 1_000usize;

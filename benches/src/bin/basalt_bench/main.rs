@@ -310,6 +310,7 @@ fn run_metrics(
 }
 
 fn main() {
+    basalt_benches::alloc::keep_freed_memory();
     match real_main() {
         Ok(true) => {}
         Ok(false) => std::process::exit(1),
