@@ -380,6 +380,60 @@ pub trait Columns {
     fn int_range(&mut self, _name: &str, _lo: i128, _hi: i128) -> Result<Option<BooleanBuffer>> {
         Ok(None)
     }
+    /// Column `name` at the given rows only (ascending): what a [`RowFilter`] reads when
+    /// the rest of a conjunction already ruled most rows out. By default the whole column,
+    /// then those rows.
+    fn column_rows(&mut self, name: &str, rows: &[usize]) -> Result<ArrayRef> {
+        take_rows(&self.column(name)?, rows, name)
+    }
+}
+
+/// The given rows of column `name`'s array `a`.
+pub(crate) fn take_rows(a: &ArrayRef, rows: &[usize], name: &str) -> Result<ArrayRef> {
+    let idx = arrow_array::UInt32Array::from_iter_values(rows.iter().map(|&r| r as u32));
+    arrow_select::take::take(a.as_ref(), &idx, None)
+        .map_err(|e| Error::arrow(format!("rows of column '{name}'"), e))
+}
+
+/// A conjunction evaluates a [`RowFilter`] on the rows still undecided when at most one
+/// in this many is (else on every row).
+const ROW_FILTER_SPARSE: usize = 4;
+
+/// `r` on the rows of `cols` that `undecided` selects, gathered first, with the other rows
+/// neither true nor false.
+fn row_filter_on(r: &RowFilter, cols: &mut dyn Columns, undecided: &BooleanBuffer) -> Result<Tri> {
+    let n = cols.rows();
+    let picks: Vec<usize> = undecided.set_indices().collect();
+    let arrays =
+        r.columns.iter().map(|c| cols.column_rows(c, &picks)).collect::<Result<Vec<_>>>()?;
+    let out = call_row_filter(r, &arrays, picks.len())?;
+    let part = tri_of(&out);
+    let mut t = arrow_buffer::MutableBuffer::from_len_zeroed(n.div_ceil(8));
+    let mut f = arrow_buffer::MutableBuffer::from_len_zeroed(n.div_ceil(8));
+    for (k, &row) in picks.iter().enumerate() {
+        if part.t.value(k) {
+            arrow_buffer::bit_util::set_bit(t.as_slice_mut(), row);
+        }
+        if part.f.value(k) {
+            arrow_buffer::bit_util::set_bit(f.as_slice_mut(), row);
+        }
+    }
+    Ok(Tri { t: BooleanBuffer::new(t.into(), 0, n), f: BooleanBuffer::new(f.into(), 0, n) })
+}
+
+/// Calls `r` on its columns, checking it answers for every row.
+fn call_row_filter(r: &RowFilter, arrays: &[ArrayRef], n: usize) -> Result<BooleanArray> {
+    let out = (r.f)(arrays, n).map_err(|reason| Error::InvalidInput {
+        table: String::new(),
+        reason: format!("row filter {}: {reason}", r.label),
+    })?;
+    if out.len() != n {
+        return Err(Error::InvalidInput {
+            table: String::new(),
+            reason: format!("row filter {} gave {} rows for {n}", r.label, out.len()),
+        });
+    }
+    Ok(out)
 }
 
 /// `column op value` for an integer `value` as a range `lo..=hi` of the column's values,
@@ -413,7 +467,10 @@ impl Columns for RecordBatch {
 
 /// Evaluates `p`: the rows where it is true.
 pub fn evaluate(p: &Predicate, cols: &mut dyn Columns) -> Result<BooleanBuffer> {
-    Ok(eval(p, cols)?.t)
+    Ok(match p {
+        Predicate::And(ps) => eval_and(ps, cols, true)?.t,
+        p => eval(p, cols)?.t,
+    })
 }
 
 fn eval(p: &Predicate, cols: &mut dyn Columns) -> Result<Tri> {
@@ -472,17 +529,7 @@ fn eval(p: &Predicate, cols: &mut dyn Columns) -> Result<Tri> {
         }
         Predicate::Rows(r) => {
             let arrays = r.columns.iter().map(|c| cols.column(c)).collect::<Result<Vec<_>>>()?;
-            let out = (r.f)(&arrays, n).map_err(|reason| Error::InvalidInput {
-                table: String::new(),
-                reason: format!("row filter {}: {reason}", r.label),
-            })?;
-            if out.len() != n {
-                return Err(Error::InvalidInput {
-                    table: String::new(),
-                    reason: format!("row filter {} gave {} rows for {n}", r.label, out.len()),
-                });
-            }
-            tri_of(&out)
+            tri_of(&call_row_filter(r, &arrays, n)?)
         }
         Predicate::IsNull { column, negated } => {
             let a = cols.column(column)?;
@@ -538,41 +585,7 @@ fn eval(p: &Predicate, cols: &mut dyn Columns) -> Result<Tri> {
             })?;
             if *negated { Tri { t: tri.f, f: tri.t } } else { tri }
         }
-        Predicate::And(ps) => {
-            let mut acc = Tri::constant(n, true);
-            let mut done = vec![false; ps.len()];
-            // Integer bounds on one column (`BETWEEN`, `a >= x AND a < y`) as one range,
-            // answered in one pass over the packed values where the source can.
-            for i in 0..ps.len() {
-                let Predicate::Cmp { column, op, value } = &ps[i] else { continue };
-                let Some((mut lo, mut hi, false)) = int_range_of(*op, value) else { continue };
-                if done[i] {
-                    continue;
-                }
-                let mut group = vec![i];
-                for (j, q) in ps.iter().enumerate().skip(i + 1) {
-                    if let Predicate::Cmp { column: c, op, value } = q
-                        && c == column
-                        && !done[j]
-                        && let Some((l, h, false)) = int_range_of(*op, value)
-                    {
-                        (lo, hi) = (lo.max(l), hi.min(h));
-                        group.push(j);
-                    }
-                }
-                if group.len() > 1
-                    && let Some(t) = cols.int_range(column, lo, hi)?
-                {
-                    group.iter().for_each(|&g| done[g] = true);
-                    acc = Tri { f: &acc.f | &!&t, t: &acc.t & &t };
-                }
-            }
-            for (p, _) in ps.iter().zip(&done).filter(|(_, d)| !**d) {
-                let r = eval(p, cols)?;
-                acc = Tri { t: &acc.t & &r.t, f: &acc.f | &r.f };
-            }
-            acc
-        }
+        Predicate::And(ps) => eval_and(ps, cols, false)?,
         Predicate::Or(ps) => {
             let mut acc = Tri::constant(n, false);
             for p in ps {
@@ -586,6 +599,58 @@ fn eval(p: &Predicate, cols: &mut dyn Columns) -> Result<Tri> {
             Tri { t: r.f, f: r.t }
         }
     })
+}
+
+/// A conjunction. `positive`: only the rows where it is true matter (the predicate's root,
+/// or conjunctions directly under it), so a row filter need not decide rows the rest left
+/// unknown, and the result's false rows are not meaningful.
+fn eval_and(ps: &[Predicate], cols: &mut dyn Columns, positive: bool) -> Result<Tri> {
+    let n = cols.rows();
+    let mut acc = Tri::constant(n, true);
+    let mut done = vec![false; ps.len()];
+    // Integer bounds on one column (`BETWEEN`, `a >= x AND a < y`) as one range,
+    // answered in one pass over the packed values where the source can.
+    for i in 0..ps.len() {
+        let Predicate::Cmp { column, op, value } = &ps[i] else { continue };
+        let Some((mut lo, mut hi, false)) = int_range_of(*op, value) else { continue };
+        if done[i] {
+            continue;
+        }
+        let mut group = vec![i];
+        for (j, q) in ps.iter().enumerate().skip(i + 1) {
+            if let Predicate::Cmp { column: c, op, value } = q
+                && c == column
+                && !done[j]
+                && let Some((l, h, false)) = int_range_of(*op, value)
+            {
+                (lo, hi) = (lo.max(l), hi.min(h));
+                group.push(j);
+            }
+        }
+        if group.len() > 1
+            && let Some(t) = cols.int_range(column, lo, hi)?
+        {
+            group.iter().for_each(|&g| done[g] = true);
+            acc = Tri { f: &acc.f | &!&t, t: &acc.t & &t };
+        }
+    }
+    // Row filters last, and only on the rows the rest left undecided when few are
+    // (their columns then gathered at those rows, not decoded whole).
+    let rest = ps.iter().zip(&done).filter(|(_, d)| !**d).map(|(p, _)| p);
+    let (filters, others): (Vec<&Predicate>, Vec<&Predicate>) =
+        rest.partition(|p| matches!(p, Predicate::Rows(_)));
+    for p in others.into_iter().chain(filters) {
+        let undecided = if positive { acc.t.clone() } else { !&acc.f };
+        let r = match p {
+            Predicate::Rows(r) if undecided.count_set_bits() * ROW_FILTER_SPARSE <= n => {
+                row_filter_on(r, cols, &undecided)?
+            }
+            Predicate::And(qs) => eval_and(qs, cols, positive)?,
+            p => eval(p, cols)?,
+        };
+        acc = Tri { t: &acc.t & &r.t, f: &acc.f | &r.f };
+    }
+    Ok(acc)
 }
 
 /// A compiled LIKE pattern (no escape character).

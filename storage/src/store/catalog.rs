@@ -233,6 +233,7 @@ impl Store {
             memtable: Memtable::default(),
             index: Arc::new(IdIndex::default()),
             fts: None,
+            estimates: Arc::default(),
         };
         next.tables.insert(t.name.clone(), Arc::new(t));
         self.install_replacing(head, next, old, &[id])
@@ -489,5 +490,6 @@ pub(super) fn clone_table(t: &TableSnapshot) -> TableSnapshot {
         memtable: t.memtable.clone(),
         index: t.index.clone(),
         fts: t.fts.clone(),
+        estimates: Arc::default(),
     }
 }

@@ -251,6 +251,9 @@ pub struct TableSnapshot {
     index: Arc<IdIndex>,
     /// The table's full-text index definition, if it has one.
     fts: Option<Arc<manifest::FtsEntry>>,
+    /// [`TableSnapshot::estimate_matches`] answers already worked out, so a query run again
+    /// samples nothing (a write starts a new snapshot with none).
+    estimates: Arc<parking_lot::Mutex<std::collections::HashMap<(String, u64), u64>>>,
 }
 
 impl TableSnapshot {
@@ -521,6 +524,7 @@ mod view;
 mod write;
 
 pub use self::knn::VectorSearch;
+pub use self::read::ColumnSummary;
 #[cfg(test)]
 use self::read::*;
 pub use self::scan::{Scan, ScanUnit};

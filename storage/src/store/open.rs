@@ -437,6 +437,7 @@ pub(super) fn state_from_manifest(
             memtable: Memtable::default(),
             index,
             fts: t.fts.map(Arc::new),
+            estimates: Arc::default(),
         };
         tables.insert(snap.name.clone(), Arc::new(snap));
     }

@@ -5,6 +5,41 @@
 //! What this module must not do: change a snapshot (reads only).
 
 use super::*;
+use crate::encoding::StatValue;
+
+/// Row groups [`TableSnapshot::estimate_matches`] samples, and rows from each.
+const SAMPLE_UNITS: usize = 8;
+const SAMPLE_ROWS: usize = 2048;
+/// Estimates a snapshot keeps (then it starts over).
+const ESTIMATES_KEPT: usize = 256;
+
+fn has_row_filter(p: &Predicate) -> bool {
+    match p {
+        Predicate::Rows(_) => true,
+        Predicate::And(v) | Predicate::Or(v) => v.iter().any(has_row_filter),
+        Predicate::Not(p) => has_row_filter(p),
+        _ => false,
+    }
+}
+
+/// What a snapshot's metadata tells of one column (see [`TableSnapshot::column_summary`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ColumnSummary {
+    /// Smallest non-null value, for integer, date and timestamp columns whose every row
+    /// group has a zone map, with an empty memtable. It bounds the live rows (deleted rows
+    /// may have set it).
+    pub min: Option<StatValue>,
+    /// Largest non-null value, as `min`.
+    pub max: Option<StatValue>,
+    /// NULLs over the row groups, deleted rows included (memtable rows not counted).
+    pub null_count: u64,
+    /// Whether `null_count` is exact: no deleted rows and an empty memtable.
+    pub nulls_exact: bool,
+    /// Most dictionary entries of one row group, when every row group stores the column as
+    /// a dictionary: a lower bound of its distinct values (about their number, for the
+    /// low-cardinality columns dictionaries are chosen for).
+    pub dictionary_entries: Option<u64>,
+}
 
 impl TableSnapshot {
     /// Resolves column names to positions in the full schema (`_id` is 0).
@@ -274,6 +309,122 @@ impl TableSnapshot {
                 .map_or(0, |g| u64::from(g.rows)),
             ScanUnit::Memtable => self.memtable.rows() as u64,
         }
+    }
+
+    /// What the zone maps and chunk headers tell of column `col` (full-schema position)
+    /// over the snapshot, for a planner's estimates; reads no column data.
+    pub fn column_summary(&self, col: usize) -> ColumnSummary {
+        let mut out =
+            ColumnSummary { nulls_exact: self.memtable.rows() == 0, ..ColumnSummary::default() };
+        let Some(field) = self.schema.full_schema().fields().get(col) else { return out };
+        let cid = self.schema.column_id_at(col);
+        let ordered = field.data_type().is_integer()
+            || matches!(
+                field.data_type(),
+                arrow_schema::DataType::Date32
+                    | arrow_schema::DataType::Date64
+                    | arrow_schema::DataType::Timestamp(_, _)
+            );
+        let (mut lo, mut hi): (Option<StatValue>, Option<StatValue>) = (None, None);
+        let mut bounded = ordered && self.memtable.rows() == 0;
+        let mut dictionary = Some(0u64);
+        for ls in &self.segments {
+            out.nulls_exact &= ls.deleted() == 0;
+            let meta = ls.segment.meta();
+            let pos = meta.position_of(cid);
+            for g in &meta.row_groups {
+                let Some(c) = pos.and_then(|p| g.chunks.get(p)) else {
+                    // Added after this segment was written: all NULL here.
+                    out.null_count += u64::from(g.rows);
+                    dictionary = None;
+                    continue;
+                };
+                out.null_count += u64::from(c.null_count);
+                dictionary = match (&c.encoding, dictionary) {
+                    (crate::encoding::Encoding::Dict { dict_len, .. }, Some(d)) => {
+                        Some(d.max(u64::from(*dict_len)))
+                    }
+                    _ => None,
+                };
+                match &c.zone_map {
+                    Some(z) => {
+                        let below = |a: &StatValue, b: &StatValue| match (a, b) {
+                            (StatValue::Int(x), StatValue::Int(y)) => x < y,
+                            (StatValue::UInt(x), StatValue::UInt(y)) => x < y,
+                            _ => false,
+                        };
+                        if lo.as_ref().is_none_or(|l| below(&z.min, l)) {
+                            lo = Some(z.min.clone());
+                        }
+                        if hi.as_ref().is_none_or(|h| below(h, &z.max)) {
+                            hi = Some(z.max.clone());
+                        }
+                    }
+                    None if c.null_count < g.rows => bounded = false,
+                    None => {}
+                }
+            }
+        }
+        if bounded {
+            (out.min, out.max) = (lo, hi);
+        }
+        out.dictionary_entries = dictionary.filter(|_| !self.segments.is_empty());
+        out
+    }
+
+    /// About how many rows of `units` satisfy `predicate`: the share that matches in up
+    /// to 8 row groups spread over them, 2,048 rows from each
+    /// (a share of half a row when none does), times their rows. Without a row group to
+    /// sample, all their rows. Answers are kept with the snapshot, by the predicate's text
+    /// and the units' rows (not for predicates holding a [`crate::RowFilter`]).
+    pub fn estimate_matches(&self, predicate: &Predicate, units: &[ScanUnit]) -> Result<u64> {
+        let total: u64 = units.iter().map(|u| self.unit_rows(*u)).sum();
+        // Row filters are the caller's functions: their text does not say what they keep.
+        let key = (!has_row_filter(predicate)).then(|| (predicate.to_string(), total));
+        if let Some(n) = key.as_ref().and_then(|k| self.estimates.lock().get(k).copied()) {
+            return Ok(n);
+        }
+        let n = self.sample_matches(predicate, units, total)?;
+        if let Some(k) = key {
+            let mut cache = self.estimates.lock();
+            if cache.len() >= ESTIMATES_KEPT {
+                cache.clear();
+            }
+            cache.insert(k, n);
+        }
+        Ok(n)
+    }
+
+    fn sample_matches(&self, predicate: &Predicate, units: &[ScanUnit], total: u64) -> Result<u64> {
+        let groups: Vec<(usize, usize)> = units
+            .iter()
+            .filter_map(|u| match u {
+                ScanUnit::RowGroup { segment, rg } => Some((*segment, *rg)),
+                ScanUnit::Memtable => None,
+            })
+            .collect();
+        if groups.is_empty() {
+            return Ok(total);
+        }
+        let picks = groups.len().min(SAMPLE_UNITS);
+        let (mut seen, mut hits) = (0u64, 0u64);
+        for k in 0..picks {
+            let (segment, rg) = groups[k * groups.len() / picks];
+            let rows =
+                (self.unit_rows(ScanUnit::RowGroup { segment, rg }) as usize).min(SAMPLE_ROWS);
+            if rows == 0 {
+                continue;
+            }
+            let mut cols =
+                RowGroupColumns { table: self, segment, rg, start: 0, rows, decoded: Vec::new() };
+            hits += predicate::evaluate(predicate, &mut cols)?.count_set_bits() as u64;
+            seen += rows as u64;
+        }
+        if seen == 0 {
+            return Ok(total);
+        }
+        let share = (hits as f64).max(0.5) / seen as f64;
+        Ok(((total as f64) * share).round().min(total as f64) as u64)
     }
 
     /// Whether the zone maps and null counts of a row group leave `predicate` possibly true

@@ -54,10 +54,7 @@ impl predicate::Columns for RowGroupColumns<'_> {
         self.rows
     }
     fn column(&mut self, name: &str) -> Result<ArrayRef> {
-        let i = self.table.schema.index_of(name).ok_or_else(|| Error::ColumnNotFound {
-            table: self.table.name.to_string(),
-            column: name.to_string(),
-        })?;
+        let i = self.position(name)?;
         if let Some((_, a)) = self.decoded.iter().find(|(c, _)| *c == i) {
             return Ok(a.clone());
         }
@@ -69,10 +66,7 @@ impl predicate::Columns for RowGroupColumns<'_> {
             Some(self.rows),
             DecodeMode::Codes,
         )?;
-        let a = cols.pop().ok_or_else(|| Error::ColumnNotFound {
-            table: self.table.name.to_string(),
-            column: name.to_string(),
-        })?;
+        let a = cols.pop().ok_or_else(|| self.not_found(name))?;
         self.decoded.push((i, a.clone()));
         Ok(a)
     }
@@ -90,6 +84,27 @@ impl predicate::Columns for RowGroupColumns<'_> {
             return Ok(None);
         }
         self.table.int_range_window(self.segment, self.rg, i, self.start, self.rows, lo, hi)
+    }
+    fn column_rows(&mut self, name: &str, rows: &[usize]) -> Result<ArrayRef> {
+        let i = self.position(name)?;
+        // Decoded already for another leaf: those rows of it.
+        if let Some((_, a)) = self.decoded.iter().find(|(c, _)| *c == i) {
+            return predicate::take_rows(a, rows, name);
+        }
+        let at: Vec<usize> = rows.iter().map(|r| r + self.start).collect();
+        let mut cols = self.table.read_row_group_rows(self.segment, self.rg, &[i], &at)?;
+        cols.pop().ok_or_else(|| self.not_found(name))
+    }
+}
+
+impl RowGroupColumns<'_> {
+    /// Full-schema position of column `name`.
+    fn position(&self, name: &str) -> Result<usize> {
+        self.table.schema.index_of(name).ok_or_else(|| self.not_found(name))
+    }
+
+    fn not_found(&self, name: &str) -> Error {
+        Error::ColumnNotFound { table: self.table.name.to_string(), column: name.to_string() }
     }
 }
 

@@ -2639,3 +2639,77 @@ fn corruption_sweep_over_every_file_kind() {
         files.len()
     );
 }
+
+#[test]
+fn column_summaries_and_match_estimates_come_from_metadata_and_samples() {
+    use crate::encoding::StatValue;
+    let fs = Arc::new(MemFs::new());
+    let store = mem_store(&fs);
+    store.create_table("t", &schema()).unwrap();
+    store.insert("t", &[rows(0, 70_000)]).unwrap(); // one segment of two row groups
+    let t = store.snapshot().table("t").unwrap().clone();
+    let age = t.resolve(&["age"]).unwrap()[0];
+    let s = t.column_summary(age);
+    assert_eq!((s.min, s.max), (Some(StatValue::Int(18)), Some(StatValue::Int(80))));
+    assert_eq!((s.null_count, s.nulls_exact), (14_000, true));
+    // Floats and text get no bounds; a unique text column is no dictionary.
+    let score = t.resolve(&["score"]).unwrap()[0];
+    assert_eq!(t.column_summary(score).min, None);
+    // `age = 20`: 1 in 5 rows NULL, 1 in 63 of the rest → about 889 rows.
+    let units = t.scan_units();
+    let n = t.estimate_matches(&Predicate::eq("age", 20i64), &units).unwrap();
+    assert!((400..2_000).contains(&n), "{n}");
+    // No sampled match: half a row's share, not zero.
+    let n = t.estimate_matches(&Predicate::eq("age", 1_000i64), &units).unwrap();
+    assert!((1..50).contains(&n), "{n}");
+    // Memtable rows leave the bounds unknown and the NULL count inexact; so do deletes.
+    store.insert("t", &[rows(70_000, 5)]).unwrap();
+    let t = store.snapshot().table("t").unwrap().clone();
+    let s = t.column_summary(age);
+    assert_eq!((s.min, s.nulls_exact), (None, false));
+    assert_eq!(t.estimate_matches(&Predicate::True, &[ScanUnit::Memtable]).unwrap(), 5);
+    store.delete("t", &[3]).unwrap();
+    let t = store.snapshot().table("t").unwrap().clone();
+    assert!(!t.column_summary(age).nulls_exact);
+}
+
+#[test]
+fn row_filters_in_a_conjunction_read_only_the_undecided_rows() {
+    use arrow_array::cast::AsArray;
+    let fs = Arc::new(MemFs::new());
+    let store = mem_store(&fs);
+    store.create_table("t", &schema()).unwrap();
+    store.insert("t", &[rows(0, 70_000)]).unwrap();
+    store.insert("t", &[rows(70_000, 300)]).unwrap(); // memtable
+    let t = store.snapshot().table("t").unwrap().clone();
+    let seen = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = seen.clone();
+    let thirds = crate::RowFilter::new(
+        vec!["age".into()],
+        "age % 3 = 0".into(),
+        Arc::new(move |cols: &[arrow_array::ArrayRef], rows| {
+            counter.fetch_add(rows, std::sync::atomic::Ordering::Relaxed);
+            let a = cols[0].as_primitive::<arrow_array::types::Int64Type>();
+            Ok(a.iter().map(|v| v.map(|v| v % 3 == 0)).collect())
+        }),
+    );
+    // 18..=21 is 4 ages in 63: the filter sees those rows only (and the memtable's).
+    let p = Predicate::And(vec![
+        Predicate::between("age", 18i64, 21i64),
+        Predicate::Rows(thirds.clone()),
+    ]);
+    let n: usize = t.scan_filtered(&[0], Some(p)).unwrap().map(|b| b.unwrap().num_rows()).sum();
+    let want = (0..70_300).filter(|i| i % 5 != 0 && [0, 3].contains(&(i % 63))).count();
+    assert_eq!(n, want);
+    let read = seen.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(read < 70_000 / 8 + 300, "{read}");
+    // Under NOT, a row the filter finds false is true: the undecided rows include
+    // those the rest left unknown (NULL ages), which stay unknown.
+    let p = Predicate::Not(Box::new(Predicate::And(vec![
+        Predicate::between("age", 18i64, 21i64),
+        Predicate::Rows(thirds),
+    ])));
+    let n: usize = t.scan_filtered(&[0], Some(p)).unwrap().map(|b| b.unwrap().num_rows()).sum();
+    let want = (0..70_300).filter(|i| i % 5 != 0 && ![0, 3].contains(&(i % 63))).count();
+    assert_eq!(n, want);
+}
