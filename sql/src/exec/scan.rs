@@ -56,6 +56,8 @@ pub struct ScanExec {
     /// parents apply them again, so they need not be exact.
     hints: Vec<Hint>,
     metrics: ExecutionPlanMetricsSet,
+    /// [`ScanExec::estimate`], worked out once (it samples rows when there is a filter).
+    estimates: Arc<std::sync::OnceLock<Statistics>>,
 }
 
 impl ScanExec {
@@ -96,6 +98,7 @@ impl ScanExec {
             props: Arc::new(props),
             hints: Vec::new(),
             metrics: ExecutionPlanMetricsSet::new(),
+            estimates: Arc::default(),
         })
     }
 
@@ -107,6 +110,69 @@ impl ScanExec {
     fn kept_units(&self) -> usize {
         self.groups.iter().map(Vec::len).sum()
     }
+
+    /// The scan's statistics for the planner (join order, build sides): its rows — exact
+    /// without a filter, else the share of sampled rows that match (see
+    /// [`TableSnapshot::estimate_matches`]) — and per column the zone maps' bounds, the
+    /// NULL count and, for dictionary columns, their entries as a distinct-count estimate.
+    fn estimate(&self) -> Statistics {
+        let count = usize::try_from(self.snapshot.count()).unwrap_or(usize::MAX);
+        // The limit applies per partition (a limit node above makes it global), so only a
+        // single-partition scan without filters knows its output size exactly.
+        let rows = match (&self.predicate, self.limit) {
+            (None, None) => Precision::Exact(count),
+            (None, Some(l)) if self.groups.len() <= 1 => Precision::Exact(count.min(l)),
+            (_, Some(l)) => Precision::Inexact(count.min(l.saturating_mul(self.groups.len()))),
+            (Some(p), None) => {
+                let units: Vec<ScanUnit> = self.groups.iter().flatten().copied().collect();
+                let n = self.snapshot.estimate_matches(p, &units).unwrap_or(count as u64);
+                Precision::Inexact(usize::try_from(n).unwrap_or(usize::MAX).min(count))
+            }
+        };
+        let exact = self.predicate.is_none() && self.limit.is_none();
+        let mut s = Statistics::new_unknown(&self.schema);
+        s.num_rows = rows;
+        for (i, (c, &p)) in s.column_statistics.iter_mut().zip(&self.projection).enumerate() {
+            if p == 0 {
+                // `_id`: unique.
+                c.distinct_count = rows;
+                c.null_count = Precision::Exact(0);
+                continue;
+            }
+            let sum = self.snapshot.column_summary(p);
+            let nulls = usize::try_from(sum.null_count).unwrap_or(usize::MAX);
+            c.null_count = match exact && sum.nulls_exact {
+                true => Precision::Exact(nulls),
+                false => Precision::Inexact(nulls.min(rows.get_value().copied().unwrap_or(nulls))),
+            };
+            let dt = self.schema.field(i).data_type();
+            if let (Some(lo), Some(hi)) = (&sum.min, &sum.max)
+                && let (Some(lo), Some(hi)) = (stat_scalar(lo, dt), stat_scalar(hi, dt))
+            {
+                c.min_value = Precision::Inexact(lo);
+                c.max_value = Precision::Inexact(hi);
+            }
+            if let Some(d) = sum.dictionary_entries {
+                c.distinct_count = Precision::Inexact(usize::try_from(d).unwrap_or(usize::MAX));
+            }
+        }
+        s
+    }
+}
+
+/// A zone-map bound as a value of the column's type (`None` if it does not convert).
+fn stat_scalar(
+    v: &basalt_storage::encoding::StatValue,
+    dt: &datafusion::arrow::datatypes::DataType,
+) -> Option<datafusion::scalar::ScalarValue> {
+    use basalt_storage::encoding::StatValue;
+    use datafusion::scalar::ScalarValue;
+    let v = match v {
+        StatValue::Int(x) => ScalarValue::Int64(Some(*x)),
+        StatValue::UInt(x) => ScalarValue::UInt64(Some(*x)),
+        _ => return None,
+    };
+    v.cast_to(dt).ok()
 }
 
 /// Contiguous groups of units with about equal row counts (scan order is kept).
@@ -308,19 +374,10 @@ impl ExecutionPlan for ScanExec {
         _input_stats: &[Arc<Statistics>],
         args: &datafusion::physical_plan::statistics::StatisticsArgs,
     ) -> Result<Arc<Statistics>> {
-        let mut s = Statistics::new_unknown(&self.schema);
-        if args.partition().is_none() {
-            let count = usize::try_from(self.snapshot.count()).unwrap_or(usize::MAX);
-            // The limit applies per partition (a limit node above makes it global), so only
-            // a single-partition scan without filters knows its output size exactly.
-            s.num_rows = match (&self.predicate, self.limit) {
-                (None, None) => Precision::Exact(count),
-                (None, Some(l)) if self.groups.len() <= 1 => Precision::Exact(count.min(l)),
-                (_, Some(l)) => Precision::Inexact(count.min(l.saturating_mul(self.groups.len()))),
-                (Some(_), None) => Precision::Inexact(count),
-            };
+        if args.partition().is_some() {
+            return Ok(Arc::new(Statistics::new_unknown(&self.schema)));
         }
-        Ok(Arc::new(s))
+        Ok(Arc::new(self.estimates.get_or_init(|| self.estimate()).clone()))
     }
 
     fn metrics(&self) -> Option<MetricsSet> {
