@@ -222,12 +222,12 @@ pub fn from_physical(e: &Arc<dyn PhysicalExpr>, schema: &Schema) -> Option<Predi
 
 /// A predicate for the physical expression `e` (read at its current state) that drops
 /// nothing but the routing of a `CASE … WHEN … THEN p_i` (a partitioned join's filter,
-/// taken as the OR of its branches): true wherever `e` is, and nearly only there — what a
-/// scan filters rows by for a parent that applies `e` again. `None` if any part does not
-/// convert.
+/// taken as the OR of its branches) and bounds on a column whose values a conjunction
+/// also lists: true wherever `e` is, and nearly only there — what a scan filters rows by
+/// for a parent that applies `e` again. `None` if any part does not convert.
 pub fn covering_physical(e: &Arc<dyn PhysicalExpr>, schema: &Schema) -> Option<Predicate> {
     let e = snapshot_physical_expr(Arc::clone(e)).ok()?;
-    physical(&e, schema, true)
+    physical(&e, schema, true).map(without_list_bounds)
 }
 
 /// `strict`: every conjunct must convert (else unconvertible ones are dropped).
@@ -293,7 +293,11 @@ fn physical(e: &Arc<dyn PhysicalExpr>, schema: &Schema, strict: bool) -> Option<
             .iter()
             .map(|v| scalar_of(v.downcast_ref::<Literal>()?.value(), &dt))
             .collect::<Option<Vec<_>>>()?;
-        return Some(Predicate::InList { column: name, values, negated: false });
+        return Some(Predicate::InList {
+            column: name,
+            values: sorted_ints(values),
+            negated: false,
+        });
     }
     if let Some(n) = e.downcast_ref::<IsNullExpr>() {
         return Some(Predicate::IsNull {
@@ -338,15 +342,48 @@ fn union_of_lists(branches: &[Predicate]) -> Option<Predicate> {
         }
         all.extend(values.iter().cloned());
     }
-    // Integer keys sorted once here, not by every evaluation's lookup.
-    if all.iter().all(|v| matches!(v, Scalar::Int(_))) {
-        all.sort_by_key(|v| match v {
+    Some(Predicate::InList { column: column?.clone(), values: sorted_ints(all), negated: false })
+}
+
+/// Integer list values sorted and without repeats (a join's build keys repeat), once here
+/// rather than by every evaluation's lookup; other lists as they are.
+fn sorted_ints(mut values: Vec<Scalar>) -> Vec<Scalar> {
+    if values.iter().all(|v| matches!(v, Scalar::Int(_))) {
+        values.sort_by_key(|v| match v {
             Scalar::Int(x) => *x,
             _ => 0,
         });
-        all.dedup();
+        values.dedup();
     }
-    Some(Predicate::InList { column: column?.clone(), values: all, negated: false })
+    values
+}
+
+/// `p` without the comparisons on a column that a conjunction also lists values of (a
+/// join filter's bounds next to its key list): a weaker predicate, kept by whatever the
+/// list keeps, and one pass over the column instead of three.
+fn without_list_bounds(p: Predicate) -> Predicate {
+    match p {
+        Predicate::And(terms) => {
+            let listed: Vec<String> = terms
+                .iter()
+                .filter_map(|t| match t {
+                    Predicate::InList { column, negated: false, .. } => Some(column.clone()),
+                    _ => None,
+                })
+                .collect();
+            let kept: Vec<Predicate> = terms
+                .into_iter()
+                .filter(|t| !matches!(t, Predicate::Cmp { column, .. } if listed.contains(column)))
+                .map(without_list_bounds)
+                .collect();
+            match kept.len() {
+                1 => kept.into_iter().next().unwrap_or(Predicate::True),
+                _ => Predicate::And(kept),
+            }
+        }
+        Predicate::Or(terms) => Predicate::Or(terms.into_iter().map(without_list_bounds).collect()),
+        p => p,
+    }
 }
 
 fn physical_column(e: &Arc<dyn PhysicalExpr>, schema: &Schema) -> Option<(String, DataType)> {
@@ -431,6 +468,14 @@ mod tests {
         let opaque = px::binary(a.clone(), Operator::Plus, px::lit(1i64), &s).unwrap();
         let opaque = px::binary(opaque, Operator::Gt, px::lit(0i64), &s).unwrap();
         assert_eq!(covering_physical(&case(Some(opaque.clone())), &s), None);
+        // A key list makes the bounds on its column redundant: one lookup, keys sorted once.
+        let want = Predicate::InList {
+            column: "a".into(),
+            values: [5, 7].map(Scalar::Int).to_vec(),
+            negated: false,
+        };
+        assert_eq!(covering_physical(&list(&[7, 5, 7]), &s), Some(want));
+        assert!(matches!(from_physical(&list(&[7, 5]), &s), Some(Predicate::And(_))));
         // Pruning keeps what converts of a conjunction; covering needs all of it.
         let and = px::binary(list(&[5, 7]), Operator::And, opaque, &s).unwrap();
         assert!(from_physical(&and, &s).is_some());
