@@ -1,5 +1,6 @@
-//! Shared pieces of Basalt's benchmarks: the benchmark dataset (`benches/README.md`, *Data*) generator, the TPC-H queries ([`tpch`]) and small
-//! measurement helpers. The binaries in `src/bin/` use them; nothing here is timed itself.
+//! Shared pieces of Basalt's benchmarks: the benchmark dataset (`benches/README.md`, *Data*)
+//! generator, the TPC-H queries ([`tpch`]), the ClickBench queries ([`clickbench`]) and their
+//! `hits` table generator ([`hits`]), and small measurement helpers. The binaries in `src/bin/` use them; nothing here is timed itself.
 
 #![deny(unsafe_code)]
 
@@ -8,6 +9,8 @@
 pub mod alloc;
 
 pub mod check;
+pub mod clickbench;
+pub mod hits;
 pub mod tpch;
 
 use std::time::{Duration, Instant};

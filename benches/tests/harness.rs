@@ -41,22 +41,28 @@ fn quick_run_covers_every_tabular_metric_and_engines_agree() {
     assert!(!md.contains("RESULT MISMATCH") && !md.contains("## FAILURES"));
 }
 
-#[test]
-fn quick_tpch_run_loads_every_table_and_engines_agree_on_all_22_queries() {
+/// Runs `basalt-bench --suite <suite> --quick` and returns its JSON report, failing the test
+/// when the run fails (an engine error or a disagreement).
+fn quick_suite_report(suite: &str) -> String {
     let dir = tempfile::tempdir().expect("temp dir");
     let out = Command::new(env!("CARGO_BIN_EXE_basalt-bench"))
-        .args(["--suite", "tpch", "--quick", "--output"])
+        .args(["--suite", suite, "--quick", "--output"])
         .arg(dir.path())
         .output()
         .expect("run basalt-bench");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "basalt-bench --suite tpch --quick failed:\n{stderr}");
-    let json = std::fs::read_dir(dir.path())
+    assert!(out.status.success(), "basalt-bench --suite {suite} --quick failed:\n{stderr}");
+    std::fs::read_dir(dir.path())
         .expect("output dir")
         .map(|e| e.expect("entry").path())
         .find(|p| p.extension().is_some_and(|x| x == "json"))
         .map(|p| std::fs::read_to_string(p).expect("json"))
-        .expect("a JSON report");
+        .expect("a JSON report")
+}
+
+#[test]
+fn quick_tpch_run_loads_every_table_and_engines_agree_on_all_22_queries() {
+    let json = quick_suite_report("tpch");
     for id in
         std::iter::once("TPCH-LOAD".to_string()).chain((1..=22).map(|n| format!("TPCH-Q{n:02}")))
     {
@@ -67,5 +73,21 @@ fn quick_tpch_run_loads_every_table_and_engines_agree_on_all_22_queries() {
     for engine in ["basalt", "sqlite"] {
         let timed = json.matches(&format!("\"{engine}\": {{\"secs\"")).count();
         assert_eq!(timed, 23, "{engine} figures in the report");
+    }
+}
+
+#[test]
+fn quick_clickbench_run_loads_hits_and_engines_agree_on_all_43_queries() {
+    let json = quick_suite_report("clickbench");
+    let ids = std::iter::once("CLICKBENCH-LOAD".to_string())
+        .chain((0..43).map(|n| format!("CLICKBENCH-Q{n:02}")));
+    for id in ids {
+        assert_eq!(json.matches(&format!("\"id\": \"{id}\"")).count(), 1, "{id} in the report");
+    }
+    assert!(!json.contains("\"error\""), "an engine failed:\n{json}");
+    // Basalt runs all 43 queries and the load; SQLite all but the one with REGEXP_REPLACE.
+    for (engine, n) in [("basalt", 44), ("sqlite", 43)] {
+        let timed = json.matches(&format!("\"{engine}\": {{\"secs\"")).count();
+        assert_eq!(timed, n, "{engine} figures in the report");
     }
 }

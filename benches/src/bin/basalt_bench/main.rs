@@ -9,15 +9,18 @@
 //!     [--warmup N] [--filter REGEX] [--engines basalt,sqlite,duckdb] [--output DIR] [--quick]
 //!     [--vector-rows N] [--ooc-rows N] [--no-ooc] [--no-vector] [--no-diagnostics]
 //! cargo run --release -p basalt-benches --bin basalt-bench -- --suite tpch [--sf N] …
+//! cargo run --release -p basalt-benches --bin basalt-bench -- --suite clickbench [--rows N] …
 //! ```
 //!
-//! `--suite tpch` runs the TPC-H suite ([`tpch`]) instead of the workload.
+//! `--suite tpch` runs the TPC-H suite ([`tpch`]) instead of the workload, `--suite
+//! clickbench` the ClickBench suite ([`clickbench`]).
 //!
 //! Every engine's result of every metric is cross-checked; a mismatch or an engine error
 //! fails the run (exit code 1) after the report is written.
 
 #![forbid(unsafe_code)]
 
+mod clickbench;
 mod data;
 #[cfg(feature = "duckdb")]
 mod duck;
@@ -51,6 +54,8 @@ enum Suite {
     Workload,
     /// TPC-H at a scale factor.
     Tpch,
+    /// ClickBench's 43 queries over a generated `hits` table of `--rows` rows.
+    ClickBench,
 }
 
 /// Command-line options.
@@ -77,7 +82,7 @@ struct Args {
 
 const USAGE: &str = "usage: basalt-bench [--rows N] [--iterations N] [--warmup N] [--filter REGEX] \
 [--engines basalt,sqlite,duckdb] [--output DIR] [--quick] [--vector-rows N] [--ooc-rows N] \
-[--write-batch N] [--no-ooc] [--no-vector] [--no-diagnostics] [--suite workload|tpch] [--sf N]";
+[--write-batch N] [--no-ooc] [--no-vector] [--no-diagnostics] [--suite workload|tpch|clickbench] [--sf N]";
 
 fn built_engines() -> Vec<Kind> {
     Kind::ALL.into_iter().filter(|k| cfg!(feature = "duckdb") || *k != Kind::Duckdb).collect()
@@ -119,6 +124,7 @@ fn parse_args() -> Res<Args> {
                 a.suite = match val("--suite")?.as_str() {
                     "workload" => Suite::Workload,
                     "tpch" => Suite::Tpch,
+                    "clickbench" => Suite::ClickBench,
                     other => return Err(format!("unknown suite {other}\n{USAGE}")),
                 }
             }
@@ -164,6 +170,9 @@ fn parse_args() -> Res<Args> {
         a.warmup = 0;
         a.vector_rows = 2_000;
         a.write_batch = 1;
+    }
+    if a.suite == Suite::ClickBench && !a.quick {
+        a.rows = 10_000_000;
     }
     if let Some(r) = rows_set {
         a.rows = r.max(10_000);
@@ -336,8 +345,10 @@ fn real_main() -> Res<bool> {
 }
 
 fn run_all(args: &Args, work: &Path, stamp: &str) -> Res<bool> {
-    if args.suite == Suite::Tpch {
-        return run_tpch(args, work, stamp);
+    match args.suite {
+        Suite::Tpch => return run_tpch(args, work, stamp),
+        Suite::ClickBench => return run_clickbench(args, work, stamp),
+        Suite::Workload => {}
     }
     eprintln!("generating {} rows …", args.rows);
     let data = Rc::new(data::generate(args.rows));
@@ -475,54 +486,101 @@ fn write_report(args: &Args, r: Report, failures: &[String]) -> Res<bool> {
     }
 }
 
+/// A query suite's engines: SQLite left out when `too_big` unless `--engines` named it
+/// (`limit` says where, for the report).
+fn suite_engines(args: &Args, too_big: bool, limit: &str) -> (Vec<Kind>, String) {
+    let mut kinds = args.engines.clone();
+    if args.engines_set || !too_big || !kinds.contains(&Kind::Sqlite) {
+        return (kinds, String::new());
+    }
+    kinds.retain(|k| *k != Kind::Sqlite);
+    (kinds, format!("; SQLite left out above {limit} (name it in --engines to include it)"))
+}
+
+/// Runs a query suite (its load metric `load`, then its queries) on `report.engines` and
+/// writes the report; `report.meta` holds the suite's own lines, put after the common ones.
+fn run_suite(
+    args: &Args,
+    work: &Path,
+    metrics: &[Metric],
+    load: &str,
+    mut report: Report,
+) -> Res<bool> {
+    let mut engines = engines::open_all(work, &report.engines)?;
+    let mut failures = Vec::new();
+    report.lines = run_metrics(metrics, &mut engines, args, &[load], &mut failures);
+    drop(engines);
+    let mut meta = common_meta(&report.engines);
+    meta.append(&mut report.meta);
+    meta.push((
+        "timing".into(),
+        format!(
+            "load timed once; queries: {} warm-up + {} timed runs, median; one process, every engine on its own storage",
+            args.warmup, args.iterations
+        ),
+    ));
+    report.meta = meta;
+    write_report(args, report, &failures)
+}
+
+/// A suite's report before its run: title, file name and description.
+fn suite_report(
+    title: &'static str,
+    file: String,
+    engines: Vec<Kind>,
+    meta: Vec<(String, String)>,
+) -> Report {
+    Report {
+        title,
+        file,
+        meta,
+        lines: Vec::new(),
+        engines,
+        sections: String::new(),
+        extra: Vec::new(),
+    }
+}
+
 /// `--suite tpch`: generate, load, run the 22 queries on every engine, cross-checked.
 fn run_tpch(args: &Args, work: &Path, stamp: &str) -> Res<bool> {
-    let mut kinds = args.engines.clone();
-    let mut left_out = String::new();
-    if !args.engines_set && args.sf > 0.1 && kinds.contains(&Kind::Sqlite) {
-        // SQLite's nested-loop plans take hours on the correlated queries at SF 1.
-        kinds.retain(|k| *k != Kind::Sqlite);
-        left_out = "; SQLite left out above SF 0.1 (name it in --engines to include it)".into();
-    }
+    // SQLite's nested-loop plans take hours on the correlated queries at SF 1.
+    let (kinds, left_out) = suite_engines(args, args.sf > 0.1, "SF 0.1");
     eprintln!("generating TPC-H SF {} …", args.sf);
     let dir = work.join("tpch");
     let counts = tpch::generate(args.sf, &dir)?;
-    let mut engines = engines::open_all(work, &kinds)?;
-    let mut failures = Vec::new();
-    let lines = run_metrics(
-        &tpch::metrics(args.sf, &dir),
-        &mut engines,
-        args,
-        &["TPCH-LOAD"],
-        &mut failures,
-    );
-    drop(engines);
-    let mut meta = common_meta(&kinds);
-    meta.extend([
+    let meta = vec![
         ("scale factor".into(), format!("{}{left_out}", args.sf)),
         (
             "tables".into(),
             counts.iter().map(|(t, n)| format!("{t} {n}")).collect::<Vec<_>>().join(", "),
         ),
-        (
-            "timing".into(),
-            format!(
-                "load timed once; queries: {} warm-up + {} timed runs, median; one process, every engine on its own storage",
-                args.warmup, args.iterations
-            ),
-        ),
-    ]);
+    ];
     let sf = format!("{}", args.sf).replace('.', "_");
-    let report = Report {
-        title: "TPC-H",
-        file: format!("tpch-sf{sf}-{stamp}"),
-        meta,
-        lines,
-        engines: kinds,
-        sections: String::new(),
-        extra: Vec::new(),
-    };
-    write_report(args, report, &failures)
+    let report = suite_report("TPC-H", format!("tpch-sf{sf}-{stamp}"), kinds, meta);
+    run_suite(args, work, &tpch::metrics(args.sf, &dir), "TPCH-LOAD", report)
+}
+
+/// `--suite clickbench`: generate `hits`, load it, run the 43 queries on every engine,
+/// cross-checked.
+fn run_clickbench(args: &Args, work: &Path, stamp: &str) -> Res<bool> {
+    // Loading 105 columns row by row and its row-store scans take hours at 10M rows.
+    let (kinds, left_out) = suite_engines(args, args.rows > 1_000_000, "1,000,000 rows");
+    eprintln!("generating {} hits …", args.rows);
+    let dir = work.join("clickbench");
+    let (generated, took) = basalt_benches::timed(|| clickbench::generate(args.rows, &dir));
+    generated?;
+    eprintln!("generated in {:.1} s", took.as_secs_f64());
+    let meta = vec![
+        ("rows".into(), format!("{}{left_out}", args.rows)),
+        (
+            "data".into(),
+            "generated `hits` (105 columns, ClickBench's types; benches/README.md, ClickBench)"
+                .into(),
+        ),
+    ];
+    let file = format!("clickbench-{}-{stamp}", args.rows);
+    let report = suite_report("ClickBench", file, kinds, meta);
+    run_suite(args, work, &clickbench::metrics(&dir), "CLICKBENCH-LOAD", report)
 }
 
 fn run_ooc(args: &Args, work: &Path, failures: &mut Vec<String>) -> Res<(String, String)> {

@@ -143,9 +143,10 @@ fn sqlite_column(t: &DataType) -> (&'static str, DataType) {
     }
 }
 
-/// Loads one table from its Parquet file into SQLite: the table as the file's schema, every
-/// row through one prepared `INSERT`, in one transaction.
-fn sqlite_load(e: &mut dyn Engine, table: &str, path: &str) -> Res<()> {
+/// Loads one table from its Parquet file into SQLite: the table as the file's schema with
+/// `primary_key` (column names as SQL), every row through one prepared `INSERT`, in one
+/// transaction. Used when SQLite is a peer of a suite loaded from Parquet (it cannot read it).
+pub fn sqlite_load(e: &mut dyn Engine, table: &str, path: &str, primary_key: &str) -> Res<()> {
     let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
     let reader = ParquetRecordBatchReaderBuilder::try_new(f)
         .and_then(|b| b.with_batch_size(BATCH).build())
@@ -154,20 +155,16 @@ fn sqlite_load(e: &mut dyn Engine, table: &str, path: &str) -> Res<()> {
     let cols: Vec<String> = schema
         .fields()
         .iter()
-        .map(|f| format!("{} {}", f.name(), sqlite_column(f.data_type()).0))
+        .map(|f| format!("\"{}\" {}", f.name(), sqlite_column(f.data_type()).0))
         .collect();
-    e.batch(&format!(
-        "CREATE TABLE {table} ({}, PRIMARY KEY ({}))",
-        cols.join(", "),
-        primary_key(table)
-    ))?;
+    e.batch(&format!("CREATE TABLE {table} ({}, PRIMARY KEY ({}))", cols.join(", "), primary_key))?;
     let marks = vec!["?"; schema.fields().len()].join(", ");
     let insert = format!("INSERT INTO {table} VALUES ({marks})");
     e.batch("BEGIN")?;
     for b in reader {
         let b = b.map_err(|e| e.to_string())?;
         if b.columns().iter().any(|c| c.null_count() > 0) {
-            return Err(format!("{table}: NULLs in generated TPC-H data"));
+            return Err(format!("{table}: NULLs in generated data"));
         }
         let cols: Vec<Arc<dyn Array>> = b
             .columns()
@@ -204,7 +201,7 @@ pub fn metrics(sf: f64, dir: &Path) -> Vec<Metric> {
         Ok(Rc::new(move |e: &mut dyn Engine, _| {
             for (t, f) in &files {
                 match k {
-                    Kind::Sqlite => sqlite_load(e, t, f)?,
+                    Kind::Sqlite => sqlite_load(e, t, f, primary_key(t))?,
                     _ => {
                         e.batch(&format!("CREATE TABLE {t} AS SELECT * FROM read_parquet('{f}')"))?
                     }
@@ -213,17 +210,7 @@ pub fn metrics(sf: f64, dir: &Path) -> Vec<Metric> {
             Ok(Out::Unit)
         }) as Work)
     });
-    let mut out = vec![Metric {
-        id: "TPCH-LOAD".into(),
-        name: "Load the 8 tables from Parquet".into(),
-        group: Group::Load,
-        mode: Mode::Once,
-        check: Check::None,
-        ranked: true,
-        pre: Some(drop),
-        setup: None,
-        work: load,
-    }];
+    let mut out = vec![Metric::load("TPCH-LOAD", "Load the 8 tables from Parquet", drop, load)];
     for n in 1..=22 {
         let sql = tpch::query(n, sf);
         out.push(Metric {

@@ -87,6 +87,8 @@ pub enum Group {
     Vector,
     /// The TPC-H queries (`--suite tpch`).
     Tpch,
+    /// The ClickBench queries (`--suite clickbench`).
+    ClickBench,
     /// §4 diagnostics (not ranked).
     Diagnostics,
 }
@@ -110,6 +112,7 @@ impl Group {
             Group::TableOps => "table ops",
             Group::Vector => "vector",
             Group::Tpch => "TPC-H",
+            Group::ClickBench => "ClickBench",
             Group::Diagnostics => "diagnostics",
         }
     }
@@ -138,6 +141,29 @@ pub struct Metric {
     pub setup: Option<Work>,
     /// The work per engine, or why the engine cannot do it.
     pub work: Box<dyn Fn(Kind) -> Result<Work, String>>,
+}
+
+impl Metric {
+    /// A suite's load: timed once, ranked, nothing to cross-check; `pre` runs untimed
+    /// before it (dropping what an earlier run left).
+    pub fn load(
+        id: &str,
+        name: &str,
+        pre: Work,
+        work: Box<dyn Fn(Kind) -> Result<Work, String>>,
+    ) -> Metric {
+        Metric {
+            id: id.into(),
+            name: name.into(),
+            group: Group::Load,
+            mode: Mode::Once,
+            check: Check::None,
+            ranked: true,
+            pre: Some(pre),
+            setup: None,
+            work,
+        }
+    }
 }
 
 /// Inputs the catalogue needs.
