@@ -657,6 +657,109 @@ fn eval_and(ps: &[Predicate], cols: &mut dyn Columns, positive: bool) -> Result<
 #[derive(Debug)]
 struct LikePattern {
     toks: Vec<LikeTok>,
+    /// Set when the pattern has no `_`: literals found with substring search.
+    percent: Option<Percent>,
+}
+
+/// A LIKE pattern of literals and `%` only: `prefix%m1%m2%…%suffix`, each part optional.
+/// A row matches when it starts with the prefix, ends with the suffix (not overlapping it)
+/// and holds the middle literals in order in between (taking each at its first occurrence
+/// loses no match, as `%` absorbs anything between them).
+#[derive(Debug)]
+struct Percent {
+    /// The pattern is one literal: the row must equal it.
+    exact: bool,
+    prefix: Vec<u8>,
+    suffix: Vec<u8>,
+    middle: Vec<memchr::memmem::Finder<'static>>,
+}
+
+impl Percent {
+    fn new(toks: &[LikeTok]) -> Option<Percent> {
+        let mut lits = Vec::new();
+        for t in toks {
+            match t {
+                LikeTok::Lit(l) => lits.push(l.clone()),
+                LikeTok::Many => {}
+                LikeTok::One => return None,
+            }
+        }
+        if !toks.iter().any(|t| matches!(t, LikeTok::Many)) {
+            // No wildcard at all (`''` included): the row must equal the literal.
+            let prefix = lits.concat();
+            return Some(Percent { exact: true, prefix, suffix: Vec::new(), middle: Vec::new() });
+        }
+        let anchored_start = matches!(toks.first(), Some(LikeTok::Lit(_)));
+        let anchored_end = matches!(toks.last(), Some(LikeTok::Lit(_)));
+        let suffix = if anchored_end { lits.pop().unwrap_or_default() } else { Vec::new() };
+        let prefix = if anchored_start && !lits.is_empty() { lits.remove(0) } else { Vec::new() };
+        let middle =
+            lits.iter().map(|l| memchr::memmem::Finder::new(l.as_slice()).into_owned()).collect();
+        Some(Percent { exact: false, prefix, suffix, middle })
+    }
+
+    fn matches(&self, s: &[u8]) -> bool {
+        if self.exact {
+            return s == self.prefix.as_slice();
+        }
+        if !s.starts_with(&self.prefix) {
+            return false;
+        }
+        let (mut lo, mut hi) = (self.prefix.len(), s.len());
+        if hi - lo < self.suffix.len() || !s.ends_with(&self.suffix) {
+            return false;
+        }
+        hi -= self.suffix.len();
+        for f in &self.middle {
+            match f.find(&s[lo..hi]) {
+                Some(k) => lo += k + f.needle().len(),
+                None => return false,
+            }
+        }
+        true
+    }
+
+    /// The one literal of `%literal%`.
+    fn contains_only(&self) -> Option<&memchr::memmem::Finder<'static>> {
+        match self.middle.as_slice() {
+            [f] if !self.exact && self.prefix.is_empty() && self.suffix.is_empty() => Some(f),
+            _ => None,
+        }
+    }
+}
+
+/// The rows (by `offsets` into `data`) that contain `f`'s needle, found by searching the
+/// whole value buffer at once: a search per match instead of one per row, for needles most
+/// rows do not hold.
+fn rows_containing(offsets: &[i32], data: &[u8], f: &memchr::memmem::Finder<'_>) -> BooleanBuffer {
+    let n = offsets.len().saturating_sub(1);
+    let mut out = arrow_buffer::BooleanBufferBuilder::new(n);
+    out.append_n(n, false);
+    let at = |i: usize| offsets[i].max(0) as usize;
+    if n == 0 {
+        return out.finish();
+    }
+    let (start, end) = (at(0), at(n).min(data.len()));
+    let len = f.needle().len();
+    let (mut pos, mut row) = (start, 0usize);
+    while pos < end {
+        let Some(k) = f.find(&data[pos..end]) else { break };
+        let hit = pos + k;
+        // The row holding byte `hit`: the last row starting at or before it.
+        row += offsets[row + 1..=n].partition_point(|&o| (o.max(0) as usize) <= hit);
+        if row >= n {
+            break;
+        }
+        if hit + len <= at(row + 1) {
+            out.set_bit(row, true);
+            pos = at(row + 1);
+            row += 1;
+        } else {
+            // The match runs into the next row: look again from the next byte.
+            pos = hit + 1;
+        }
+    }
+    out.finish()
 }
 
 #[derive(Debug)]
@@ -683,16 +786,27 @@ impl LikePattern {
                 (c, _) => toks.push(LikeTok::Lit(c.encode_utf8(&mut [0; 4]).as_bytes().to_vec())),
             }
         }
-        Self { toks }
+        let percent = Percent::new(&toks);
+        Self { toks, percent }
     }
 
     /// The rows (by `offsets` into `data`) the pattern matches; `utf8`: `_` steps over one
     /// UTF-8 character.
     fn select(&self, offsets: &[i32], data: &[u8], utf8: bool) -> BooleanBuffer {
-        BooleanBuffer::collect_bool(offsets.len().saturating_sub(1), |i| {
+        let n = offsets.len().saturating_sub(1);
+        let value = |i: usize| {
             let (lo, hi) = (offsets[i].max(0) as usize, offsets[i + 1].max(0) as usize);
-            data.get(lo..hi).is_some_and(|s| self.matches(s, utf8))
-        })
+            data.get(lo..hi)
+        };
+        match &self.percent {
+            Some(p) => match p.contains_only() {
+                Some(f) => rows_containing(offsets, data, f),
+                None => BooleanBuffer::collect_bool(n, |i| value(i).is_some_and(|s| p.matches(s))),
+            },
+            None => {
+                BooleanBuffer::collect_bool(n, |i| value(i).is_some_and(|s| self.matches(s, utf8)))
+            }
+        }
     }
 
     /// Whether `s` matches: left to right, remembering only the last `%` to retry from
@@ -1384,8 +1498,30 @@ mod tests {
         for t in texts {
             for p in pats {
                 let (tc, pc): (Vec<char>, Vec<char>) = (t.chars().collect(), p.chars().collect());
-                let got = LikePattern::new(p).matches(t.as_bytes(), true);
-                assert_eq!(got, like_reference(&tc, &pc), "{t:?} LIKE {p:?}");
+                let want = like_reference(&tc, &pc);
+                let pat = LikePattern::new(p);
+                assert_eq!(pat.matches(t.as_bytes(), true), want, "{t:?} LIKE {p:?}");
+                if let Some(f) = &pat.percent {
+                    assert_eq!(f.matches(t.as_bytes()), want, "{t:?} LIKE {p:?} (no `_`)");
+                }
+            }
+        }
+        // Whole-column selection (substring search over the value buffer for `%x%`)
+        // agrees with the row-by-row matcher, matches across row boundaries included.
+        let column: Vec<&str> =
+            texts.iter().chain(&["abab", "b", "ba", "aab", "", "xab"]).copied().collect();
+        let mut data = Vec::new();
+        let mut offsets = vec![0i32];
+        for t in &column {
+            data.extend_from_slice(t.as_bytes());
+            offsets.push(data.len() as i32);
+        }
+        for p in pats.iter().chain(&["%ab%", "%b%", "%ba%", "%aa%", "%a%b", "ab", "%xab%"]) {
+            let pat = LikePattern::new(p);
+            let got = pat.select(&offsets, &data, true);
+            for (i, t) in column.iter().enumerate() {
+                let (tc, pc): (Vec<char>, Vec<char>) = (t.chars().collect(), p.chars().collect());
+                assert_eq!(got.value(i), like_reference(&tc, &pc), "{t:?} LIKE {p:?} in a column");
             }
         }
         // In binary `_` is one byte: "é" is two.
