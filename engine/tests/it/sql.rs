@@ -1794,3 +1794,52 @@ fn read_json_fast_scan_agrees_with_the_listing_scan() {
     assert!(err.contains("data.json"), "{err}");
     assert!(off.sql(&queries[1]).is_err());
 }
+
+/// `sum(x + c)` over narrow integers is computed as `sum(x) + c * count(x)` when an
+/// aggregate lists several shifts (`rules/sum_shift.rs`): the answers, NULLs and column
+/// names are those of the sums themselves.
+#[test]
+fn sums_of_shifted_narrow_integers_match_the_plain_sums() {
+    let db = Database::open_in_memory().unwrap();
+    let conn = db.connect();
+    conn.sql("CREATE TABLE t (g INT, a SMALLINT, b INT, c TINYINT UNSIGNED)").unwrap();
+    conn.sql(
+        "INSERT INTO t SELECT value % 5, CASE WHEN value % 7 = 0 THEN NULL ELSE value % 3000 - 1500 END, \
+         value * 7919 % 2000000000 - 1000000000, value % 256 FROM generate_series(1, 5000)",
+    )
+    .unwrap();
+    // A group whose `a` is all NULL, and one value at the type's edge.
+    conn.sql("INSERT INTO t VALUES (9, NULL, 2147483647, 255), (9, NULL, -2147483648, 0)").unwrap();
+    let shifted = "SELECT g, sum(a), sum(a + 1), sum(a - 2), sum(3 - a), sum(2147483648 + a), \
+                   sum(b + 1), sum(b - 2147483648), sum(c + 7), min(a), count(*) FROM t GROUP BY g";
+    let plain = "SELECT g, sum(a * 1), sum((a + 1) * 1), sum((a - 2) * 1), sum((3 - a) * 1), \
+                 sum((2147483648 + a) * 1), sum((b + 1) * 1), sum((b - 2147483648) * 1), \
+                 sum((c + 7) * 1), min(a), count(*) FROM t GROUP BY g";
+    let got = conn.sql(shifted).unwrap();
+    assert_eq!(rows(&got), rows(&conn.sql(plain).unwrap()));
+    assert!(
+        rows(&got).iter().any(|r| r.starts_with("9|NULL|NULL|NULL|NULL|NULL|")),
+        "{:?}",
+        rows(&got)
+    );
+    let names: Vec<String> = got[0].schema().fields().iter().map(|f| f.name().clone()).collect();
+    assert_eq!(names[2], "sum(t.a + Int64(1))", "{names:?}");
+    assert_eq!(names[4], "sum(Int64(3) - t.a)", "{names:?}");
+    // Without GROUP BY, and over no rows at all.
+    let q = "SELECT sum(a + 1), sum(a + 2), sum(a) FROM t";
+    let p = "SELECT sum((a + 1) * 1), sum((a + 2) * 1), sum(a * 1) FROM t";
+    assert_eq!(rows(&conn.sql(q).unwrap()), rows(&conn.sql(p).unwrap()));
+    let empty = conn.sql("SELECT sum(a + 1), sum(a + 2) FROM t WHERE g > 100").unwrap();
+    assert_eq!(rows(&empty), vec!["NULL|NULL".to_string()]);
+    // The rewrite shows in the plan when it pays (two shifts), not for a lone shift.
+    let plan = rows(&conn.sql("EXPLAIN SELECT sum(a + 1), sum(a + 2) FROM t").unwrap()).join("\n");
+    let aggregate = plan.lines().find(|l| l.contains("Aggregate:")).unwrap_or_default();
+    assert!(aggregate.contains("count(") && !aggregate.contains("checked_add"), "{plan}");
+    let plan = rows(&conn.sql("EXPLAIN SELECT sum(a + 1) FROM t").unwrap()).join("\n");
+    assert!(!plan.contains("count("), "{plan}");
+    // A 64-bit column keeps its per-row checked addition (and its overflow error).
+    conn.sql("CREATE TABLE w (x BIGINT)").unwrap();
+    conn.sql("INSERT INTO w VALUES (9223372036854775807)").unwrap();
+    let err = conn.sql("SELECT sum(x + 1), sum(x + 2) FROM w").unwrap_err();
+    assert!(err.to_string().contains("overflow"), "{err}");
+}

@@ -77,6 +77,11 @@ impl CheckedOp {
         ScalarUDF::from(CheckedOp { op, signature: Signature::any(arity, Volatility::Immutable) })
     }
 
+    /// The arithmetic it computes.
+    pub fn arith(&self) -> Arith {
+        self.op
+    }
+
     /// The operator's symbol.
     fn symbol(&self) -> Operator {
         match self.op {
