@@ -9,8 +9,8 @@ use super::*;
 /// dictionary entry), then, level by level, (group id of the columns before, column id) to
 /// a group id through a dense table — ids are handed out only when a row has them.
 pub(super) struct Grouper {
-    /// Per group column: value → column id, and the values in id order.
-    pub(super) values: Vec<(HashMap<ScalarValue, usize>, Vec<ScalarValue>)>,
+    /// Per group column: value → column id.
+    pub(super) values: Vec<ValueIds>,
     /// Per level `k`: `tables[k][prefix][column id] - 1` is the id at level `k` (0 = not
     /// seen yet); level 0 has the one prefix 0.
     pub(super) tables: Vec<Vec<Vec<usize>>>,
@@ -26,7 +26,7 @@ pub(super) struct Grouper {
 impl Grouper {
     pub(super) fn new(columns: usize) -> Grouper {
         Grouper {
-            values: (0..columns).map(|_| (HashMap::new(), Vec::new())).collect(),
+            values: (0..columns).map(|_| ValueIds::default()).collect(),
             tables: (0..columns).map(|_| Vec::new()).collect(),
             keys: (0..columns).map(|_| Vec::new()).collect(),
             parts: Vec::new(),
@@ -40,22 +40,12 @@ impl Grouper {
     }
 
     pub(super) fn id_of_value(&mut self, k: usize, v: ScalarValue) -> usize {
-        let (map, vals) = &mut self.values[k];
-        if let Some(&id) = map.get(&v) {
-            return id;
-        }
-        // The value twice (map key and list) and the map's slot.
-        self.bytes += 2 * v.size() + std::mem::size_of::<usize>() * 2;
-        vals.push(v.clone());
-        map.insert(v, vals.len() - 1);
-        vals.len() - 1
+        self.values[k].id_of_scalar(v, &mut self.bytes)
     }
 
     /// The column id of each entry of `values` (a dictionary's values, or plain values).
     pub(super) fn ids_of(&mut self, k: usize, values: &ArrayRef) -> Result<Vec<usize>> {
-        (0..values.len())
-            .map(|i| Ok(self.id_of_value(k, ScalarValue::try_from_array(values, i)?)))
-            .collect()
+        self.values[k].ids_of(values, &mut self.bytes)
     }
 
     /// The column id of each entry of dictionary `dict` of group column `k`, and of NULL
@@ -279,11 +269,148 @@ impl Grouper {
                 if groups.is_empty() {
                     return Ok(new_null_array(t, 0));
                 }
-                let vals = &self.values[k].1;
-                let a = ScalarValue::iter_to_array(groups.iter().map(|key| vals[key[k]].clone()))?;
+                let a = self.values[k].array(groups.iter().map(|key| key[k]))?;
                 if a.data_type() == t { Ok(a) } else { Ok(cast(&a, t)?) }
             })
             .collect()
+    }
+}
+
+/// The column ids of one group column's values. Text and binary values are looked up by
+/// their bytes (no value built per lookup, a fast hash): a column of many distinct strings
+/// maps thousands of dictionary entries per row group. Other values (and NULL) go through
+/// `ScalarValue`s.
+#[derive(Default)]
+pub(super) struct ValueIds {
+    /// Text and binary values.
+    bytes: datafusion::common::HashMap<Box<[u8]>, usize>,
+    /// Whether the byte values are text (else binary).
+    text: bool,
+    /// Every other value, NULL included.
+    scalars: HashMap<ScalarValue, usize>,
+    /// Per id: the value when it is in `scalars`, `None` when in `bytes`.
+    order: Vec<Option<ScalarValue>>,
+}
+
+impl ValueIds {
+    fn id_of_scalar(&mut self, v: ScalarValue, held: &mut usize) -> usize {
+        if let Some(&id) = self.scalars.get(&v) {
+            return id;
+        }
+        // The value twice (map key and list) and the map's slot.
+        *held += 2 * v.size() + std::mem::size_of::<usize>() * 2;
+        self.order.push(Some(v.clone()));
+        self.scalars.insert(v, self.order.len() - 1);
+        self.order.len() - 1
+    }
+
+    fn id_of_bytes(&mut self, v: &[u8], held: &mut usize) -> usize {
+        if let Some(&id) = self.bytes.get(v) {
+            return id;
+        }
+        *held += v.len() + std::mem::size_of::<(Box<[u8]>, usize)>() + std::mem::size_of::<usize>();
+        self.order.push(None);
+        let id = self.order.len() - 1;
+        self.bytes.insert(v.into(), id);
+        id
+    }
+
+    /// The id of each entry of `values`.
+    fn ids_of(&mut self, values: &ArrayRef, held: &mut usize) -> Result<Vec<usize>> {
+        fn each<'a>(
+            ids: &mut ValueIds,
+            values: &ArrayRef,
+            held: &mut usize,
+            at: impl Fn(usize) -> &'a [u8],
+        ) -> Result<Vec<usize>> {
+            let null = || ScalarValue::try_from(values.data_type());
+            (0..values.len())
+                .map(|i| {
+                    Ok(if values.is_null(i) {
+                        ids.id_of_scalar(null()?, held)
+                    } else {
+                        ids.id_of_bytes(at(i), held)
+                    })
+                })
+                .collect()
+        }
+        let text =
+            matches!(values.data_type(), DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View);
+        if text
+            || matches!(
+                values.data_type(),
+                DataType::Binary | DataType::LargeBinary | DataType::BinaryView
+            )
+        {
+            self.text = text;
+        }
+        match values.data_type() {
+            DataType::Utf8 => {
+                let a = values.as_string::<i32>();
+                each(self, values, held, |i| a.value(i).as_bytes())
+            }
+            DataType::LargeUtf8 => {
+                let a = values.as_string::<i64>();
+                each(self, values, held, |i| a.value(i).as_bytes())
+            }
+            DataType::Utf8View => {
+                let a = values.as_string_view();
+                each(self, values, held, |i| a.value(i).as_bytes())
+            }
+            DataType::Binary => {
+                let a = values.as_binary::<i32>();
+                each(self, values, held, |i| a.value(i))
+            }
+            DataType::LargeBinary => {
+                let a = values.as_binary::<i64>();
+                each(self, values, held, |i| a.value(i))
+            }
+            DataType::BinaryView => {
+                let a = values.as_binary_view();
+                each(self, values, held, |i| a.value(i))
+            }
+            _ => (0..values.len())
+                .map(|i| Ok(self.id_of_scalar(ScalarValue::try_from_array(values, i)?, held)))
+                .collect(),
+        }
+    }
+
+    /// The values of `ids`, in order, as one array (text as Utf8, binary as Binary, other
+    /// values in their own type).
+    fn array(&self, ids: impl Iterator<Item = usize>) -> Result<ArrayRef> {
+        if self.bytes.is_empty() {
+            let vals = ids.map(|id| self.order[id].clone().unwrap_or(ScalarValue::Null));
+            return ScalarValue::iter_to_array(vals);
+        }
+        let mut by_id: Vec<&[u8]> = vec![&[]; self.order.len()];
+        for (v, &id) in &self.bytes {
+            by_id[id] = v;
+        }
+        let value = |id: usize| match &self.order[id] {
+            None => Ok(Some(by_id[id])),
+            Some(v) if v.is_null() => Ok(None),
+            Some(v) => Err(DataFusionError::Internal(format!(
+                "group value {v} next to text or binary values"
+            ))),
+        };
+        if self.text {
+            let mut b = datafusion::arrow::array::StringBuilder::new();
+            for id in ids {
+                match value(id)? {
+                    Some(v) => b.append_value(std::str::from_utf8(v).map_err(|e| {
+                        DataFusionError::Internal(format!("group value not UTF-8: {e}"))
+                    })?),
+                    None => b.append_null(),
+                }
+            }
+            Ok(Arc::new(b.finish()))
+        } else {
+            let mut b = datafusion::arrow::array::BinaryBuilder::new();
+            for id in ids {
+                b.append_option(value(id)?);
+            }
+            Ok(Arc::new(b.finish()))
+        }
     }
 }
 
@@ -316,4 +443,56 @@ pub(super) fn fold_codes(col: &ArrayRef, w: u32, local: &mut [u32]) -> Result<()
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::arrow::array::{BinaryArray, DictionaryArray, Int64Array, StringArray};
+    use datafusion::arrow::datatypes::UInt8Type;
+
+    use super::*;
+
+    /// Text values found through their bytes get one id per value whether they come as a
+    /// dictionary's entries or plain (memtable) values, NULL one id of its own; the output
+    /// array gives them back in group order.
+    #[test]
+    fn value_ids_are_shared_by_dictionaries_and_plain_values() {
+        let mut g = Grouper::new(1);
+        let dict: ArrayRef = Arc::new(StringArray::from(vec!["b", "a", "c"]));
+        assert_eq!(g.entry_ids(0, &dict).unwrap(), vec![0, 1, 2, 3]);
+        let plain: ArrayRef =
+            Arc::new(StringArray::from(vec![Some("c"), None, Some("d"), Some("a")]));
+        assert_eq!(g.ids_of(0, &plain).unwrap(), vec![2, 3, 4, 1]);
+        let coded: ArrayRef = Arc::new(
+            DictionaryArray::<UInt8Type>::try_new(
+                datafusion::arrow::array::UInt8Array::from(vec![Some(1), None, Some(0)]),
+                Arc::new(StringArray::from(vec!["d", "e"])),
+            )
+            .unwrap(),
+        );
+        let mut ids = vec![0; 3];
+        g.add_column(0, &coded, &mut ids).unwrap();
+        assert_eq!(g.len(), 3);
+        let schema = Arc::new(datafusion::arrow::datatypes::Schema::new(vec![
+            datafusion::arrow::datatypes::Field::new("k", DataType::Utf8, true),
+        ]));
+        let keys = g.key_arrays(&schema).unwrap();
+        let got: Vec<Option<&str>> = keys[0].as_string::<i32>().iter().collect();
+        assert_eq!(got, vec![Some("e"), None, Some("d")]);
+        assert!(g.bytes > 0);
+
+        // Binary values and other types keep their own kinds.
+        let mut b = ValueIds::default();
+        let mut held = 0;
+        let bin: ArrayRef = Arc::new(BinaryArray::from(vec![&b"\xff"[..], b"x", b"\xff"]));
+        assert_eq!(b.ids_of(&bin, &mut held).unwrap(), vec![0, 1, 0]);
+        let out = b.array([1usize, 0].into_iter()).unwrap();
+        assert_eq!(out.as_binary::<i32>().value(0), b"x");
+        let mut n = ValueIds::default();
+        let ints: ArrayRef = Arc::new(Int64Array::from(vec![Some(7), None, Some(7)]));
+        assert_eq!(n.ids_of(&ints, &mut held).unwrap(), vec![0, 1, 0]);
+        let out = n.array([0usize, 1].into_iter()).unwrap();
+        assert_eq!(out.as_primitive::<Int64Type>().value(0), 7);
+        assert!(out.is_null(1));
+    }
 }
