@@ -1843,3 +1843,32 @@ fn sums_of_shifted_narrow_integers_match_the_plain_sums() {
     let err = conn.sql("SELECT sum(x + 1), sum(x + 2) FROM w").unwrap_err();
     assert!(err.to_string().contains("overflow"), "{err}");
 }
+
+/// Decimal `+ - *` run in Basalt's loops (`rules/decimal.rs`): the values, scales, NULLs
+/// and names are DataFusion's, and an overflow is still an error.
+#[test]
+fn decimal_arithmetic_keeps_values_types_names_and_overflow_errors() {
+    let db = Database::open_in_memory().unwrap();
+    let conn = db.connect();
+    conn.sql("CREATE TABLE d (a DECIMAL(15,2), b DECIMAL(12,4), c DECIMAL(38,0))").unwrap();
+    conn.sql(
+        "INSERT INTO d VALUES (10.50, 0.0600, 1), (NULL, 1, 99999999999999999999999999999999999999), \
+         (-3.25, NULL, 5)",
+    )
+    .unwrap();
+    let got =
+        conn.sql("SELECT a * (1 - b), a + b, a - 1, b * 3, c + c FROM d WHERE c < 10").unwrap();
+    assert_eq!(
+        rows_in_order(&got),
+        vec!["9.870000|10.5600|9.50|0.1800|2", "NULL|NULL|-4.25|NULL|10"],
+        "{got:?}"
+    );
+    let schema = got[0].schema();
+    let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    assert_eq!(names[2], "d.a - Int64(1)");
+    assert_eq!(schema.field(0).data_type(), &DataType::Decimal128(38, 6));
+    let err = conn.sql("SELECT c * c FROM d").unwrap_err();
+    assert!(err.to_string().to_lowercase().contains("overflow"), "{err}");
+    let err = conn.sql("SELECT c + c FROM d").unwrap_err();
+    assert!(err.to_string().to_lowercase().contains("overflow"), "{err}");
+}

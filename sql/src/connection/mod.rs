@@ -217,6 +217,7 @@ impl SqlConnection {
             .with_default_features()
             .with_type_planner(Arc::new(VectorTypes))
             .with_analyzer_rule(Arc::new(crate::rules::checked::CheckedArithmetic::default()))
+            .with_analyzer_rule(Arc::new(crate::rules::decimal::DecimalArithmetic::default()))
             .with_analyzer_rule(Arc::new(crate::rules::sum_shift::SumShift::default()))
             .with_physical_optimizer_rule(Arc::new(FuseGroupBy::new(fast_paths.clone())))
             .with_physical_optimizer_rule(Arc::new(crate::rules::vector_topk::VectorTopKRule::new(
