@@ -65,12 +65,17 @@ use crate::types::{Physical, physical_of};
 /// Segment format version written. Version 2 added framed compression (tag 2, see
 /// [`crate::frames`]); version 3 small first frames and decimal frames in it; version 4 the
 /// `half-vector` and `int8-vector` encodings (tags 5 and 6) of vector columns stored as
-/// float16 or int8. A segment without those is still written as version 3
-/// ([`SEGMENT_VERSION_WITHOUT_STORED_VECTORS`]), so a build that reads version 3 reads it.
+/// float16 or int8; version 5 zone maps of decimal chunks (stat tag 4). A segment is
+/// written with the lowest version that describes it: without decimal zone maps as
+/// version 4 or, without stored vectors either, as version 3
+/// ([`SEGMENT_VERSION_WITHOUT_STORED_VECTORS`]), so an older build reads what it can.
 /// This reader reads versions [`OLDEST_SEGMENT_VERSION`] to this one and refuses others. A
 /// future bump must keep a reader for every older version it claims.
-pub const SEGMENT_FORMAT_VERSION: u32 = 4;
-/// The version written for a segment whose vector columns are all float32.
+pub const SEGMENT_FORMAT_VERSION: u32 = 5;
+/// The version written for a segment without decimal zone maps.
+pub const SEGMENT_VERSION_WITHOUT_DECIMAL_STATS: u32 = 4;
+/// The version written for a segment without decimal zone maps whose vector columns are
+/// all float32.
 pub const SEGMENT_VERSION_WITHOUT_STORED_VECTORS: u32 = 3;
 /// The oldest segment format version this reader reads (version 1: blocks are whole zstd
 /// frames, tag 1).
@@ -213,8 +218,13 @@ pub fn write_segment(
     let stored_vectors = phys.iter().any(|p| {
         matches!(p, Physical::Vector { form, .. } if *form != basalt_vector::StoredForm::Float32)
     });
-    let version = if stored_vectors {
+    let decimal_stats = encoded
+        .iter()
+        .any(|ch| matches!(&ch.stats, Some(ZoneMap { min: encoding::StatValue::Decimal(_), .. })));
+    let version = if decimal_stats {
         SEGMENT_FORMAT_VERSION
+    } else if stored_vectors {
+        SEGMENT_VERSION_WITHOUT_DECIMAL_STATS
     } else {
         SEGMENT_VERSION_WITHOUT_STORED_VECTORS
     };
@@ -1322,6 +1332,42 @@ mod tests {
             assert_eq!((header, trailer), (want, want), "{form:?}");
             let seg = Segment::open(&fs, Path::new("/s")).unwrap();
             assert_eq!(read_all(&seg).unwrap(), b, "{form:?}");
+        }
+    }
+
+    /// Version 5 is written only for segments whose decimal chunks have zone maps (an
+    /// all-NULL decimal chunk has none); the zone map reads back as written.
+    #[test]
+    fn only_segments_with_decimal_zone_maps_are_version_5() {
+        for (values, want) in [(vec![Some(-12_345i128), Some(7), None], 5u32), (vec![None], 3)] {
+            let fs = MemFs::new();
+            let schema = Arc::new(Schema::new(vec![
+                Field::new("_id", DataType::UInt64, false),
+                Field::new("d", DataType::Decimal128(15, 2), true),
+            ]));
+            let n = values.len() as u64;
+            let d = arrow_array::Decimal128Array::from(values.clone())
+                .with_precision_and_scale(15, 2)
+                .unwrap();
+            let b = RecordBatch::try_new(
+                schema.clone(),
+                vec![Arc::new(arrow_array::UInt64Array::from_iter_values(1..=n)), Arc::new(d)],
+            )
+            .unwrap();
+            let opts = WriteOptions::default();
+            let one = std::slice::from_ref(&b);
+            write_segment(&fs, Path::new("/s"), 1, 1, &[0, 1], &schema, one, opts).unwrap();
+            let bytes = fs.map(Path::new("/s")).unwrap();
+            let header = u32::from_le_bytes(bytes.as_slice()[8..12].try_into().unwrap());
+            assert_eq!(header, want, "{values:?}");
+            let seg = Segment::open(&fs, Path::new("/s")).unwrap();
+            assert_eq!(read_all(&seg).unwrap(), b);
+            let zone = seg.meta().row_groups[0].chunks[1].zone_map.clone();
+            let want_zone = (want == 5).then_some(ZoneMap {
+                min: encoding::StatValue::Decimal(-12_345),
+                max: encoding::StatValue::Decimal(7),
+            });
+            assert_eq!(zone, want_zone);
         }
     }
 

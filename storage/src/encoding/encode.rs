@@ -170,6 +170,12 @@ pub fn encode(
         }
         Physical::Decimal128 => {
             let vals = &data.buffer::<i128>(0)[..n];
+            let valid = vals.iter().enumerate().filter(|&(i, _)| is_valid(i)).map(|(_, v)| *v);
+            if let Some((lo, hi)) = valid.fold(None, |r: Option<(i128, i128)>, v| {
+                Some(r.map_or((v, v), |(lo, hi)| (lo.min(v), hi.max(v))))
+            }) {
+                stats = Some(ZoneMap { min: StatValue::Decimal(lo), max: StatValue::Decimal(hi) });
+            }
             block.section(|b| {
                 for v in vals {
                     b.extend_from_slice(&v.to_le_bytes());

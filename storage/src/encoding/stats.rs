@@ -16,6 +16,8 @@ pub enum StatValue {
     Float(f64),
     /// Byte strings (UTF-8 compares correctly as bytes). Only kept up to 64 bytes.
     Bytes(Vec<u8>),
+    /// Unscaled 128-bit decimals (the column's scale applies). Segment format 5.
+    Decimal(i128),
 }
 
 impl StatValue {
@@ -37,6 +39,11 @@ impl StatValue {
                 e.u8(3);
                 e.bytes(b);
             }
+            StatValue::Decimal(v) => {
+                e.u8(4);
+                e.u64(*v as u64);
+                e.u64((*v >> 64) as u64);
+            }
         }
     }
     fn read(d: &mut Dec<'_>) -> Result<Self> {
@@ -45,8 +52,26 @@ impl StatValue {
             1 => StatValue::UInt(d.u64("stat")?),
             2 => StatValue::Float(f64::from_bits(d.u64("stat")?)),
             3 => StatValue::Bytes(d.bytes("stat")?.to_vec()),
+            4 => {
+                let lo = d.u64("stat")?;
+                let hi = d.u64("stat")?;
+                StatValue::Decimal(i128::from(hi as i64) << 64 | i128::from(lo))
+            }
             t => return Err(d.err(format!("unknown stat tag {t}"))),
         })
+    }
+
+    /// How two bounds of one column compare, in the order the zone maps keep (floats in
+    /// total order); `None` for bounds of different kinds.
+    pub fn compare(&self, other: &StatValue) -> Option<std::cmp::Ordering> {
+        match (self, other) {
+            (StatValue::Int(a), StatValue::Int(b)) => Some(a.cmp(b)),
+            (StatValue::UInt(a), StatValue::UInt(b)) => Some(a.cmp(b)),
+            (StatValue::Float(a), StatValue::Float(b)) => Some(a.total_cmp(b)),
+            (StatValue::Bytes(a), StatValue::Bytes(b)) => Some(a.cmp(b)),
+            (StatValue::Decimal(a), StatValue::Decimal(b)) => Some(a.cmp(b)),
+            _ => None,
+        }
     }
 }
 

@@ -524,9 +524,9 @@ mod view;
 mod write;
 
 pub use self::knn::VectorSearch;
-pub use self::read::ColumnSummary;
 #[cfg(test)]
 use self::read::*;
+pub use self::read::{ChunkMetadata, ColumnSummary, UnitMetadata};
 pub use self::scan::{Scan, ScanUnit};
 pub use self::view::ReadView;
 pub use self::write::CompactionReport;

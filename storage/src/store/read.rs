@@ -25,12 +25,15 @@ fn has_row_filter(p: &Predicate) -> bool {
 /// What a snapshot's metadata tells of one column (see [`TableSnapshot::column_summary`]).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ColumnSummary {
-    /// Smallest non-null value, for integer, date and timestamp columns whose every row
-    /// group has a zone map, with an empty memtable. It bounds the live rows (deleted rows
-    /// may have set it).
+    /// Smallest non-null value, for columns whose every row group holding a non-null
+    /// value has a zone map (every type but vectors and nested types; strings up to 64
+    /// bytes), with an empty memtable. It bounds the live rows (deleted rows may have set
+    /// it: see `bounds_exact`).
     pub min: Option<StatValue>,
     /// Largest non-null value, as `min`.
     pub max: Option<StatValue>,
+    /// Whether `min` and `max` are the live rows' own: no segment has deleted rows.
+    pub bounds_exact: bool,
     /// NULLs over the row groups, deleted rows included (memtable rows not counted).
     pub null_count: u64,
     /// Whether `null_count` is exact: no deleted rows and an empty memtable.
@@ -39,6 +42,26 @@ pub struct ColumnSummary {
     /// a dictionary: a lower bound of its distinct values (about their number, for the
     /// low-cardinality columns dictionaries are chosen for).
     pub dictionary_entries: Option<u64>,
+}
+
+/// What a row group's metadata tells of its rows that satisfy a predicate, when that is
+/// all of them (see [`TableSnapshot::unit_metadata`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnitMetadata {
+    /// The row group's rows (every one live and matching).
+    pub rows: u64,
+    /// Per column asked, in the order asked.
+    pub columns: Vec<ChunkMetadata>,
+}
+
+/// One column chunk's header facts (see [`UnitMetadata`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChunkMetadata {
+    /// NULL rows.
+    pub null_count: u64,
+    /// Min and max of the non-null values (`None` when the chunk keeps none: all NULL,
+    /// strings longer than 64 bytes, vectors and nested types).
+    pub zone_map: Option<encoding::ZoneMap>,
 }
 
 impl TableSnapshot {
@@ -316,17 +339,12 @@ impl TableSnapshot {
     pub fn column_summary(&self, col: usize) -> ColumnSummary {
         let mut out =
             ColumnSummary { nulls_exact: self.memtable.rows() == 0, ..ColumnSummary::default() };
-        let Some(field) = self.schema.full_schema().fields().get(col) else { return out };
+        if col >= self.schema.full_schema().fields().len() {
+            return out;
+        }
         let cid = self.schema.column_id_at(col);
-        let ordered = field.data_type().is_integer()
-            || matches!(
-                field.data_type(),
-                arrow_schema::DataType::Date32
-                    | arrow_schema::DataType::Date64
-                    | arrow_schema::DataType::Timestamp(_, _)
-            );
         let (mut lo, mut hi): (Option<StatValue>, Option<StatValue>) = (None, None);
-        let mut bounded = ordered && self.memtable.rows() == 0;
+        let mut bounded = self.memtable.rows() == 0;
         let mut dictionary = Some(0u64);
         for ls in &self.segments {
             out.nulls_exact &= ls.deleted() == 0;
@@ -348,16 +366,16 @@ impl TableSnapshot {
                 };
                 match &c.zone_map {
                     Some(z) => {
-                        let below = |a: &StatValue, b: &StatValue| match (a, b) {
-                            (StatValue::Int(x), StatValue::Int(y)) => x < y,
-                            (StatValue::UInt(x), StatValue::UInt(y)) => x < y,
-                            _ => false,
-                        };
-                        if lo.as_ref().is_none_or(|l| below(&z.min, l)) {
-                            lo = Some(z.min.clone());
+                        let below = |a: &StatValue, b: &StatValue| a.compare(b).map(|o| o.is_lt());
+                        match lo.as_ref().map_or(Some(true), |l| below(&z.min, l)) {
+                            Some(true) => lo = Some(z.min.clone()),
+                            Some(false) => {}
+                            None => bounded = false,
                         }
-                        if hi.as_ref().is_none_or(|h| below(h, &z.max)) {
-                            hi = Some(z.max.clone());
+                        match hi.as_ref().map_or(Some(true), |h| below(h, &z.max)) {
+                            Some(true) => hi = Some(z.max.clone()),
+                            Some(false) => {}
+                            None => bounded = false,
                         }
                     }
                     None if c.null_count < g.rows => bounded = false,
@@ -367,6 +385,7 @@ impl TableSnapshot {
         }
         if bounded {
             (out.min, out.max) = (lo, hi);
+            out.bounds_exact = self.segments.iter().all(|ls| ls.deleted() == 0);
         }
         out.dictionary_entries = dictionary.filter(|_| !self.segments.is_empty());
         out
@@ -434,6 +453,50 @@ impl TableSnapshot {
             ScanUnit::Memtable => true,
             ScanUnit::RowGroup { segment, rg } => self.zone_maps_allow(segment, rg, predicate),
         }
+    }
+
+    /// The metadata of columns `cols` (full-schema positions) in `unit`, when it describes
+    /// exactly the unit's rows that satisfy `predicate`: used to answer `count`, `min` and
+    /// `max` without reading a row. `Some` when:
+    /// 1. the unit is a row group (memtable rows have no metadata);
+    /// 2. none of its rows is deleted (a deleted row's value may be a zone map's bound);
+    /// 3. there is no predicate, or the zone maps prove every row satisfies it.
+    ///
+    /// Reads no column data.
+    pub fn unit_metadata(
+        &self,
+        unit: ScanUnit,
+        predicate: Option<&Predicate>,
+        cols: &[usize],
+    ) -> Option<UnitMetadata> {
+        let ScanUnit::RowGroup { segment, rg } = unit else { return None };
+        let ls = self.segments.get(segment)?;
+        let meta = ls.segment.meta();
+        let g = meta.row_groups.get(rg)?;
+        if ls.deletes.as_ref().is_some_and(|d| d.any_in(meta.row_start(rg), g.rows as usize)) {
+            return None;
+        }
+        if predicate.is_some_and(|p| !self.zone_maps_prove(segment, rg, p)) {
+            return None;
+        }
+        let mut columns = Vec::with_capacity(cols.len());
+        for &col in cols {
+            if col >= self.schema.full_schema().fields().len() {
+                return None;
+            }
+            columns.push(match meta.position_of(self.schema.column_id_at(col)) {
+                Some(p) => {
+                    let c = g.chunks.get(p)?;
+                    ChunkMetadata {
+                        null_count: u64::from(c.null_count),
+                        zone_map: c.zone_map.clone(),
+                    }
+                }
+                // Added after this segment was written: all NULL here.
+                None => ChunkMetadata { null_count: u64::from(g.rows), zone_map: None },
+            });
+        }
+        Some(UnitMetadata { rows: u64::from(g.rows), columns })
     }
 
     /// Scans the chosen units (from [`TableSnapshot::scan_units`]), in the order given.

@@ -2651,10 +2651,26 @@ fn column_summaries_and_match_estimates_come_from_metadata_and_samples() {
     let age = t.resolve(&["age"]).unwrap()[0];
     let s = t.column_summary(age);
     assert_eq!((s.min, s.max), (Some(StatValue::Int(18)), Some(StatValue::Int(80))));
-    assert_eq!((s.null_count, s.nulls_exact), (14_000, true));
-    // Floats and text get no bounds; a unique text column is no dictionary.
+    assert_eq!((s.null_count, s.nulls_exact, s.bounds_exact), (14_000, true, true));
+    // Floats and short text get bounds too; a unique text column is no dictionary.
     let score = t.resolve(&["score"]).unwrap()[0];
-    assert_eq!(t.column_summary(score).min, None);
+    let s = t.column_summary(score);
+    assert_eq!((s.min, s.max), (Some(StatValue::Float(0.0)), Some(StatValue::Float(100.0))));
+    let name = t.resolve(&["name"]).unwrap()[0];
+    let s = t.column_summary(name);
+    assert_eq!(s.min, Some(StatValue::Bytes(b"user_0".to_vec())));
+    assert_eq!(s.dictionary_entries, None);
+    // Row-group metadata: whole row groups without deletes, under a predicate only where
+    // zone maps prove it.
+    let rg = |rg| ScanUnit::RowGroup { segment: 0, rg };
+    let m = t.unit_metadata(rg(1), None, &[age, score]).unwrap();
+    assert_eq!((m.rows, m.columns[0].null_count), (70_000 - 65_536, 892));
+    let z = m.columns[1].zone_map.clone().unwrap();
+    assert_eq!((z.min, z.max), (StatValue::Float(55.3), StatValue::Float(99.93)));
+    let ids = Predicate::cmp("_id", crate::predicate::CmpOp::GtEq, 65_537u64);
+    assert!(t.unit_metadata(rg(1), Some(&ids), &[age]).is_some());
+    assert!(t.unit_metadata(rg(0), Some(&ids), &[age]).is_none());
+    assert!(t.unit_metadata(ScanUnit::Memtable, None, &[age]).is_none());
     // `age = 20`: 1 in 5 rows NULL, 1 in 63 of the rest → about 889 rows.
     let units = t.scan_units();
     let n = t.estimate_matches(&Predicate::eq("age", 20i64), &units).unwrap();
@@ -2671,6 +2687,13 @@ fn column_summaries_and_match_estimates_come_from_metadata_and_samples() {
     store.delete("t", &[3]).unwrap();
     let t = store.snapshot().table("t").unwrap().clone();
     assert!(!t.column_summary(age).nulls_exact);
+    // A deleted row may hold a bound: its row group has no exact metadata any more.
+    assert!(t.unit_metadata(rg(0), None, &[age]).is_none());
+    assert!(t.unit_metadata(rg(1), None, &[age]).is_some());
+    store.flush().unwrap();
+    let t = store.snapshot().table("t").unwrap().clone();
+    let s = t.column_summary(age);
+    assert!(s.min.is_some() && !s.bounds_exact);
 }
 
 #[test]
