@@ -959,6 +959,150 @@ fn same_close(on: &basalt::Connection, off: &basalt::Connection, q: &str) -> usi
     }
 }
 
+/// A table of every type whose zone maps answer `min` / `max`, written as row groups of
+/// increasing `day`; `z` added after the first segment.
+fn metadata_table() -> Database {
+    use basalt::arrow::array::{
+        ArrayRef, Date32Array, Decimal128Array, Float32Array, Int32Array, TimestampNanosecondArray,
+        UInt8Array,
+    };
+    let db = Database::open_in_memory().unwrap();
+    let conn = db.connect();
+    conn.sql(
+        "CREATE TABLE m (day INT, a BIGINT, u TINYINT UNSIGNED, f DOUBLE, g REAL, s TEXT, \
+         d DECIMAL(15, 2), t TIMESTAMP, dt DATE, b BOOLEAN)",
+    )
+    .unwrap();
+    let t = db.table("m").unwrap();
+    let schema = t.schema().unwrap();
+    let mut x = 0x5eed_u64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let batch = |first: usize, n: usize, next: &mut dyn FnMut() -> u64| {
+        let r: Vec<u64> = (0..n).map(|_| next()).collect();
+        let nul = |i: usize, k: u64| !r[i].is_multiple_of(k);
+        let cols: Vec<ArrayRef> = vec![
+            Arc::new(Int32Array::from_iter_values((0..n).map(|i| ((first + i) / 1000) as i32))),
+            Arc::new(Int64Array::from_iter(
+                (0..n).map(|i| nul(i, 11).then_some((r[i] % 100_000) as i64 - 50_000)),
+            )),
+            Arc::new(UInt8Array::from_iter(
+                (0..n).map(|i| nul(i, 13).then_some((r[i] >> 8) as u8)),
+            )),
+            Arc::new(Float64Array::from_iter((0..n).map(|i| {
+                nul(i, 7).then_some(match r[i] % 5_000 {
+                    0 => f64::NAN,
+                    1 => -0.0,
+                    v => v as f64 / 7.0 - 300.0,
+                })
+            }))),
+            Arc::new(Float32Array::from_iter(
+                (0..n).map(|i| nul(i, 3).then_some((r[i] >> 20) as f32 / 1e9)),
+            )),
+            Arc::new(StringArray::from_iter((0..n).map(|i| {
+                nul(i, 17).then(|| match r[i] % 40_000 {
+                    // Longer than a zone map keeps: its row group is read.
+                    0 => "~".repeat(100),
+                    v => format!("w{}", v % 97),
+                })
+            }))),
+            Arc::new(
+                Decimal128Array::from_iter(
+                    (0..n).map(|i| nul(i, 5).then_some((r[i] % 10_000_000) as i128 - 5_000_000)),
+                )
+                .with_precision_and_scale(15, 2)
+                .unwrap(),
+            ),
+            Arc::new(TimestampNanosecondArray::from_iter(
+                (0..n)
+                    .map(|i| nul(i, 9).then_some(1_700_000_000_000_000_000 + (r[i] >> 20) as i64)),
+            )),
+            Arc::new(Date32Array::from_iter(
+                (0..n).map(|i| nul(i, 19).then_some(19_000 + (r[i] % 3_000) as i32)),
+            )),
+            Arc::new(BooleanArray::from_iter(
+                (0..n).map(|i| nul(i, 23).then_some(r[i].is_multiple_of(3))),
+            )),
+        ];
+        RecordBatch::try_new(schema.clone(), cols).unwrap()
+    };
+    t.insert(&batch(0, 200_000, &mut next)).unwrap();
+    db.flush().unwrap();
+    conn.sql("ALTER TABLE m ADD COLUMN z BIGINT").unwrap();
+    conn.sql("INSERT INTO m SELECT day + 200, a, u, f, g, s, d, t, dt, b, a % 1000 FROM m WHERE day < 70")
+        .unwrap();
+    db.flush().unwrap();
+    db
+}
+
+#[test]
+fn count_min_max_from_row_group_metadata_agree_with_datafusion() {
+    let db = metadata_table();
+    let (on, off) = (db.connect(), db.connect());
+    off.set_fast_paths(false).unwrap();
+    let plan =
+        |c: &basalt::Connection, q: &str| rows(&c.sql(&format!("EXPLAIN {q}")).unwrap()).join("\n");
+    let all = "count(*), count(a), min(a), max(a), min(u), max(u), min(f), max(f), count(f), \
+               min(g), max(g), min(s), max(s), count(s), min(d), max(d), count(d), min(t), \
+               max(t), min(dt), max(dt), min(b), max(b), min(z), max(z), count(z), count(1)";
+    let filters = [
+        "",
+        "WHERE day > 10",
+        "WHERE day >= 66",
+        "WHERE day >= 132 AND day < 250",
+        "WHERE day < 100000",
+        "WHERE day > 10 AND a > 0",
+        "WHERE day = 150",
+        "WHERE day > 1000",
+    ];
+    let mut from_metadata = 0;
+    for phase in ["written", "deleted", "unflushed"] {
+        match phase {
+            "deleted" => {
+                on.sql("DELETE FROM m WHERE day = 140 AND a > 0").unwrap();
+                on.sql("UPDATE m SET a = -99999, d = 99999.99 WHERE day = 150 AND u = 7").unwrap();
+            }
+            "unflushed" => {
+                on.sql("INSERT INTO m (day, a, f, s, d, z) VALUES (5, 9999999, 1e300, 'zzz', -99999.99, -5), (190, NULL, NULL, NULL, NULL, NULL)")
+                    .unwrap();
+            }
+            _ => {}
+        }
+        for w in filters {
+            let q = format!("SELECT {all} FROM m {w}");
+            assert_eq!(same(&on, &off, &q).len(), 1, "{q}");
+            same(&on, &off, &format!("SELECT max(d), min(s) FROM m {w}"));
+            same(&on, &off, &format!("SELECT count(*) FROM m {w}"));
+            let p = plan(&on, &q);
+            if p.contains("BasaltMetadataAggregate") {
+                from_metadata += 1;
+                let analyzed = rows(&on.sql(&format!("EXPLAIN ANALYZE {q}")).unwrap()).join("\n");
+                assert!(analyzed.contains("units_from_metadata="), "{analyzed}");
+            }
+            assert!(!plan(&off, &q).contains("BasaltMetadataAggregate"));
+        }
+        // Proved for every row group but the first: answered from metadata (while the
+        // memtable is not most of the units).
+        let q = format!("SELECT {all} FROM m WHERE day > 10");
+        assert!(plan(&on, &q).contains("BasaltMetadataAggregate"), "{phase}: {}", plan(&on, &q));
+    }
+    assert!(from_metadata >= 9, "{from_metadata}");
+    // Not answered from metadata: DISTINCT, GROUP BY, other aggregates, expressions.
+    for q in [
+        "SELECT count(DISTINCT a) FROM m WHERE day > 10",
+        "SELECT day, max(a) FROM m WHERE day > 10 GROUP BY day",
+        "SELECT sum(a), max(a) FROM m WHERE day > 10",
+        "SELECT max(a + 1) FROM m WHERE day > 10",
+    ] {
+        same(&on, &off, q);
+        assert!(!plan(&on, q).contains("BasaltMetadataAggregate"), "{q}");
+    }
+}
+
 #[test]
 fn fused_group_by_agrees_with_datafusion() {
     let (_db, on, off) = fast_and_planned(0x6b0);

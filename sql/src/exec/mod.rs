@@ -14,6 +14,7 @@ pub mod entry;
 pub mod fused;
 mod hints;
 pub mod iterations;
+pub mod metadata_aggregate;
 pub mod scan;
 pub mod semi_join;
 pub mod vector_search;

@@ -113,8 +113,9 @@ impl ScanExec {
 
     /// The scan's statistics for the planner (join order, build sides): its rows — exact
     /// without a filter, else the share of sampled rows that match (see
-    /// [`TableSnapshot::estimate_matches`]) — and per column the zone maps' bounds, the
-    /// NULL count and, for dictionary columns, their entries as a distinct-count estimate.
+    /// [`TableSnapshot::estimate_matches`]) — and per column the zone maps' bounds (exact
+    /// without a filter, a limit or deleted rows), the NULL count and, for dictionary
+    /// columns, their entries as a distinct-count estimate.
     fn estimate(&self) -> Statistics {
         let count = usize::try_from(self.snapshot.count()).unwrap_or(usize::MAX);
         // The limit applies per partition (a limit node above makes it global), so only a
@@ -149,8 +150,12 @@ impl ScanExec {
             if let (Some(lo), Some(hi)) = (&sum.min, &sum.max)
                 && let (Some(lo), Some(hi)) = (stat_scalar(lo, dt), stat_scalar(hi, dt))
             {
-                c.min_value = Precision::Inexact(lo);
-                c.max_value = Precision::Inexact(hi);
+                // Exact (DataFusion then answers MIN / MAX from them) only when they are
+                // the bounds of exactly the rows the scan returns.
+                (c.min_value, c.max_value) = match exact && sum.bounds_exact {
+                    true => (Precision::Exact(lo), Precision::Exact(hi)),
+                    false => (Precision::Inexact(lo), Precision::Inexact(hi)),
+                };
             }
             if let Some(d) = sum.dictionary_entries {
                 c.distinct_count = Precision::Inexact(usize::try_from(d).unwrap_or(usize::MAX));
@@ -160,19 +165,58 @@ impl ScanExec {
     }
 }
 
-/// A zone-map bound as a value of the column's type (`None` if it does not convert).
+/// A zone-map bound for the planner: a value of the column's type (`None` if it does not
+/// convert, or is a NaN, which DataFusion's interval arithmetic does not order).
 fn stat_scalar(
     v: &basalt_storage::encoding::StatValue,
     dt: &datafusion::arrow::datatypes::DataType,
 ) -> Option<datafusion::scalar::ScalarValue> {
-    use basalt_storage::encoding::StatValue;
-    use datafusion::scalar::ScalarValue;
-    let v = match v {
-        StatValue::Int(x) => ScalarValue::Int64(Some(*x)),
-        StatValue::UInt(x) => ScalarValue::UInt64(Some(*x)),
+    if matches!(v, basalt_storage::encoding::StatValue::Float(x) if x.is_nan()) {
+        return None;
+    }
+    datafusion::scalar::ScalarValue::try_from_array(&bound_array(v, dt)?, 0).ok()
+}
+
+/// A zone-map bound as a one-value array of the column's type, exactly (`None` if the
+/// bound cannot be a value of that type).
+pub(crate) fn bound_array(
+    v: &basalt_storage::encoding::StatValue,
+    dt: &datafusion::arrow::datatypes::DataType,
+) -> Option<datafusion::arrow::array::ArrayRef> {
+    use basalt_storage::encoding::StatValue as S;
+    use datafusion::arrow::array::*;
+    use datafusion::arrow::datatypes::DataType as D;
+    // Dates, times, timestamps and durations are integers of their width in storage.
+    let retype = |a: ArrayRef| -> Option<ArrayRef> {
+        Some(make_array(a.to_data().into_builder().data_type(dt.clone()).build().ok()?))
+    };
+    let a: ArrayRef = match (v, dt) {
+        (S::Int(x), D::Int8) => Arc::new(Int8Array::from(vec![i8::try_from(*x).ok()?])),
+        (S::Int(x), D::Int16) => Arc::new(Int16Array::from(vec![i16::try_from(*x).ok()?])),
+        (S::Int(x), D::Int32 | D::Date32 | D::Time32(_)) => {
+            retype(Arc::new(Int32Array::from(vec![i32::try_from(*x).ok()?])))?
+        }
+        (S::Int(x), D::Int64 | D::Date64 | D::Time64(_) | D::Timestamp(_, _) | D::Duration(_)) => {
+            retype(Arc::new(Int64Array::from(vec![*x])))?
+        }
+        (S::UInt(x), D::UInt8) => Arc::new(UInt8Array::from(vec![u8::try_from(*x).ok()?])),
+        (S::UInt(x), D::UInt16) => Arc::new(UInt16Array::from(vec![u16::try_from(*x).ok()?])),
+        (S::UInt(x), D::UInt32) => Arc::new(UInt32Array::from(vec![u32::try_from(*x).ok()?])),
+        (S::UInt(x), D::UInt64) => Arc::new(UInt64Array::from(vec![*x])),
+        (S::UInt(x @ (0 | 1)), D::Boolean) => Arc::new(BooleanArray::from(vec![*x == 1])),
+        // A float32 column's bounds are its values widened, so narrowing is exact.
+        (S::Float(x), D::Float32) => Arc::new(Float32Array::from(vec![*x as f32])),
+        (S::Float(x), D::Float64) => Arc::new(Float64Array::from(vec![*x])),
+        (S::Bytes(b), D::Utf8) => {
+            Arc::new(StringArray::from(vec![std::str::from_utf8(b).ok()?.to_string()]))
+        }
+        (S::Bytes(b), D::Binary) => Arc::new(BinaryArray::from(vec![b.as_slice()])),
+        (S::Decimal(x), D::Decimal128(p, s)) => {
+            Arc::new(Decimal128Array::from(vec![*x]).with_precision_and_scale(*p, *s).ok()?)
+        }
         _ => return None,
     };
-    v.cast_to(dt).ok()
+    Some(a)
 }
 
 /// Contiguous groups of units with about equal row counts (scan order is kept).

@@ -3,7 +3,8 @@
 //! [`EntryFilterExec`], a semi join against a small build
 //! side a [`SemiJoinScanExec`], an equi-join probing
 //! a scan a [`DictJoinExec`], and an aggregate over either
-//! a [`GroupByExec`]. When each applies is documented on the
+//! a [`GroupByExec`] — or, for `count` / `min` / `max` without GROUP BY that row-group
+//! metadata answers, a [`MetadataAggregateExec`]. When each applies is documented on the
 //! exec that the rule asks (`replace`, `reduce`, `fuse`).
 //!
 //! What this module must not do: decide itself whether a node can be replaced (the exec's
@@ -29,6 +30,7 @@ use datafusion::physical_plan::union::UnionExec;
 use crate::exec::dict_join::DictJoinExec;
 use crate::exec::entry::EntryFilterExec;
 use crate::exec::fused::GroupByExec;
+use crate::exec::metadata_aggregate::MetadataAggregateExec;
 use crate::exec::scan::ScanExec;
 use crate::exec::semi_join::SemiJoinScanExec;
 
@@ -76,6 +78,9 @@ impl PhysicalOptimizerRule for FuseGroupBy {
             let Some(agg) = node.downcast_ref::<AggregateExec>() else {
                 return Ok(Transformed::no(node));
             };
+            if let Some(m) = MetadataAggregateExec::replace(agg)? {
+                return Ok(Transformed::yes(Arc::new(m) as Arc<dyn ExecutionPlan>));
+            }
             if let Some(g) = GroupByExec::fuse(agg)? {
                 return Ok(Transformed::yes(Arc::new(g) as Arc<dyn ExecutionPlan>));
             }

@@ -7,7 +7,8 @@
 //! 3. [`sum_shift::SumShift`] (analyzer): `sum(x + c)` as `sum(x) + c * count(x)` when an
 //!    aggregate lists several shifts of one column.
 //! 4. [`dictionary::FuseGroupBy`] (physical): the execs that read dictionary codes —
-//!    per-entry filters, semi-join reduction, dictionary joins, fused group-bys.
+//!    per-entry filters, semi-join reduction, dictionary joins, fused group-bys — and
+//!    `count` / `min` / `max` answered from row-group metadata.
 //! 5. [`vector_topk::VectorTopKRule`] (physical): `ORDER BY <distance> LIMIT k` answered by
 //!    the storage top-k.
 //! 6. [`bucket_sort::BucketSortRule`] (physical): sorts under a limit emitted one
