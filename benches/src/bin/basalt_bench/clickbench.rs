@@ -44,7 +44,8 @@ pub fn generate(rows: usize, dir: &Path) -> Res<()> {
 /// use it); Basalt and DuckDB load with `CREATE TABLE … AS`, which declares none.
 const PRIMARY_KEY: &str = "\"CounterID\", \"EventDate\", \"UserID\", \"EventTime\", \"WatchID\"";
 
-/// The load (`CLICKBENCH-LOAD`, timed once) and the 43 queries (`CLICKBENCH-Q00` …).
+/// The load (`CLICKBENCH-LOAD`, timed once), a reopen (`CLICKBENCH-OPEN`) and the 43
+/// queries (`CLICKBENCH-Q00` …).
 pub fn metrics(dir: &Path) -> Vec<Metric> {
     let path = file(dir);
     let drop: Work = Rc::new(|e, _| {
@@ -63,7 +64,10 @@ pub fn metrics(dir: &Path) -> Vec<Metric> {
             Ok(Out::Unit)
         }) as Work)
     });
-    let mut out = vec![Metric::load("CLICKBENCH-LOAD", "Load hits from Parquet", drop, load)];
+    let mut out = vec![
+        Metric::load("CLICKBENCH-LOAD", "Load hits from Parquet", drop, load),
+        Metric::open("CLICKBENCH-OPEN"),
+    ];
     for n in 0..clickbench::COUNT {
         let sql = clickbench::query(n);
         let name: String = sql.chars().take(60).collect();

@@ -210,7 +210,10 @@ pub fn metrics(sf: f64, dir: &Path) -> Vec<Metric> {
             Ok(Out::Unit)
         }) as Work)
     });
-    let mut out = vec![Metric::load("TPCH-LOAD", "Load the 8 tables from Parquet", drop, load)];
+    let mut out = vec![
+        Metric::load("TPCH-LOAD", "Load the 8 tables from Parquet", drop, load),
+        Metric::open("TPCH-OPEN"),
+    ];
     for n in 1..=22 {
         let sql = tpch::query(n, sf);
         out.push(Metric {

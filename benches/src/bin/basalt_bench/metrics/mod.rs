@@ -59,6 +59,8 @@ impl Mode {
 pub enum Group {
     /// Bulk loads.
     Load,
+    /// Reopening a loaded database.
+    Open,
     /// Point reads and small reads.
     PointReads,
     /// Filters and scans.
@@ -98,6 +100,7 @@ impl Group {
     pub fn name(self) -> &'static str {
         match self {
             Group::Load => "load",
+            Group::Open => "open",
             Group::PointReads => "point reads",
             Group::Filtering => "filtering",
             Group::Aggregation => "aggregation",
@@ -162,6 +165,29 @@ impl Metric {
             pre: Some(pre),
             setup: None,
             work,
+        }
+    }
+}
+
+impl Metric {
+    /// Closing and reopening the loaded database, then `SELECT 1` (what an application
+    /// pays to start on a database it made before).
+    pub fn open(id: &str) -> Metric {
+        Metric {
+            id: id.into(),
+            name: "Reopen the database, then SELECT 1".into(),
+            group: Group::Open,
+            mode: Mode::Plain,
+            check: Check::None,
+            ranked: true,
+            pre: None,
+            setup: None,
+            work: Box::new(|_| {
+                Ok(Rc::new(|e: &mut dyn Engine, _| {
+                    e.reopen()?;
+                    e.query("SELECT 1", &[])
+                }) as Work)
+            }),
         }
     }
 }
