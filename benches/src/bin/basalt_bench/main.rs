@@ -7,7 +7,7 @@
 //! ```text
 //! cargo run --release -p basalt-benches --bin basalt-bench -- [--rows N] [--iterations N]
 //!     [--warmup N] [--filter REGEX] [--engines basalt,sqlite,duckdb] [--output DIR] [--quick]
-//!     [--vector-rows N] [--ooc-rows N] [--no-ooc] [--no-vector] [--no-diagnostics]
+//!     [--vector-rows N] [--ooc-rows N] [--no-ooc] [--no-vector] [--no-diagnostics] [--keep]
 //! cargo run --release -p basalt-benches --bin basalt-bench -- --suite tpch [--sf N] …
 //! cargo run --release -p basalt-benches --bin basalt-bench -- --suite clickbench [--rows N] …
 //! ```
@@ -78,11 +78,15 @@ struct Args {
     vector: bool,
     diagnostics: bool,
     write_batch: usize,
+    /// `--keep`: leave the working directory (generated files, each engine's database) in
+    /// place and print its path, for studying plans on the same data afterwards.
+    keep: bool,
 }
 
 const USAGE: &str = "usage: basalt-bench [--rows N] [--iterations N] [--warmup N] [--filter REGEX] \
 [--engines basalt,sqlite,duckdb] [--output DIR] [--quick] [--vector-rows N] [--ooc-rows N] \
-[--write-batch N] [--no-ooc] [--no-vector] [--no-diagnostics] [--suite workload|tpch|clickbench] [--sf N]";
+[--write-batch N] [--no-ooc] [--no-vector] [--no-diagnostics] [--keep] \
+[--suite workload|tpch|clickbench] [--sf N]";
 
 fn built_engines() -> Vec<Kind> {
     Kind::ALL.into_iter().filter(|k| cfg!(feature = "duckdb") || *k != Kind::Duckdb).collect()
@@ -106,6 +110,7 @@ fn parse_args() -> Res<Args> {
         vector: true,
         diagnostics: true,
         write_batch: 100,
+        keep: false,
     };
     let mut rows_set = None;
     let mut sf_set = None;
@@ -160,6 +165,7 @@ fn parse_args() -> Res<Args> {
             "--no-ooc" => a.ooc = false,
             "--no-vector" => a.vector = false,
             "--no-diagnostics" => a.diagnostics = false,
+            "--keep" => a.keep = true,
             "-h" | "--help" => return Err(USAGE.into()),
             other => return Err(format!("unknown argument {other}\n{USAGE}")),
         }
@@ -340,7 +346,11 @@ fn real_main() -> Res<bool> {
     let work = std::env::temp_dir().join(format!("basalt-bench-{}-{stamp}", std::process::id()));
     std::fs::create_dir_all(&work).map_err(|e| e.to_string())?;
     let result = run_all(&args, &work, &stamp);
-    let _ = std::fs::remove_dir_all(&work);
+    if args.keep {
+        eprintln!("kept the working directory {}", work.display());
+    } else {
+        let _ = std::fs::remove_dir_all(&work);
+    }
     result
 }
 
