@@ -62,6 +62,49 @@ impl NativeTable {
         Ok(t)
     }
 
+    /// For join ordering at planning: about how many of the table's live rows satisfy
+    /// `filters` (the ones storage can evaluate, exactly or relaxed; the share of
+    /// sampled rows that match, see [`TableSnapshot::estimate_matches`]). `None` when the
+    /// table cannot be read.
+    pub(crate) fn estimate_rows(&self, filters: &[Expr]) -> Option<f64> {
+        let snapshot = self.bind().ok()?;
+        let count = snapshot.count() as f64;
+        let pushed: Vec<_> = filters
+            .iter()
+            .filter(|f| !crate::fts::has_fts_match(f))
+            .filter_map(|f| {
+                let f = unqualify(f.clone()).ok()?;
+                pushdown::exact(&f, &self.schema).or_else(|| pushdown::relaxed(&f, &self.schema))
+            })
+            .collect();
+        let Some(p) = and_all(pushed) else { return Some(count) };
+        let n = snapshot.estimate_matches(&p, &snapshot.scan_units()).ok()? as f64;
+        Some(n.min(count))
+    }
+
+    /// For join ordering at planning: about how many distinct values column `column`
+    /// (full-schema position) holds over the whole table — a dictionary's entries, or for
+    /// integers (dates, timestamps) at most the width of the zone maps' range. `None` when
+    /// metadata does not bound it.
+    pub(crate) fn estimate_distinct(&self, column: usize) -> Option<f64> {
+        use basalt_storage::encoding::StatValue as S;
+        let snapshot = self.bind().ok()?;
+        let count = snapshot.count() as f64;
+        if column == 0 {
+            return Some(count);
+        }
+        let sum = snapshot.column_summary(column);
+        if let Some(d) = sum.dictionary_entries {
+            return Some((d as f64).clamp(1.0, count.max(1.0)));
+        }
+        let width = match (&sum.min, &sum.max) {
+            (Some(S::Int(lo)), Some(S::Int(hi))) => (*hi as f64 - *lo as f64) + 1.0,
+            (Some(S::UInt(lo)), Some(S::UInt(hi))) => (*hi as f64 - *lo as f64) + 1.0,
+            _ => return None,
+        };
+        Some(width.clamp(1.0, count.max(1.0)))
+    }
+
     fn df_schema(&self, schema: &SchemaRef) -> Result<DFSchema> {
         DFSchema::try_from(schema.as_ref().clone())
     }

@@ -219,6 +219,9 @@ impl SqlConnection {
             .with_analyzer_rule(Arc::new(crate::rules::checked::CheckedArithmetic::default()))
             .with_analyzer_rule(Arc::new(crate::rules::decimal::DecimalArithmetic::default()))
             .with_analyzer_rule(Arc::new(crate::rules::sum_shift::SumShift::default()))
+            .with_optimizer_rule(Arc::new(crate::rules::join_order::JoinOrder::new(
+                fast_paths.clone(),
+            )))
             .with_physical_optimizer_rule(Arc::new(FuseGroupBy::new(fast_paths.clone())))
             .with_physical_optimizer_rule(Arc::new(crate::rules::vector_topk::VectorTopKRule::new(
                 fast_paths.clone(),
