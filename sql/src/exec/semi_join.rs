@@ -53,6 +53,9 @@ pub struct SemiJoinScanExec {
     key_type: DataType,
     schema: SchemaRef,
     props: Arc<PlanProperties>,
+    /// The build side's keys, collected once for all partitions (the build side may hold
+    /// a repartition, whose partitions can each be read only once).
+    keys: Arc<tokio::sync::OnceCell<Arc<Vec<Scalar>>>>,
 }
 
 impl SemiJoinScanExec {
@@ -106,6 +109,7 @@ impl SemiJoinScanExec {
             key_type: field.data_type().clone(),
             schema,
             props: Arc::new(props),
+            keys: Arc::default(),
         })
     }
 }
@@ -140,7 +144,7 @@ impl ExecutionPlan for SemiJoinScanExec {
         mut children: Vec<Arc<dyn ExecutionPlan>>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let Some(build) = children.pop() else { return Ok(self) };
-        Ok(Arc::new(SemiJoinScanExec { build, ..(*self).clone() }))
+        Ok(Arc::new(SemiJoinScanExec { build, keys: Arc::default(), ..(*self).clone() }))
     }
 
     fn execute(
@@ -152,9 +156,12 @@ impl ExecutionPlan for SemiJoinScanExec {
         let me = self.clone();
         let schema = self.schema.clone();
         Ok(deferred_stream(schema, async move {
-            let keys = me.build_keys(context).await?;
-            let predicate =
-                Predicate::InList { column: me.key.clone(), values: keys, negated: false };
+            let keys = me.keys.get_or_try_init(|| me.build_keys(context)).await?;
+            let predicate = Predicate::InList {
+                column: me.key.clone(),
+                values: keys.as_ref().clone(),
+                negated: false,
+            };
             let predicate = match me.predicate.clone() {
                 Some(p) => Predicate::And(vec![p, predicate]),
                 None => predicate,
@@ -178,7 +185,7 @@ impl ExecutionPlan for SemiJoinScanExec {
 
 impl SemiJoinScanExec {
     /// The build side's distinct non-NULL keys as storage constants.
-    async fn build_keys(&self, context: Arc<TaskContext>) -> Result<Vec<Scalar>> {
+    async fn build_keys(&self, context: Arc<TaskContext>) -> Result<Arc<Vec<Scalar>>> {
         let mut keys: Vec<ScalarValue> = Vec::new();
         for p in 0..self.build.properties().output_partitioning().partition_count() {
             for b in collect(self.build.execute(p, context.clone())?).await? {
@@ -200,6 +207,7 @@ impl SemiJoinScanExec {
                     ))
                 })
             })
-            .collect()
+            .collect::<Result<Vec<_>>>()
+            .map(Arc::new)
     }
 }
