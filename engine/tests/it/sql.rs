@@ -2081,3 +2081,50 @@ fn inner_joins_run_in_estimated_order_with_the_written_answers() {
     // The cluster with a cross join keeps DataFusion's plan.
     assert_eq!(logical(&on, &queries[5]), logical(&off, &queries[5]));
 }
+
+/// A large `INSERT … SELECT` hands storage whole row groups: its segments hold row groups
+/// of the full size (a few segments, not one per bulk-insert size), within the memory
+/// limit's share for pending rows; answers are the rows inserted.
+#[test]
+fn large_inserts_write_segments_of_whole_row_groups() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = basalt::Options { sql_memory_limit: Some(64 << 20), ..basalt::Options::default() };
+    let db = Database::open_with(dir.path(), opts).unwrap();
+    let c = db.connect();
+    let segments = || {
+        fn walk(p: &std::path::Path, n: &mut usize) {
+            for e in std::fs::read_dir(p).unwrap().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    walk(&p, n);
+                } else if p.extension().is_some_and(|x| x == "bsg") {
+                    *n += 1;
+                }
+            }
+        }
+        let mut n = 0;
+        walk(dir.path(), &mut n);
+        n
+    };
+    // Narrow rows (16 bytes): 300,000 rows fit one chunk, one segment (was one per 16,384).
+    c.sql(
+        "CREATE TABLE narrow AS SELECT value AS a, value * 3 AS b FROM generate_series(1, 300000)",
+    )
+    .unwrap();
+    assert_eq!(segments(), 1);
+    // ~120-byte rows: 25 MB, over the 8 MiB a 64 MiB limit leaves pending rows, so chunks
+    // of whole 65,536-row groups: four segments.
+    c.sql(
+        "CREATE TABLE wide AS SELECT value AS k, concat(CAST(value AS TEXT), repeat('w', 110)) AS s \
+         FROM generate_series(1, 200000)",
+    )
+    .unwrap();
+    let wide = segments() - 1;
+    assert!((2..=4).contains(&wide), "{wide} segments");
+    for (q, want) in [
+        ("SELECT count(*), sum(a), sum(b) FROM narrow", "300000|45000150000|135000450000"),
+        ("SELECT count(*), sum(k), count(DISTINCT s) FROM wide", "200000|20000100000|200000"),
+    ] {
+        assert_eq!(rows(&c.sql(q).unwrap()), vec![want.to_string()], "{q}");
+    }
+}

@@ -6,7 +6,9 @@
 //! plan ran: commit or, on any error, undo everything the statement did. This exec only
 //! applies steps; it never commits. Inserted rows are handed over in chunks of at least
 //! the store's bulk-insert size, so a large `INSERT … SELECT` spills to segment files
-//! instead of holding every row in memory.
+//! instead of holding every row in memory; chunks are whole row groups (up to
+//! [`CHUNK_ROWS`] rows or [`CHUNK_BYTES`] bytes), so a large load makes segments of full
+//! row groups rather than one small segment per bulk-insert size.
 
 use std::fmt;
 use std::sync::Arc;
@@ -143,6 +145,14 @@ impl ExecutionPlan for DmlExec {
     }
 }
 
+/// The most rows an `INSERT` hands storage at once (16 row groups: one segment).
+pub const CHUNK_ROWS: usize = 16 * basalt_storage::ROW_GROUP_ROWS;
+
+/// An `INSERT` hands its pending rows to storage once they hold this many bytes (an eighth
+/// of the SQL memory limit when that is less), bounding the memory a load holds for wide
+/// rows; past the bulk-insert size, a chunk is then written even if not a whole row group.
+pub const CHUNK_BYTES: usize = 128 << 20;
+
 struct Apply {
     table: String,
     kind: DmlKind,
@@ -156,8 +166,17 @@ impl Apply {
             let s = self.binding.session().lock();
             s.store().options().bulk_insert_rows.max(1)
         };
+        // Pending rows are not counted against the memory pool: under a limit they may
+        // take an eighth of it (the rest is for the plan that produces them).
+        let chunk_bytes = match context.memory_pool().memory_limit() {
+            datafusion::execution::memory_pool::MemoryLimit::Finite(limit) => {
+                CHUNK_BYTES.min(limit / 8)
+            }
+            _ => CHUNK_BYTES,
+        };
         let mut pending: Vec<RecordBatch> = Vec::new();
         let mut pending_rows = 0usize;
+        let mut pending_bytes = 0usize;
         let mut changed = 0u64;
         let parts = self.input.properties().partitioning.partition_count();
         for p in 0..parts {
@@ -170,11 +189,16 @@ impl Apply {
                 match &self.kind {
                     DmlKind::Insert { user_schema } => {
                         check_no_ids(&self.table, &batch)?;
+                        let batch = without_id(&batch, user_schema)?;
                         pending_rows += batch.num_rows();
-                        pending.push(without_id(&batch, user_schema)?);
-                        if pending_rows >= chunk {
-                            changed += self.insert(&mut pending)?;
-                            pending_rows = 0;
+                        pending_bytes += batch_bytes(&batch);
+                        pending.push(batch);
+                        if pending_rows >= chunk
+                            && (pending_rows >= CHUNK_ROWS || pending_bytes >= chunk_bytes)
+                        {
+                            changed += self.insert_whole_groups(&mut pending, chunk)?;
+                            pending_rows = pending.iter().map(RecordBatch::num_rows).sum();
+                            pending_bytes = pending.iter().map(batch_bytes).sum();
                         }
                     }
                     DmlKind::Delete => {
@@ -199,11 +223,48 @@ impl Apply {
         Ok(changed)
     }
 
+    /// Inserts the pending rows up to the last whole row group (all of them when that is
+    /// fewer than `at_least` rows) and keeps the rest pending.
+    fn insert_whole_groups(&self, pending: &mut Vec<RecordBatch>, at_least: usize) -> Result<u64> {
+        let rows: usize = pending.iter().map(RecordBatch::num_rows).sum();
+        let whole = rows - rows % basalt_storage::ROW_GROUP_ROWS;
+        if whole < at_least.max(1) {
+            return self.insert(pending);
+        }
+        let mut now = Vec::new();
+        let mut rest = Vec::new();
+        let mut taken = 0usize;
+        for b in pending.drain(..) {
+            let n = b.num_rows();
+            if taken + n <= whole {
+                taken += n;
+                now.push(b);
+            } else if taken < whole {
+                let k = whole - taken;
+                taken = whole;
+                now.push(b.slice(0, k));
+                rest.push(b.slice(k, n - k));
+            } else {
+                rest.push(b);
+            }
+        }
+        *pending = rest;
+        self.insert(&mut now)
+    }
+
     fn insert(&self, pending: &mut Vec<RecordBatch>) -> Result<u64> {
         let batches = std::mem::take(pending);
         let r = self.binding.apply(|t, s| t.insert(s, &self.table, &batches))?;
         Ok(r.count)
     }
+}
+
+/// The bytes of `b`'s rows (of a slice: its rows only, not the buffers it views).
+fn batch_bytes(b: &RecordBatch) -> usize {
+    b.columns()
+        .iter()
+        .map(|c| c.to_data().get_slice_memory_size().unwrap_or_else(|_| c.get_array_memory_size()))
+        .sum()
 }
 
 fn without_id(batch: &RecordBatch, user_schema: &SchemaRef) -> Result<RecordBatch> {
