@@ -464,6 +464,8 @@ struct BlockCache {
     blocks: Vec<Option<(Cached, usize)>>,
     order: std::collections::VecDeque<usize>,
     bytes: usize,
+    /// Bytes kept at most (see [`CACHED_BYTES`]).
+    bound: usize,
 }
 
 /// A window of a 64-bit float dictionary chunk reads its dictionary entries straight from
@@ -515,7 +517,7 @@ impl BlockCache {
             None => self.order.push_back(idx),
         }
         self.bytes += len;
-        while self.bytes > CACHED_BYTES && self.order.len() > 1 {
+        while self.bytes > self.bound.max(CACHED_BYTES) && self.order.len() > 1 {
             let Some(old) = self.order.pop_front() else { break };
             if let Some((_, counted)) = self.blocks.get_mut(old).and_then(Option::take) {
                 self.bytes -= counted;
@@ -524,9 +526,11 @@ impl BlockCache {
     }
 }
 
-/// Bytes of decompressed blocks kept per segment: enough for every compressed block of a
-/// typical segment, so point lookups at random rows do not decompress a block each (a
-/// block-count bound let a few columns of a 1M-row segment evict each other).
+/// Bytes of decompressed blocks kept per segment at least: enough for every compressed block
+/// of a typical segment, so point lookups at random rows do not decompress a block each (a
+/// block-count bound let a few columns of a 1M-row segment evict each other). A segment
+/// whose blocks decompress to more keeps up to all of them, so a table cached whole in many
+/// small segments stays cached whole in fewer large ones. A process-wide bound is missing.
 const CACHED_BYTES: usize = 32 << 20;
 
 impl Segment {
@@ -586,12 +590,14 @@ impl Segment {
         let verified = (0..nblocks).map(|_| AtomicU8::new(UNVERIFIED)).collect();
         let ids = (0..meta.row_groups.len()).map(|_| std::sync::OnceLock::new()).collect();
         let id_orders = (0..meta.row_groups.len()).map(|_| std::sync::OnceLock::new()).collect();
+        let raw: u64 = meta.row_groups.iter().flat_map(|g| &g.chunks).map(|c| c.raw_len).sum();
+        let bound = usize::try_from(raw).unwrap_or(usize::MAX);
         Ok(Segment {
             path,
             buf,
             meta,
             verified,
-            cache: Default::default(),
+            cache: parking_lot::Mutex::new(BlockCache { bound, ..BlockCache::default() }),
             ids,
             id_orders,
             quantized: Default::default(),
