@@ -89,7 +89,7 @@ fn convert(expr: &Expr, schema: &Schema) -> Option<Predicate> {
         Expr::InList(l) => {
             let (name, dt) = column(&l.expr, schema)?;
             let values = l.list.iter().map(|v| literal(v, &dt)).collect::<Option<Vec<Scalar>>>()?;
-            Some(Predicate::InList { column: name, values, negated: l.negated })
+            Some(Predicate::InList { column: name, values: values.into(), negated: l.negated })
         }
         Expr::Between(Between { expr, negated, low, high }) => {
             let (name, dt) = column(expr, schema)?;
@@ -295,7 +295,7 @@ fn physical(e: &Arc<dyn PhysicalExpr>, schema: &Schema, strict: bool) -> Option<
             .collect::<Option<Vec<_>>>()?;
         return Some(Predicate::InList {
             column: name,
-            values: sorted_ints(values),
+            values: sorted_ints(values).into(),
             negated: false,
         });
     }
@@ -342,7 +342,11 @@ fn union_of_lists(branches: &[Predicate]) -> Option<Predicate> {
         }
         all.extend(values.iter().cloned());
     }
-    Some(Predicate::InList { column: column?.clone(), values: sorted_ints(all), negated: false })
+    Some(Predicate::InList {
+        column: column?.clone(),
+        values: sorted_ints(all).into(),
+        negated: false,
+    })
 }
 
 /// Integer list values sorted and without repeats (a join's build keys repeat), once here
@@ -456,7 +460,7 @@ mod tests {
         // Routing dropped, lists merged (and the integer keys sorted); ELSE false adds none.
         let want = Predicate::InList {
             column: "a".into(),
-            values: [2, 3, 4, 9].map(Scalar::Int).to_vec(),
+            values: [2, 3, 4, 9].map(Scalar::Int).to_vec().into(),
             negated: false,
         };
         assert_eq!(covering_physical(&case(Some(px::lit(false))), &s), Some(want.clone()));
@@ -471,7 +475,7 @@ mod tests {
         // A key list makes the bounds on its column redundant: one lookup, keys sorted once.
         let want = Predicate::InList {
             column: "a".into(),
-            values: [5, 7].map(Scalar::Int).to_vec(),
+            values: [5, 7].map(Scalar::Int).to_vec().into(),
             negated: false,
         };
         assert_eq!(covering_physical(&list(&[7, 5, 7]), &s), Some(want));

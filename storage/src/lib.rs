@@ -39,7 +39,7 @@ pub use basalt_vector::stored::round_row as round_vector;
 pub use encoding::{Cell, CompressionPolicy, DecodeMode, reads_cells};
 pub use error::{Error, Result};
 pub use io::{FaultFs, FaultKind, MemFs, OsFs, Vfs};
-pub use predicate::{CmpOp, Predicate, RowFilter, RowFilterFn, Scalar};
+pub use predicate::{CmpOp, InValues, Predicate, RowFilter, RowFilterFn, Scalar};
 pub use quantized::machine_memory;
 pub use segment::{ROW_GROUP_ROWS, SEGMENT_FORMAT_VERSION, WriteOptions};
 pub use session::{ReadView, Session, WriteStatement};

@@ -48,6 +48,53 @@ pub enum Scalar {
     Bytes(Vec<u8>),
 }
 
+/// The constants of an IN list, with the lookup structure built from them the first time
+/// a long list is evaluated, shared by clones: a join's key filter is evaluated on every
+/// scan unit, and sorting its keys again for each would cost more than the test.
+#[derive(Clone, Default)]
+pub struct InValues {
+    values: Vec<Scalar>,
+    lookup: Arc<std::sync::OnceLock<Lookup>>,
+}
+
+impl InValues {
+    fn lookup(&self) -> &Lookup {
+        self.lookup.get_or_init(|| Lookup::new(&self.values))
+    }
+}
+
+impl From<Vec<Scalar>> for InValues {
+    fn from(values: Vec<Scalar>) -> Self {
+        InValues { values, lookup: Arc::default() }
+    }
+}
+
+impl FromIterator<Scalar> for InValues {
+    fn from_iter<I: IntoIterator<Item = Scalar>>(iter: I) -> Self {
+        Vec::from_iter(iter).into()
+    }
+}
+
+impl std::ops::Deref for InValues {
+    type Target = [Scalar];
+    fn deref(&self) -> &[Scalar] {
+        &self.values
+    }
+}
+
+/// Lists are equal by their constants (the lookup is derived from them).
+impl PartialEq for InValues {
+    fn eq(&self, other: &Self) -> bool {
+        self.values == other.values
+    }
+}
+
+impl std::fmt::Debug for InValues {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.values.fmt(f)
+    }
+}
+
 /// A comparison operator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CmpOp {
@@ -138,7 +185,7 @@ pub enum Predicate {
         /// Column name.
         column: String,
         /// Constants.
-        values: Vec<Scalar>,
+        values: InValues,
         /// NOT IN.
         negated: bool,
     },
@@ -865,112 +912,171 @@ impl LikePattern {
     }
 }
 
-/// Lists shorter than this compare value by value (one vectorised kernel per value).
-const LOOKUP_FROM: usize = 8;
-
-/// `x IN values` by one lookup per row (a sorted list searched), for long lists over integer
-/// or text columns whose listed constants are all of the column's kind: a join's key
-/// filter can list hundreds of keys, and a kernel per value cost rows × keys. NULL slots
-/// and NULL constants are left to the caller. `None`: not such a list.
-fn member_lookup(v: &ArrayRef, values: &[Scalar]) -> Option<BooleanBuffer> {
-    let listed = || values.iter().filter(|s| **s != Scalar::Null);
-    if listed().count() < LOOKUP_FROM {
-        return None;
-    }
+/// `x IN values` by one lookup per row, for long lists over integer or text columns whose
+/// listed constants are all of the column's kind: a join's key filter can list hundreds
+/// of keys, and a kernel per value cost rows × keys. NULL slots and NULL constants are
+/// left to the caller. `None`: not such a list.
+fn member_lookup(v: &ArrayRef, values: &InValues) -> Option<BooleanBuffer> {
     let n = v.len();
     if v.data_type().is_integer() {
-        let keys: Vec<i128> = listed()
-            .map(|s| match s {
-                Scalar::Int(x) => Some(i128::from(*x)),
-                Scalar::UInt(x) => Some(i128::from(*x)),
-                _ => None,
-            })
-            .collect::<Option<_>>()?;
+        let Lookup::Ints(keys) = values.lookup() else { return None };
         // A constant outside the column's type is an error, as on the value-by-value path.
         let (lo, hi) = integer_range(v.data_type())?;
-        if keys.iter().any(|k| *k < lo || *k > hi) {
+        let (Some(min), Some(max)) = (keys.sorted.first(), keys.sorted.last()) else {
+            return None;
+        };
+        if *min < lo || *max > hi {
             return None;
         }
-        let keys = IntKeys::new(keys, n);
+        use arrow_array::types::*;
         macro_rules! probe {
-            ($($t:ty),*) => {$(
+            ($form:ident, $($t:ty),*) => {$(
                 if let Some(a) = v.as_primitive_opt::<$t>() {
-                    let vals = a.values();
-                    return Some(BooleanBuffer::collect_bool(n, |i| keys.contains(i128::from(vals[i]))));
+                    let set = keys.$form.get_or_init(|| OrderedKeys::new(&keys.sorted, $form, n));
+                    return Some(set.select(a.values(), |x| $form(i128::from(x))));
                 }
             )*};
         }
-        use arrow_array::types::*;
-        probe!(
-            Int64Type, Int32Type, Int16Type, Int8Type, UInt64Type, UInt32Type, UInt16Type,
-            UInt8Type
-        );
+        probe!(signed, Int64Type, Int32Type, Int16Type, Int8Type);
+        probe!(unsigned, UInt64Type, UInt32Type, UInt16Type, UInt8Type);
         return None;
     }
     if matches!(v.data_type(), DataType::Utf8) {
-        let mut keys: Vec<&str> = listed()
-            .map(|s| match s {
-                Scalar::Str(x) => Some(x.as_str()),
-                _ => None,
-            })
-            .collect::<Option<_>>()?;
-        keys.sort_unstable();
+        let Lookup::Strs(keys) = values.lookup() else { return None };
         let strings = v.as_string::<i32>();
         return Some(BooleanBuffer::collect_bool(n, |i| {
-            keys.binary_search(&strings.value(i)).is_ok()
+            keys.binary_search_by(|k| k.as_str().cmp(strings.value(i))).is_ok()
         }));
     }
     None
 }
 
-/// A set of integer keys to test rows against: a bitmap over the keys' range when that
-/// range is small next to the keys or the rows to test ([`BITMAP_BITS_PER_KEY`],
-/// [`BITMAP_BITS_PER_ROW`]; one load a row, whatever the number of keys — a join's build
-/// keys are often dense), else the sorted keys searched.
-enum IntKeys {
-    Bitmap { lo: i128, bits: Vec<u64> },
-    Sorted(Vec<i128>),
+/// Lists shorter than this compare value by value (one vectorised kernel per value).
+const LOOKUP_FROM: usize = 8;
+
+/// An IN list's non-NULL constants prepared for one lookup a row.
+enum Lookup {
+    /// Not a long list of integers only or of text only.
+    None,
+    Ints(IntKeys),
+    /// Sorted, no duplicates.
+    Strs(Vec<String>),
 }
 
-/// Bits of bitmap a key, or a row tested, may cost before [`IntKeys`] searches a sorted
-/// list instead; never more than [`BITMAP_MAX_BITS`].
-const BITMAP_BITS_PER_KEY: i128 = 1024;
-const BITMAP_BITS_PER_ROW: i128 = 32;
-const BITMAP_MAX_BITS: i128 = 1 << 26;
-
-impl IntKeys {
-    /// The set of `keys`, to test `rows` rows against.
-    fn new(mut keys: Vec<i128>, rows: usize) -> IntKeys {
-        keys.sort_unstable();
-        keys.dedup();
-        if let (Some(&lo), Some(&hi)) = (keys.first(), keys.last()) {
-            let span = hi - lo + 1;
-            let budget = (keys.len() as i128 * BITMAP_BITS_PER_KEY)
-                .max(rows as i128 * BITMAP_BITS_PER_ROW)
-                .clamp(1 << 16, BITMAP_MAX_BITS);
-            if span <= budget {
-                let mut bits = vec![0u64; (span as usize).div_ceil(64)];
-                for k in &keys {
-                    let o = (k - lo) as usize;
-                    bits[o / 64] |= 1 << (o % 64);
-                }
-                return IntKeys::Bitmap { lo, bits };
-            }
+impl Lookup {
+    fn new(values: &[Scalar]) -> Lookup {
+        let listed = || values.iter().filter(|s| **s != Scalar::Null);
+        if listed().count() < LOOKUP_FROM {
+            return Lookup::None;
         }
-        IntKeys::Sorted(keys)
+        let ints: Option<Vec<i128>> = listed()
+            .map(|s| match s {
+                Scalar::Int(x) => Some(i128::from(*x)),
+                Scalar::UInt(x) => Some(i128::from(*x)),
+                _ => None,
+            })
+            .collect();
+        if let Some(mut sorted) = ints {
+            sorted.sort_unstable();
+            sorted.dedup();
+            return Lookup::Ints(IntKeys {
+                sorted,
+                signed: Default::default(),
+                unsigned: Default::default(),
+            });
+        }
+        let strs: Option<Vec<String>> = listed()
+            .map(|s| match s {
+                Scalar::Str(x) => Some(x.clone()),
+                _ => None,
+            })
+            .collect();
+        match strs {
+            Some(mut keys) => {
+                keys.sort_unstable();
+                keys.dedup();
+                Lookup::Strs(keys)
+            }
+            None => Lookup::None,
+        }
+    }
+}
+
+/// Integer keys, with the set rows are tested against built for signed and for unsigned
+/// columns when first needed (rows then carry no 128-bit arithmetic).
+struct IntKeys {
+    /// Sorted, no duplicates, at least one.
+    sorted: Vec<i128>,
+    signed: std::sync::OnceLock<OrderedKeys>,
+    unsigned: std::sync::OnceLock<OrderedKeys>,
+}
+
+/// `x` of a signed column as a `u64` in the same order (sign bit flipped).
+fn signed(x: i128) -> u64 {
+    (x as i64 as u64) ^ (1 << 63)
+}
+
+/// `x` of an unsigned column as a `u64`.
+fn unsigned(x: i128) -> u64 {
+    x as u64
+}
+
+/// Keys mapped to `u64` in order, as a bitmap over their range when that range is small
+/// next to the keys or the rows to test ([`BITMAP_BITS_PER_KEY`], [`BITMAP_BITS_PER_ROW`];
+/// one load a row, whatever the number of keys — a join's build keys are often dense),
+/// else sorted and searched.
+enum OrderedKeys {
+    /// Bit `k - min` set for each key `k`.
+    Bitmap { min: u64, bits: Vec<u64> },
+    /// Sorted, no duplicates.
+    Sorted(Vec<u64>),
+}
+
+/// Bits of bitmap a key, or a row tested, may cost before [`OrderedKeys`] searches a sorted
+/// list instead; never more than [`BITMAP_MAX_BITS`].
+const BITMAP_BITS_PER_KEY: u64 = 1024;
+const BITMAP_BITS_PER_ROW: u64 = 32;
+const BITMAP_MAX_BITS: u64 = 1 << 26;
+
+impl OrderedKeys {
+    /// The set of `sorted` keys (each within the column's type) mapped by `form`, to test
+    /// `rows` rows against.
+    fn new(sorted: &[i128], form: fn(i128) -> u64, rows: usize) -> OrderedKeys {
+        let keys: Vec<u64> = sorted.iter().map(|&k| form(k)).collect();
+        let (Some(&min), Some(&max)) = (keys.first(), keys.last()) else {
+            return OrderedKeys::Sorted(keys);
+        };
+        let budget = (keys.len() as u64)
+            .saturating_mul(BITMAP_BITS_PER_KEY)
+            .max((rows as u64).saturating_mul(BITMAP_BITS_PER_ROW))
+            .clamp(1 << 16, BITMAP_MAX_BITS);
+        // max - min + 1 <= budget, without overflow at the full u64 range.
+        if max - min < budget {
+            let mut bits = vec![0u64; ((max - min) as usize + 1).div_ceil(64)];
+            for k in &keys {
+                let o = (k - min) as usize;
+                bits[o / 64] |= 1 << (o % 64);
+            }
+            return OrderedKeys::Bitmap { min, bits };
+        }
+        OrderedKeys::Sorted(keys)
     }
 
-    fn contains(&self, x: i128) -> bool {
+    /// Which of `vals` are keys, each mapped by `form` (the one the set was built with).
+    fn select<T: Copy>(&self, vals: &[T], form: impl Fn(T) -> u64) -> BooleanBuffer {
         match self {
-            IntKeys::Bitmap { lo, bits } => {
-                let o = x.wrapping_sub(*lo);
-                o >= 0
-                    && usize::try_from(o)
-                        .ok()
-                        .and_then(|o| bits.get(o / 64).map(|w| w >> (o % 64) & 1 == 1))
-                        .unwrap_or(false)
+            OrderedKeys::Bitmap { min, bits } => {
+                // Values below `min` wrap to offsets past the bitmap's end; `form` is one to
+                // one, so an offset inside it is a key's only when the value is that key.
+                let end = bits.len() as u64 * 64;
+                BooleanBuffer::collect_bool(vals.len(), |i| {
+                    let o = form(vals[i]).wrapping_sub(*min);
+                    o < end && bits[(o / 64) as usize] >> (o % 64) & 1 == 1
+                })
             }
-            IntKeys::Sorted(keys) => keys.binary_search(&x).is_ok(),
+            OrderedKeys::Sorted(keys) => BooleanBuffer::collect_bool(vals.len(), |i| {
+                keys.binary_search(&form(vals[i])).is_ok()
+            }),
         }
     }
 }
@@ -1559,10 +1665,10 @@ mod tests {
             }),
             // Lists of 8 or more go through the sorted lookup (`member_lookup`).
             (proptest::collection::vec(int, 0..12), any::<bool>()).prop_map(|(values, negated)| {
-                Predicate::InList { column: "n".into(), values, negated }
+                Predicate::InList { column: "n".into(), values: values.into(), negated }
             }),
             (proptest::collection::vec(s, 0..12), any::<bool>()).prop_map(|(values, negated)| {
-                Predicate::InList { column: "s".into(), values, negated }
+                Predicate::InList { column: "s".into(), values: values.into(), negated }
             }),
             (prop_oneof![Just("n"), Just("s")], any::<bool>())
                 .prop_map(|(c, negated)| Predicate::IsNull { column: c.into(), negated }),
@@ -1730,7 +1836,7 @@ mod tests {
             (
                 Predicate::InList {
                     column: "n".into(),
-                    values: vec![Scalar::Int(7)],
+                    values: vec![Scalar::Int(7)].into(),
                     negated: true,
                 },
                 true,
@@ -1738,7 +1844,7 @@ mod tests {
             (
                 Predicate::InList {
                     column: "n".into(),
-                    values: vec![Scalar::Int(7), Scalar::Null],
+                    values: vec![Scalar::Int(7), Scalar::Null].into(),
                     negated: true,
                 },
                 false,
@@ -1791,5 +1897,55 @@ mod tests {
         .unwrap();
         let e = evaluate(&Predicate::eq("t", 300), &mut small).unwrap_err();
         assert!(e.to_string().contains("out of range"), "{e}");
+    }
+
+    /// One long list evaluated on batches of several sizes and integer types (its lookup is
+    /// built on the first and reused): bitmap, sorted `i64` and sorted `i128` key sets, and
+    /// values below, inside and above the keys' range.
+    #[test]
+    fn long_lists_reuse_their_lookup_across_batches() {
+        let eval = |p: &Predicate, a: ArrayRef| -> Vec<bool> {
+            let mut b = RecordBatch::try_new(
+                Arc::new(Schema::new(vec![Field::new("k", a.data_type().clone(), true)])),
+                vec![a],
+            )
+            .unwrap();
+            evaluate(p, &mut b).unwrap().iter().collect()
+        };
+        let list = |keys: Vec<Scalar>| Predicate::InList {
+            column: "k".into(),
+            values: keys.into(),
+            negated: false,
+        };
+        // Dense keys: a bitmap, first sized for 3 rows, then tested on more.
+        let dense = list((10..30).step_by(2).map(Scalar::Int).collect());
+        let ints = |v: Vec<i64>| -> ArrayRef { Arc::new(Int64Array::from(v)) };
+        assert_eq!(eval(&dense, ints(vec![9, 10, 11])), [false, true, false]);
+        let many: Vec<i64> = (-5..40).collect();
+        let want: Vec<bool> = many.iter().map(|x| (10..30).contains(x) && x % 2 == 0).collect();
+        assert_eq!(eval(&dense.clone(), ints(many.clone())), want);
+        let small: ArrayRef = Arc::new(arrow_array::Int8Array::from(vec![-128, 12, 13, 127]));
+        assert_eq!(eval(&dense, small), [false, true, false, false]);
+        // Keys far apart: a sorted list of i64.
+        let wide = list(
+            [i64::MIN, -7, 0, 5, 1 << 40, 1 << 50, i64::MAX - 1, 3, 9].map(Scalar::Int).to_vec(),
+        );
+        let got = eval(&wide, ints(vec![i64::MIN, i64::MAX, 5, 6, 1 << 40, -8]));
+        assert_eq!(got, [true, false, true, false, true, false]);
+        // Unsigned keys beyond i64: a sorted list of i128.
+        let big = list((0..8).map(|i| Scalar::UInt(u64::MAX - i * 1_000_000_007)).collect());
+        let u: ArrayRef =
+            Arc::new(UInt64Array::from(vec![u64::MAX, u64::MAX - 1, 0, u64::MAX - 1_000_000_007]));
+        assert_eq!(eval(&big, u), [true, false, false, true]);
+        // Dense keys at the top of each type's range: values far below must not wrap in.
+        let top = list((0..10).map(|i| Scalar::UInt(u64::MAX - i)).collect());
+        let u: ArrayRef = Arc::new(UInt64Array::from(vec![0, 5, u64::MAX, u64::MAX - 10]));
+        assert_eq!(eval(&top, u), [false, false, true, false]);
+        let top = list((0..10).map(|i| Scalar::Int(i64::MAX - i)).collect());
+        let got = eval(&top, ints(vec![i64::MIN, i64::MIN + 3, -1, i64::MAX, i64::MAX - 10]));
+        assert_eq!(got, [false, false, false, true, false]);
+        let bottom = list((0..10).map(|i| Scalar::Int(i64::MIN + i)).collect());
+        let got = eval(&bottom, ints(vec![i64::MAX, i64::MAX - 3, 0, i64::MIN, i64::MIN + 10]));
+        assert_eq!(got, [false, false, false, true, false]);
     }
 }

@@ -311,7 +311,7 @@ impl Relation {
                     .collect::<Option<Vec<_>>>()?;
                 Some(Predicate::InList {
                     column: self.field(col).name().clone(),
-                    values,
+                    values: values.into(),
                     negated: *negated,
                 })
             }

@@ -377,7 +377,7 @@ impl KeyedTemplate {
         let key = |i: &usize| scalar_for(&DataType::UInt64, &param_lit(params.get(*i)?)?);
         let column = ID_COLUMN.to_string();
         Some(if self.list {
-            let values = self.keys.iter().map(key).collect::<Option<Vec<_>>>()?;
+            let values = self.keys.iter().map(key).collect::<Option<basalt_storage::InValues>>()?;
             Predicate::InList { column, values, negated: false }
         } else {
             Predicate::Cmp { column, op: CmpOp::Eq, value: key(self.keys.first()?)? }

@@ -32,7 +32,7 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
 };
 
-use basalt_storage::{Predicate, Scalar, ScanUnit, TableSnapshot};
+use basalt_storage::{InValues, Predicate, ScanUnit, TableSnapshot};
 
 use crate::binding::storage_err;
 use crate::exec::scan::{ScanExec, ScanParts, deferred_stream, partition_units};
@@ -55,7 +55,7 @@ pub struct SemiJoinScanExec {
     props: Arc<PlanProperties>,
     /// The build side's keys, collected once for all partitions (the build side may hold
     /// a repartition, whose partitions can each be read only once).
-    keys: Arc<tokio::sync::OnceCell<Arc<Vec<Scalar>>>>,
+    keys: Arc<tokio::sync::OnceCell<InValues>>,
 }
 
 impl SemiJoinScanExec {
@@ -157,11 +157,8 @@ impl ExecutionPlan for SemiJoinScanExec {
         let schema = self.schema.clone();
         Ok(deferred_stream(schema, async move {
             let keys = me.keys.get_or_try_init(|| me.build_keys(context)).await?;
-            let predicate = Predicate::InList {
-                column: me.key.clone(),
-                values: keys.as_ref().clone(),
-                negated: false,
-            };
+            let predicate =
+                Predicate::InList { column: me.key.clone(), values: keys.clone(), negated: false };
             let predicate = match me.predicate.clone() {
                 Some(p) => Predicate::And(vec![p, predicate]),
                 None => predicate,
@@ -185,7 +182,7 @@ impl ExecutionPlan for SemiJoinScanExec {
 
 impl SemiJoinScanExec {
     /// The build side's distinct non-NULL keys as storage constants.
-    async fn build_keys(&self, context: Arc<TaskContext>) -> Result<Arc<Vec<Scalar>>> {
+    async fn build_keys(&self, context: Arc<TaskContext>) -> Result<InValues> {
         let mut keys: Vec<ScalarValue> = Vec::new();
         for p in 0..self.build.properties().output_partitioning().partition_count() {
             for b in collect(self.build.execute(p, context.clone())?).await? {
@@ -208,6 +205,6 @@ impl SemiJoinScanExec {
                 })
             })
             .collect::<Result<Vec<_>>>()
-            .map(Arc::new)
+            .map(InValues::from)
     }
 }
