@@ -238,7 +238,7 @@ fn run(path: &std::path::Path, rows: usize) -> Result<(), CliError> {
             db.drop_table(t)?;
         }
     }
-    let printer = Printer { mode: Mode::Table, max_width: 60 };
+    let printer = Printer { mode: Mode::Table, max_width: 60, ..Printer::default() };
     let mut timings: Vec<(String, f64)> = Vec::new();
 
     // 1. Data.

@@ -84,8 +84,11 @@ impl CliError {
 const USAGE: &str = "\
 usage:
   basalt [OPTIONS] [DB]                  interactive shell on DB (in memory without DB);
-                                         reads a script when stdin is not a terminal
-  basalt -c \"SQL; …\" [OPTIONS] [DB]      run the statements in order, print each result
+                                         reads a script when stdin is not a terminal: a
+                                         failing statement prints its error and the
+                                         script goes on; the exit code is then non-zero
+  basalt -c \"SQL; …\" [OPTIONS] [DB]      run the statements in order, print each result,
+                                         stop at the first error
   basalt import DB TABLE FILE [IMPORT OPTIONS]
                                          load a CSV, Parquet or JSON-lines file into TABLE
                                          (created from the file's schema when missing)
@@ -104,6 +107,7 @@ options:
   --mode table|csv|json|line   output mode (default table)
   --readonly                   open DB read-only (next to a running writer)
   --timer                      print each statement's run time
+  -bail, --bail                stop a script at its first error
   --max-width N                widest value shown in table mode (default 40)
   --memory-limit SIZE          memory for sorts, joins and aggregations (e.g. 512MB, 4GB,
                                  none; default half the machine's memory); beyond it they
@@ -144,6 +148,8 @@ struct ShellArgs {
     timer: bool,
     /// `--memory-limit` (`Some(None)`: none).
     memory_limit: Option<Option<usize>>,
+    /// `-bail`: a script stops at its first error.
+    bail: bool,
 }
 
 fn run(args: Vec<String>) -> Result<ExitCode, CliError> {
@@ -182,8 +188,11 @@ fn run(args: Vec<String>) -> Result<ExitCode, CliError> {
     };
     let mut sh = Shell::new(db, a.printer);
     sh.timer = a.timer;
+    sh.bail = a.bail;
     interrupt::install(sh.connection().interrupter());
     if let Some(sql) = a.command {
+        // Statements given as an argument stop at the first error, as sqlite3's do.
+        sh.bail = true;
         sh.run_script(&sql)?;
         sh.finish()?;
         sh.end_script()?;
@@ -198,7 +207,7 @@ fn run(args: Vec<String>) -> Result<ExitCode, CliError> {
         sh.end_script()?;
     }
     sh.finish()?;
-    Ok(ExitCode::SUCCESS)
+    Ok(ExitCode::from(sh.exit_code()))
 }
 
 fn shell_args(args: &[String]) -> Result<ShellArgs, CliError> {
@@ -209,6 +218,7 @@ fn shell_args(args: &[String]) -> Result<ShellArgs, CliError> {
         readonly: false,
         timer: false,
         memory_limit: None,
+        bail: false,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -217,6 +227,7 @@ fn shell_args(args: &[String]) -> Result<ShellArgs, CliError> {
             "--mode" | "-m" => a.printer.mode = Mode::parse(value(&mut it, arg)?)?,
             "--readonly" => a.readonly = true,
             "--timer" => a.timer = true,
+            "-bail" | "--bail" => a.bail = true,
             "--max-width" => a.printer.max_width = number(value(&mut it, arg)?, arg)?,
             "--memory-limit" => a.memory_limit = Some(bytes(value(&mut it, arg)?, arg)?),
             s if s.starts_with('-') && s.len() > 1 => {

@@ -48,13 +48,19 @@ impl Mode {
 pub struct Printer {
     /// The output mode.
     pub mode: Mode,
-    /// Widest value shown in table mode, in terminal columns (longer ones end in `…`).
+    /// Widest value shown in table mode, in terminal columns (longer ones end in `…`);
+    /// `usize::MAX`: none.
     pub max_width: usize,
+    /// Whether table and CSV output start with the column names (`.headers`).
+    pub headers: bool,
+    /// The text of NULL (`.nullvalue`); `None`: `NULL` in table and line modes, an empty
+    /// field in CSV.
+    pub null: Option<String>,
 }
 
 impl Default for Printer {
     fn default() -> Self {
-        Printer { mode: Mode::Table, max_width: 40 }
+        Printer { mode: Mode::Table, max_width: 40, headers: true, null: None }
     }
 }
 
@@ -85,7 +91,10 @@ impl Printer {
                 self.table(out, schema, &all)
             }
             Mode::Csv => {
-                let mut w = arrow_csv::WriterBuilder::new().with_header(true).build(&mut *out);
+                let mut w = arrow_csv::WriterBuilder::new()
+                    .with_header(self.headers)
+                    .with_null(self.null.clone().unwrap_or_default())
+                    .build(&mut *out);
                 let mut n = 0;
                 let mut any = false;
                 for b in batches {
@@ -110,11 +119,9 @@ impl Printer {
                     n += b.num_rows() as u64;
                     w.write(&b)?;
                 }
+                // An empty result is `[]` (the writer opens and closes the array).
                 w.finish()?;
                 drop(w);
-                if n == 0 {
-                    write!(out, "[]")?;
-                }
                 writeln!(out)?;
                 Ok(n)
             }
@@ -123,7 +130,7 @@ impl Printer {
                 let mut n = 0;
                 for b in batches {
                     let b = b?;
-                    let cols = Cells::new(&b)?;
+                    let cols = Cells::new(&b, self.null_text())?;
                     for r in 0..b.num_rows() {
                         if n > 0 {
                             writeln!(out)?;
@@ -140,6 +147,12 @@ impl Printer {
         }
     }
 
+    fn null_text(&self) -> &str {
+        self.null.as_deref().unwrap_or(NULL)
+    }
+
+    /// Aligned columns in a box. A value's line breaks start new lines inside its cell
+    /// (as psql and duckdb show them), each line cut to `max_width`.
     fn table(
         &self,
         out: &mut dyn Write,
@@ -147,16 +160,23 @@ impl Printer {
         batches: &[RecordBatch],
     ) -> Result<u64, CliError> {
         let ncol = schema.fields().len();
-        let mut widths: Vec<usize> = schema.fields().iter().map(|f| self.fit(f.name()).1).collect();
+        let header: Vec<Vec<(String, usize)>> =
+            schema.fields().iter().map(|f| self.cell_lines(f.name())).collect();
+        let mut widths = vec![0; ncol];
+        if self.headers {
+            for (w, cell) in widths.iter_mut().zip(&header) {
+                *w = cell.iter().map(|l| l.1).max().unwrap_or(0);
+            }
+        }
         let right: Vec<bool> = schema.fields().iter().map(|f| f.data_type().is_numeric()).collect();
-        let mut rows: Vec<Vec<(String, usize)>> = Vec::new();
+        let mut rows: Vec<Vec<Vec<(String, usize)>>> = Vec::new();
         for b in batches {
-            let cells = Cells::new(b)?;
+            let cells = Cells::new(b, self.null_text())?;
             for r in 0..b.num_rows() {
-                let row: Vec<(String, usize)> =
-                    (0..ncol).map(|c| self.fit(&cells.text(c, r))).collect();
+                let row: Vec<Vec<(String, usize)>> =
+                    (0..ncol).map(|c| self.cell_lines(&cells.text(c, r))).collect();
                 for (w, cell) in widths.iter_mut().zip(&row) {
-                    *w = (*w).max(cell.1);
+                    *w = cell.iter().map(|l| l.1).fold(*w, usize::max);
                 }
                 rows.push(row);
             }
@@ -170,25 +190,30 @@ impl Printer {
             s
         };
         let line = |out: &mut dyn Write,
-                    cells: &[(String, usize)],
+                    cells: &[Vec<(String, usize)>],
                     right: &[bool]|
          -> std::io::Result<()> {
-            let mut s = String::from("|");
-            for ((cell, w), (&col_w, &r)) in cells.iter().zip(widths.iter().zip(right)) {
-                let pad = " ".repeat(col_w - w);
-                if r {
-                    s.push_str(&format!(" {pad}{cell} |"));
-                } else {
-                    s.push_str(&format!(" {cell}{pad} |"));
+            let height = cells.iter().map(Vec::len).max().unwrap_or(1).max(1);
+            for i in 0..height {
+                let mut s = String::from("|");
+                for (cell, (&col_w, &r)) in cells.iter().zip(widths.iter().zip(right)) {
+                    let (text, w) = cell.get(i).map_or(("", 0), |(t, w)| (t.as_str(), *w));
+                    let pad = " ".repeat(col_w - w);
+                    if r {
+                        s.push_str(&format!(" {pad}{text} |"));
+                    } else {
+                        s.push_str(&format!(" {text}{pad} |"));
+                    }
                 }
+                writeln!(out, "{s}")?;
             }
-            writeln!(out, "{s}")
+            Ok(())
         };
         writeln!(out, "{rule}")?;
-        let header: Vec<(String, usize)> =
-            schema.fields().iter().map(|f| self.fit(f.name())).collect();
-        line(out, &header, &vec![false; ncol])?;
-        writeln!(out, "{rule}")?;
+        if self.headers {
+            line(out, &header, &vec![false; ncol])?;
+            writeln!(out, "{rule}")?;
+        }
         for row in &rows {
             line(out, row, &right)?;
         }
@@ -198,6 +223,13 @@ impl Printer {
         let n = rows.len();
         writeln!(out, "({n} row{})", if n == 1 { "" } else { "s" })?;
         Ok(n as u64)
+    }
+
+    /// A cell's lines (split at line breaks, a final one dropped), each as [`Printer::fit`]
+    /// shows it.
+    fn cell_lines(&self, s: &str) -> Vec<(String, usize)> {
+        let s = s.strip_suffix('\n').unwrap_or(s);
+        s.split('\n').map(|l| self.fit(l.strip_suffix('\r').unwrap_or(l))).collect()
     }
 
     /// The text shown for a cell (line breaks as `\\n`, other control characters as `?`),
@@ -244,6 +276,8 @@ fn width(s: &str) -> usize {
 /// modes; CSV and JSON keep every digit), vectors and other nested values in brackets.
 struct Cells<'a> {
     cols: Vec<Col<'a>>,
+    /// The text of NULL.
+    null: &'a str,
 }
 
 enum Col<'a> {
@@ -256,7 +290,7 @@ static OPTIONS: FormatOptions<'static> =
     FormatOptions::new().with_null(NULL).with_display_error(true);
 
 impl<'a> Cells<'a> {
-    fn new(batch: &'a RecordBatch) -> Result<Cells<'a>, CliError> {
+    fn new(batch: &'a RecordBatch, null: &'a str) -> Result<Cells<'a>, CliError> {
         let mut cols = Vec::with_capacity(batch.num_columns());
         for a in batch.columns() {
             cols.push(match a.data_type() {
@@ -271,28 +305,29 @@ impl<'a> Cells<'a> {
                 _ => Col::Other(ArrayFormatter::try_new(a.as_ref(), &OPTIONS)?, a),
             });
         }
-        Ok(Cells { cols })
+        Ok(Cells { cols, null })
     }
 
     fn text(&self, c: usize, r: usize) -> String {
         match &self.cols[c] {
             Col::F64(a) => {
                 if a.is_null(r) {
-                    NULL.into()
+                    self.null.into()
                 } else {
                     float(a.value(r))
                 }
             }
             Col::F32(a) => {
                 if a.is_null(r) {
-                    NULL.into()
+                    self.null.into()
                 } else {
                     float32(a.value(r))
                 }
             }
             Col::Other(f, a) => {
-                if a.is_null(r) {
-                    NULL.into()
+                // A NULL-typed column has no validity buffer: every slot is NULL.
+                if a.is_null(r) || a.data_type() == &DataType::Null {
+                    self.null.into()
                 } else {
                     f.value(r).to_string()
                 }
@@ -405,7 +440,7 @@ mod tests {
 
     #[test]
     fn wide_values_are_cut_with_an_ellipsis() {
-        let p = Printer { mode: Mode::Table, max_width: 5 };
+        let p = Printer { mode: Mode::Table, max_width: 5, ..Printer::default() };
         assert_eq!(p.fit("abcde"), ("abcde".into(), 5));
         assert_eq!(p.fit("abcdef"), ("abcd…".into(), 5));
         assert_eq!(p.fit("a\nb"), ("a\\nb".into(), 4));

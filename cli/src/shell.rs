@@ -58,6 +58,17 @@ pub struct Shell {
     line: usize,
     /// Statements run so far in this script.
     number: usize,
+    /// Whether a script stops at its first error (`-bail`, `.bail on`); otherwise the
+    /// error is printed and the script goes on.
+    pub bail: bool,
+    /// Whether input is typed (errors are printed, never counted as failures).
+    interactive: bool,
+    /// The `.read` files being read, innermost last (named in errors).
+    files: Vec<String>,
+    /// Errors a script printed and went on after.
+    failures: usize,
+    /// The output to return to after the next statement (`.once`).
+    after_once: Option<Out>,
 }
 
 const HELP: &str = "\
@@ -65,11 +76,15 @@ const HELP: &str = "\
 .schema [TABLE]          CREATE statements of every table (or one), with full-text indexes
 .mode table|csv|json|line  output mode
 .timer on|off            print each statement's run time
+.headers on|off          column names above table and CSV output
+.nullvalue TEXT          how NULL is shown (table, line and CSV modes)
 .maxwidth N              widest value shown in table mode
+.bail on|off             stop a script at its first error (default: print it, go on)
 .import FILE TABLE [--format F] [--schema S] [--no-header] [--delimiter C] [--skip-bad]
                          load a CSV / Parquet / JSON-lines file into TABLE
 .read FILE               run the statements of a SQL file
 .output [FILE]           send results to FILE (no FILE: back to the terminal)
+.once FILE               send the next statement's result to FILE
 .help                    this text
 .quit / .exit            leave
 SQL statements end with ';' and may span lines.";
@@ -93,7 +108,33 @@ impl Shell {
             buf_line: 1,
             line: 1,
             number: 0,
+            bail: false,
+            interactive: false,
+            files: Vec::new(),
+            failures: 0,
+            after_once: None,
         }
+    }
+
+    /// The exit code a script earned: 1 when anything failed, as sqlite3's.
+    pub fn exit_code(&self) -> u8 {
+        u8::from(self.failures > 0)
+    }
+
+    /// Handles an error of a script or typed input: stops the script (returned) when it
+    /// bails or output cannot be written, else prints it with the `.read` file its line
+    /// numbers count in, counts it and lets the input go on.
+    fn report(&mut self, e: CliError) -> Result<(), CliError> {
+        if matches!(e, CliError::Output(_)) || (self.bail && !self.interactive) {
+            return Err(e);
+        }
+        let _ = self.out.writer().flush();
+        let from = self.files.last().map(|f| format!("{f}: ")).unwrap_or_default();
+        eprintln!("error: {from}{e}");
+        if !self.interactive {
+            self.failures += 1;
+        }
+        Ok(())
     }
 
     /// The connection statements run on (to interrupt them from another thread).
@@ -101,7 +142,8 @@ impl Shell {
         self.conn.clone()
     }
 
-    /// Runs a whole script (`-c`): every statement in order, stopping at the first error.
+    /// Runs a whole script (`-c`): every statement in order; an error stops it when the
+    /// shell bails, else is printed and the script goes on.
     pub fn run_script(&mut self, text: &str) -> Result<(), CliError> {
         self.reset();
         // A UTF-8 byte order mark (editors on Windows write one) is not part of the SQL.
@@ -114,7 +156,8 @@ impl Shell {
         self.end_of_input()
     }
 
-    /// Runs a script read line by line (stdin, `.read`), stopping at the first error.
+    /// Runs a script read line by line (stdin, `.read`), with errors as in
+    /// [`Shell::run_script`].
     pub fn run_reader(&mut self, input: impl BufRead) -> Result<(), CliError> {
         self.reset();
         for (i, line) in input.lines().enumerate() {
@@ -170,6 +213,7 @@ impl Shell {
             }
         );
         self.reset();
+        self.interactive = true;
         let mut typed = String::new(); // the lines of the statement being typed
         loop {
             let prompt = if self.buf.is_empty() { "basalt> " } else { "   ...> " };
@@ -180,10 +224,7 @@ impl Shell {
                     match self.feed(&line) {
                         Ok(Flow::Quit) => break,
                         Ok(Flow::Continue) => {}
-                        Err(e) => {
-                            let _ = self.out.writer().flush();
-                            eprintln!("error: {e}");
-                        }
+                        Err(e) => self.report(e)?,
                     }
                     let _ = self.out.writer().flush();
                     if self.buf.is_empty() {
@@ -226,7 +267,10 @@ impl Shell {
             self.scan.reset();
             self.line += 1;
             self.buf_line = self.line;
-            return self.dot(line.trim());
+            return match self.dot(line.trim()) {
+                Ok(flow) => Ok(flow),
+                Err(e) => self.report(e).map(|()| Flow::Continue),
+            };
         }
         if !open {
             self.buf.clear();
@@ -264,14 +308,21 @@ impl Shell {
             let lead = s.text.len() - s.text.trim_start().len();
             let first_line = self.buf_line + at.clone().advance(buf, s.offset + lead).0 - 1;
             let number = self.number;
-            self.statement(s.text).map_err(|e| match e {
+            let done = self.statement(s.text).map_err(|e| match e {
                 CliError::Db(e) => CliError::Statement {
                     line: first_line,
                     number,
                     message: relocate(&e.to_string(), line, col),
                 },
                 other => other,
-            })?;
+            });
+            if let Some(out) = self.after_once.take() {
+                self.out.writer().flush()?;
+                self.out = out;
+            }
+            if let Err(e) = done {
+                self.report(e)?;
+            }
         }
         Ok(())
     }
@@ -305,6 +356,10 @@ impl Shell {
                     if word == "COPY" { "copied" } else { "changed" }
                 )?;
             }
+        } else if word == "EXPLAIN" {
+            // A plan is shown whole, however wide.
+            let whole = Printer { max_width: usize::MAX, ..self.printer.clone() };
+            whole.print(out, &schema, &mut rows)?;
         } else {
             self.printer.print(out, &schema, &mut rows)?;
         }
@@ -346,10 +401,12 @@ impl Shell {
                 Some(m) => self.printer.mode = Mode::parse(m)?,
                 None => return Err(CliError::Usage(".mode table|csv|json|line".into())),
             },
-            ".timer" => match arg(1) {
-                Some("on") => self.timer = true,
-                Some("off") => self.timer = false,
-                _ => return Err(CliError::Usage(".timer on|off".into())),
+            ".timer" => self.timer = on_off(arg(1), ".timer on|off")?,
+            ".bail" => self.bail = on_off(arg(1), ".bail on|off")?,
+            ".headers" | ".header" => self.printer.headers = on_off(arg(1), ".headers on|off")?,
+            ".nullvalue" => match arg(1) {
+                Some(t) => self.printer.null = Some(t.to_string()),
+                None => return Err(CliError::Usage(".nullvalue TEXT".into())),
             },
             ".maxwidth" => match arg(1) {
                 Some(n) => self.printer.max_width = crate::number(n, ".maxwidth")?.max(2),
@@ -357,12 +414,21 @@ impl Shell {
             },
             ".output" => {
                 self.out.writer().flush()?;
+                self.after_once = None;
                 self.out = match arg(1) {
                     None => Out::Stdout(std::io::stdout()),
-                    Some(f) => Out::File(BufWriter::new(
-                        File::create(f).map_err(|e| CliError::io(format!("creating {f}"), e))?,
-                    )),
+                    Some(f) => Out::File(create(f)?),
                 };
+            }
+            ".once" => {
+                let Some(f) = arg(1) else {
+                    return Err(CliError::Usage(".once FILE".into()));
+                };
+                let file = Out::File(create(f)?);
+                self.out.writer().flush()?;
+                let before = std::mem::replace(&mut self.out, file);
+                // A second `.once` before any statement replaces the first.
+                self.after_once.get_or_insert(before);
             }
             ".read" => {
                 let Some(f) = arg(1) else {
@@ -385,7 +451,9 @@ impl Shell {
                     self.number,
                 );
                 self.depth += 1;
+                self.files.push(f.to_string());
                 let r = self.run_reader(std::io::BufReader::new(file));
+                self.files.pop();
                 self.depth -= 1;
                 (self.buf, self.scan, self.buf_line, self.line, self.number) = saved;
                 r.map_err(|e| CliError::Import(format!("{f}: {e}")))?;
@@ -405,6 +473,20 @@ impl Shell {
         }
         Ok(Flow::Continue)
     }
+}
+
+/// `on` or `off` as a boolean.
+fn on_off(word: Option<&str>, usage: &str) -> Result<bool, CliError> {
+    match word {
+        Some("on") => Ok(true),
+        Some("off") => Ok(false),
+        _ => Err(CliError::Usage(usage.into())),
+    }
+}
+
+/// Creates (or truncates) an output file.
+fn create(f: &str) -> Result<BufWriter<File>, CliError> {
+    File::create(f).map(BufWriter::new).map_err(|e| CliError::io(format!("creating {f}"), e))
 }
 
 /// The first word of a statement, after blanks and comments.

@@ -143,16 +143,36 @@ fn scripts_on_stdin_with_dot_commands_and_multi_line_statements() {
 }
 
 #[test]
-fn errors_stop_the_script_with_their_position_and_a_non_zero_exit() {
+fn script_errors_name_their_position_and_the_script_goes_on_unless_it_bails() {
     let dir = tempfile::tempdir().expect("temp dir");
     let db = db_in(dir.path());
-    // A syntax error in the second statement, on the script's third line.
-    let script = "CREATE TABLE t (a INT);\nINSERT INTO t VALUES (1);\nSELECT a FROM t WHERE a = = 1;\nINSERT INTO t VALUES (2);\n";
-    let err = fails(&[&db], Some(script), 1);
+    // A syntax error in the third statement, on the script's third line.
+    let script = "CREATE TABLE t (a INT);\nINSERT INTO t VALUES (1);\nSELECT a FROM t WHERE a = = 1;\nINSERT INTO t VALUES (2); SELECT nope FROM t; INSERT INTO t VALUES (3);\n";
+    let out = basalt(&[&db], Some(script));
+    assert_eq!(out.status.code(), Some(1), "a failed statement fails the script");
+    let err = text(&out.stderr);
     assert!(err.contains("line 3 (statement 3)"), "{err}");
     assert!(err.contains("Line: 3, Column: 27"), "{err}");
-    // The statements before it ran, the one after it did not.
-    assert_eq!(count(&db, "t"), "1");
+    assert!(err.contains("line 4 (statement 5)"), "{err}");
+    assert_eq!(err.lines().filter(|l| l.starts_with("error: ")).count(), 2, "{err}");
+    // Every statement but the two failing ones ran.
+    assert_eq!(count(&db, "t"), "3");
+
+    // -bail (or .bail on): the first error ends the script.
+    let fresh = "CREATE TABLE u (a INT);\nSELECT nope FROM u;\nINSERT INTO u VALUES (1);\n";
+    let err = fails(&["-bail", &db], Some(fresh), 1);
+    assert!(err.contains("line 2 (statement 2)"), "{err}");
+    assert_eq!(count(&db, "u"), "0");
+    let err = fails(&[&db], Some(".bail on\nSELECT nope FROM u;\nINSERT INTO u VALUES (1);\n"), 1);
+    assert!(err.contains("nope"), "{err}");
+    assert_eq!(count(&db, "u"), "0");
+    // Errors inside a `.read` file name the file, and the outer script goes on.
+    let inner = dir.path().join("inner.sql");
+    std::fs::write(&inner, "INSERT INTO u VALUES (5);\nSELECT nope FROM u;\n").expect("write");
+    let script = format!(".read {}\nINSERT INTO u VALUES (6);\n", inner.display());
+    let err = fails(&[&db], Some(&script), 1);
+    assert!(err.contains(&format!("{}: line 2 (statement 2)", inner.display())), "{err}");
+    assert_eq!(count(&db, "u"), "2");
 
     // -c: the same, and the failing statement is named.
     let err = fails(&["-c", "SELECT 1; SELECT nope FROM t", &db], None, 1);
@@ -168,12 +188,47 @@ fn errors_stop_the_script_with_their_position_and_a_non_zero_exit() {
     );
     assert!(err.to_lowercase().contains("null"), "{err}");
 
-    // Usage errors exit 2.
+    // Command-line usage errors exit 2; a script's failures 1.
     fails(&["--mode", "xml"], None, 2);
     fails(&["--bogus"], None, 2);
     fails(&["import", "db"], None, 2);
-    let err = fails(&[&db], Some(".nope\n"), 2);
+    let err = fails(&[&db], Some(".nope\nSELECT 1;\n"), 1);
     assert!(err.contains("unknown command .nope"), "{err}");
+}
+
+#[test]
+fn shell_output_conventions() {
+    // An empty JSON result is one empty array.
+    let json = ok(&["-c", "SELECT 1 AS a WHERE false", "--mode", "json"], None);
+    assert_eq!(json, "[]\n");
+    let json = ok(&["--mode", "json"], Some("SELECT 1 AS a WHERE false;\nSELECT 2 AS b;\n"));
+    assert_eq!(json, "[]\n[{\"b\":2}]\n");
+    // .headers and .nullvalue, in table and CSV modes.
+    let out = ok(
+        &[],
+        Some(
+            ".headers off\n.nullvalue -\nSELECT NULL AS x, 1 AS y;\n.mode csv\nSELECT 2 AS z, NULL AS w;\n",
+        ),
+    );
+    assert_eq!(out, "+---+---+\n| - | 1 |\n+---+---+\n(1 row)\n2,-\n", "{out}");
+    // A value's line breaks start new lines in its cell; EXPLAIN is shown whole.
+    let out = ok(&[], Some("SELECT 'one' || chr(10) || 'two' AS v, 7 AS n;\n"));
+    assert!(out.contains("| one | 7 |\n| two |   |\n"), "{out}");
+    let plan = ok(
+        &["--max-width", "10"],
+        Some("CREATE TABLE t (a INT);\nEXPLAIN SELECT a FROM t WHERE a > 1;\n"),
+    );
+    assert!(plan.contains("BasaltScan: table=t"), "{plan}");
+    assert!(!plan.contains('…'), "{plan}");
+    // .once sends only the next result to a file.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let f = dir.path().join("once.csv");
+    let out = ok(
+        &["--mode", "csv"],
+        Some(&format!(".once {}\nSELECT 1 AS a;\nSELECT 2 AS b;\n", f.display())),
+    );
+    assert_eq!(out, "b\n2\n");
+    assert_eq!(std::fs::read_to_string(&f).expect("once file"), "a\n1\n");
 }
 
 #[test]
