@@ -79,7 +79,7 @@ impl BasaltSchema {
             let stmt = crate::prepare::prepare_statement(&self.binding, &self.files, &state, stmt)
                 .await
                 .map_err(|e| DataFusionError::Plan(e.to_string()))?;
-            state.statement_to_plan(stmt).await
+            crate::prepare::plan_prepared(&state, stmt).await
         }
         .await;
         self.expanding.lock().retain(|n| n != name);

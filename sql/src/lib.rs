@@ -78,6 +78,7 @@ pub mod rewrite;
 pub mod rules;
 pub mod script;
 pub mod types;
+mod unique_names;
 pub mod vector;
 
 pub use connection::{Prepared, SqlConnection};

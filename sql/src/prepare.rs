@@ -101,6 +101,26 @@ pub(crate) async fn prepare_statement(
     Ok(stmt)
 }
 
+/// Plans a prepared statement. One that DataFusion refuses for repeated unnamed projection
+/// names (`SELECT a, a`) is planned again with those items named
+/// ([`crate::unique_names`]).
+pub(crate) async fn plan_prepared(
+    state: &datafusion::execution::session_state::SessionState,
+    stmt: DfStatement,
+) -> datafusion::error::Result<datafusion::logical_expr::LogicalPlan> {
+    let retry = stmt.clone();
+    match Box::pin(state.statement_to_plan(stmt)).await {
+        Err(e) if crate::unique_names::is_duplicate_names(&e) => {
+            let mut s = retry;
+            if !crate::unique_names::name_repeated_items(&mut s) {
+                return Err(e);
+            }
+            Box::pin(state.statement_to_plan(s)).await
+        }
+        r => r,
+    }
+}
+
 /// The native tables the rewriter may expand, read once per statement.
 pub(crate) struct CatalogNames {
     view: basalt_storage::ReadView,

@@ -169,7 +169,7 @@ impl SqlConnection {
         self.planned.fetch_add(1, Ordering::Relaxed);
         let state = self.ctx()?.state();
         let stmt = Box::pin(prepare_statement(&self.binding, &self.files, &state, stmt)).await?;
-        Ok(Box::pin(state.statement_to_plan(stmt)).await?)
+        Ok(Box::pin(crate::prepare::plan_prepared(&state, stmt)).await?)
     }
 
     pub(super) async fn run(&self, stmt: DfStatement, stream: bool) -> Result<Outcome> {
