@@ -8,6 +8,9 @@
 //! BASALT_DF_SLT_DIR=<dir> cargo test -p basalt --test it -- --ignored datafusion_corpus --nocapture
 //! ```
 //!
+//! `.ci/run` runs it and fails when fewer records pass than `tests/datafusion-corpus-floor`
+//! says (raise the floor when a change makes more pass).
+//!
 //! Every record (statement or query) runs on its own, so one failure does not hide the rest.
 //! The report counts passed and failed records per file and sorts failures into classes;
 //! it is written to `$BASALT_DF_SLT_REPORT` (default `datafusion-slt-report.md` in the
@@ -217,5 +220,24 @@ fn datafusion_corpus() {
     std::fs::write(&out, &report).unwrap();
     println!("{}", report.lines().take(20).collect::<Vec<_>>().join("\n"));
     println!("full report: {}", out.display());
-    let _ = Path::new(&out);
+    // The floor guards the whole corpus (CI runs it); a subset has no floor.
+    if only.is_none() {
+        let floor_file =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/datafusion-corpus-floor");
+        let floor: usize = std::fs::read_to_string(&floor_file)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", floor_file.display()))
+            .trim()
+            .parse()
+            .expect("the floor is a whole number");
+        assert!(
+            passed >= floor,
+            "{passed} records passed, fewer than the floor of {floor} ({}): a change broke \
+             records that passed (see {})",
+            floor_file.display(),
+            out.display()
+        );
+        if passed > floor {
+            println!("{passed} records passed: raise {} from {floor}", floor_file.display());
+        }
+    }
 }
