@@ -508,6 +508,24 @@ impl Connection {
         self.session.lock().rollback().map_err(txn_error)
     }
 
+    /// Sets a savepoint (SQL `SAVEPOINT name`). Without an open transaction it starts one,
+    /// which releasing this savepoint commits.
+    pub fn savepoint(&self, name: &str) -> Result<()> {
+        self.session.lock().savepoint(name).map_err(txn_error)
+    }
+
+    /// Forgets the newest savepoint named `name` and every later one, keeping their changes
+    /// (SQL `RELEASE name`); commits when that savepoint started the transaction.
+    pub fn release_savepoint(&self, name: &str) -> Result<()> {
+        self.session.lock().release_savepoint(name).map_err(txn_error)
+    }
+
+    /// Undoes every change since the newest savepoint named `name`, which stays set (SQL
+    /// `ROLLBACK TO name`); the transaction stays open.
+    pub fn rollback_to_savepoint(&self, name: &str) -> Result<()> {
+        self.session.lock().rollback_to_savepoint(name).map_err(txn_error)
+    }
+
     /// Whether a transaction is open.
     pub fn in_transaction(&self) -> bool {
         self.session.lock().in_transaction()

@@ -20,12 +20,23 @@ pub struct Session {
     store: Arc<Store>,
     txn: Option<Transaction>,
     durability: Option<Durability>,
+    /// Named savepoints of the open transaction, oldest first.
+    savepoints: Vec<NamedSavepoint>,
+}
+
+/// A savepoint set by name (SQL `SAVEPOINT name`).
+#[derive(Debug)]
+struct NamedSavepoint {
+    name: String,
+    mark: Savepoint,
+    /// It started the transaction (there was none), so releasing it commits.
+    began: bool,
 }
 
 impl Session {
     /// A session with no open transaction.
     pub fn new(store: Arc<Store>) -> Session {
-        Session { store, txn: None, durability: None }
+        Session { store, txn: None, durability: None, savepoints: Vec::new() }
     }
 
     /// The store this session works on.
@@ -69,14 +80,56 @@ impl Session {
     /// Commits the open transaction.
     pub fn commit(&mut self) -> Result<()> {
         let t = self.txn.take().ok_or_else(no_transaction)?;
+        self.savepoints.clear();
         self.store.commit(t)
     }
 
     /// Rolls back the open transaction.
     pub fn rollback(&mut self) -> Result<()> {
         let t = self.txn.take().ok_or_else(no_transaction)?;
+        self.savepoints.clear();
         self.store.rollback(t);
         Ok(())
+    }
+
+    /// Sets a savepoint named `name` (names may repeat; the newest is the one named later).
+    /// Without an open transaction it starts one, which releasing this savepoint commits
+    /// (as SQLite does).
+    pub fn savepoint(&mut self, name: &str) -> Result<()> {
+        let began = self.txn.is_none();
+        if began {
+            self.begin(false)?;
+        }
+        let t = self.txn.as_ref().ok_or_else(no_transaction)?;
+        self.savepoints.push(NamedSavepoint { name: name.to_string(), mark: t.savepoint(), began });
+        Ok(())
+    }
+
+    /// Forgets the newest savepoint named `name` and every later one, keeping their changes;
+    /// commits when that savepoint started the transaction.
+    pub fn release_savepoint(&mut self, name: &str) -> Result<()> {
+        let i = self.find_savepoint(name)?;
+        let began = self.savepoints[i].began;
+        self.savepoints.truncate(i);
+        if began { self.commit() } else { Ok(()) }
+    }
+
+    /// Undoes every change made since the newest savepoint named `name`, which stays set
+    /// (later ones are forgotten); the transaction stays open.
+    pub fn rollback_to_savepoint(&mut self, name: &str) -> Result<()> {
+        let i = self.find_savepoint(name)?;
+        self.savepoints.truncate(i + 1);
+        let mark = self.savepoints[i].mark.clone();
+        let store = self.store.clone();
+        let t = self.txn.as_mut().ok_or_else(no_transaction)?;
+        t.rollback_to(&store, mark);
+        Ok(())
+    }
+
+    fn find_savepoint(&self, name: &str) -> Result<usize> {
+        self.savepoints.iter().rposition(|s| s.name == name).ok_or_else(|| Error::Transaction {
+            reason: format!("no savepoint named '{name}' is set"),
+        })
     }
 
     /// A table as this connection sees it now (its open transaction's writes included).

@@ -54,7 +54,7 @@ pub struct Transaction {
 }
 
 /// A point inside a transaction to roll back to ([`Transaction::savepoint`]).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Savepoint {
     tables: BTreeMap<Arc<str>, Arc<TableSnapshot>>,
     ops: usize,

@@ -271,6 +271,36 @@ fn connections_carry_transactions() {
 }
 
 #[test]
+fn savepoints_through_the_api_and_sql_are_one_stack() {
+    let db = Database::open_in_memory().unwrap();
+    db.create_table("a", &people()).unwrap();
+    let conn = db.connect();
+    let t = conn.table("a").unwrap();
+    conn.begin().unwrap();
+    t.insert_row(Row::new().set("name", "kept")).unwrap();
+    conn.savepoint("s1").unwrap();
+    t.insert_row(Row::new().set("name", "undone")).unwrap();
+    // Set through SQL, rolled back to through the API: one stack per connection.
+    conn.sql("SAVEPOINT s2").unwrap();
+    t.insert_row(Row::new().set("name", "undone too")).unwrap();
+    conn.rollback_to_savepoint("s1").unwrap();
+    assert_eq!(t.count().unwrap(), 1);
+    assert!(conn.release_savepoint("s2").is_err(), "s2 went with the rollback to s1");
+    conn.release_savepoint("s1").unwrap();
+    assert!(conn.in_transaction(), "s1 did not start the transaction");
+    conn.commit().unwrap();
+    assert_eq!(db.table("a").unwrap().count().unwrap(), 1);
+    // A savepoint without a transaction starts one; releasing it commits.
+    conn.savepoint("auto").unwrap();
+    t.insert_row(Row::new().set("name", "second")).unwrap();
+    assert_eq!(db.table("a").unwrap().count().unwrap(), 1, "not committed yet");
+    conn.release_savepoint("auto").unwrap();
+    assert!(!conn.in_transaction());
+    assert_eq!(db.table("a").unwrap().count().unwrap(), 2);
+    assert!(conn.rollback_to_savepoint("auto").is_err());
+}
+
+#[test]
 fn schema_evolution() {
     let db = Database::open_in_memory().unwrap();
     let t = db.create_table("people", &people()).unwrap();

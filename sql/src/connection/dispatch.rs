@@ -180,12 +180,11 @@ impl SqlConnection {
             match s.as_ref() {
                 Statement::StartTransaction { .. }
                 | Statement::Commit { .. }
-                | Statement::Rollback { savepoint: None, .. } => {
+                | Statement::Rollback { .. }
+                | Statement::Savepoint { .. }
+                | Statement::ReleaseSavepoint { .. } => {
                     self.transaction_control(s).unwrap_or(Ok(()))?;
                     return Ok(Outcome::Batches(Vec::new()));
-                }
-                Statement::Rollback { savepoint: Some(_), .. } | Statement::Savepoint { .. } => {
-                    return Err(Error::unsupported("savepoints"));
                 }
                 Statement::AlterTable(a) => {
                     Box::pin(self.alter_table(&a.name, &a.operations, a.if_exists)).await?;
@@ -210,10 +209,25 @@ impl SqlConnection {
     /// Runs `BEGIN` / `START TRANSACTION`, `COMMIT` or `ROLLBACK` (without a savepoint) on
     /// the session; `None` when `s` is none of them.
     pub(super) fn transaction_control(&self, s: &Statement) -> Option<Result<()>> {
+        // Savepoint names fold as other identifiers do (unless quoted).
+        let name = |i: &datafusion::sql::sqlparser::ast::Ident| {
+            if i.quote_style.is_none() && self.fold_case() {
+                i.value.to_lowercase()
+            } else {
+                i.value.clone()
+            }
+        };
         let r = match s {
             Statement::StartTransaction { .. } => self.binding.session().lock().begin(false),
             Statement::Commit { .. } => self.binding.session().lock().commit(),
             Statement::Rollback { savepoint: None, .. } => self.binding.session().lock().rollback(),
+            Statement::Rollback { savepoint: Some(p), .. } => {
+                self.binding.session().lock().rollback_to_savepoint(&name(p))
+            }
+            Statement::Savepoint { name: p } => self.binding.session().lock().savepoint(&name(p)),
+            Statement::ReleaseSavepoint { name: p } => {
+                self.binding.session().lock().release_savepoint(&name(p))
+            }
             _ => return None,
         };
         Some(r.map_err(Into::into))
