@@ -26,6 +26,9 @@ mod import;
 mod interrupt;
 mod output;
 mod shell;
+// Reading the terminal's width (`term.rs`) takes one ioctl.
+#[allow(unsafe_code)]
+mod term;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;

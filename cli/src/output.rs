@@ -56,11 +56,14 @@ pub struct Printer {
     /// The text of NULL (`.nullvalue`); `None`: `NULL` in table and line modes, an empty
     /// field in CSV.
     pub null: Option<String>,
+    /// The width a table must fit (a terminal's); columns that do not fit are left out
+    /// from the middle, shown as one `…` column, with a note. `None`: no limit.
+    pub fit_width: Option<usize>,
 }
 
 impl Default for Printer {
     fn default() -> Self {
-        Printer { mode: Mode::Table, max_width: 40, headers: true, null: None }
+        Printer { mode: Mode::Table, max_width: 40, headers: true, null: None, fit_width: None }
     }
 }
 
@@ -181,25 +184,31 @@ impl Printer {
                 rows.push(row);
             }
         }
+        let shown = fit_columns(&widths, self.fit_width);
+        // The display columns: `Some(c)` a result column, `None` the `…` of those left out.
+        let shown_w: Vec<usize> = shown.iter().map(|c| c.map_or(1, |c| widths[c])).collect();
         let rule = {
             let mut s = String::from("+");
-            for w in &widths {
+            for w in &shown_w {
                 s.push_str(&"-".repeat(w + 2));
                 s.push('+');
             }
             s
         };
+        let gap = vec![("…".to_string(), 1)];
         let line = |out: &mut dyn Write,
                     cells: &[Vec<(String, usize)>],
                     right: &[bool]|
          -> std::io::Result<()> {
-            let height = cells.iter().map(Vec::len).max().unwrap_or(1).max(1);
+            let cell = |c: Option<usize>| c.map_or(&gap, |c| &cells[c]);
+            let height = shown.iter().map(|c| cell(*c).len()).max().unwrap_or(1).max(1);
             for i in 0..height {
                 let mut s = String::from("|");
-                for (cell, (&col_w, &r)) in cells.iter().zip(widths.iter().zip(right)) {
-                    let (text, w) = cell.get(i).map_or(("", 0), |(t, w)| (t.as_str(), *w));
+                for (c, &col_w) in shown.iter().zip(&shown_w) {
+                    let lines = cell(*c);
+                    let (text, w) = lines.get(i).map_or(("", 0), |(t, w)| (t.as_str(), *w));
                     let pad = " ".repeat(col_w - w);
-                    if r {
+                    if c.is_some_and(|c| right[c]) {
                         s.push_str(&format!(" {pad}{text} |"));
                     } else {
                         s.push_str(&format!(" {text}{pad} |"));
@@ -221,7 +230,17 @@ impl Printer {
             writeln!(out, "{rule}")?;
         }
         let n = rows.len();
-        writeln!(out, "({n} row{})", if n == 1 { "" } else { "s" })?;
+        let hidden = ncol - shown.iter().flatten().count();
+        if hidden > 0 {
+            writeln!(
+                out,
+                "({n} row{}, {ncol} columns, {hidden} not shown: too wide for the terminal; \
+                 .mode line shows every column)",
+                if n == 1 { "" } else { "s" }
+            )?;
+        } else {
+            writeln!(out, "({n} row{})", if n == 1 { "" } else { "s" })?;
+        }
         Ok(n as u64)
     }
 
@@ -265,6 +284,39 @@ impl Printer {
         }
         (out, w)
     }
+}
+
+/// The columns a table of columns `widths` wide shows within `limit` terminal columns:
+/// all when they fit, else as many as fit taken alternately from the left and the right
+/// end, with `None` (one `…` column) where the others were; the first column always.
+fn fit_columns(widths: &[usize], limit: Option<usize>) -> Vec<Option<usize>> {
+    let all: Vec<Option<usize>> = (0..widths.len()).map(Some).collect();
+    // A column takes its width plus three: a space each side and its right border.
+    let total = 1 + widths.iter().map(|w| w + 3).sum::<usize>();
+    let Some(limit) = limit.filter(|l| total > *l && widths.len() > 1) else { return all };
+    let mut used = 1 + 4; // the left border and the `…` column
+    let (mut left, mut right) = (Vec::new(), Vec::new());
+    let (mut lo, mut hi) = (0, widths.len());
+    let mut from_left = true;
+    while lo < hi {
+        let c = if from_left { lo } else { hi - 1 };
+        if used + widths[c] + 3 > limit && !(left.is_empty() && from_left) {
+            break;
+        }
+        used += widths[c] + 3;
+        if from_left {
+            left.push(Some(c));
+            lo += 1;
+        } else {
+            right.push(Some(c));
+            hi -= 1;
+        }
+        from_left = !from_left;
+    }
+    right.reverse();
+    left.push(None);
+    left.extend(right);
+    left
 }
 
 /// Display width of a string in terminal columns.
@@ -436,6 +488,46 @@ mod tests {
         assert_eq!(float(1.0 / 3.0), "0.333333");
         assert_eq!(float32(21.117), "21.117");
         assert_eq!(float32(0.1), "0.1");
+    }
+
+    #[test]
+    fn tables_wider_than_the_terminal_leave_out_middle_columns() {
+        assert_eq!(fit_columns(&[3, 3, 3], None), [Some(0), Some(1), Some(2)]);
+        assert_eq!(fit_columns(&[3, 3, 3], Some(19)), [Some(0), Some(1), Some(2)]);
+        // 1 + 6 * 6 = 37 columns needed; 22 fit the first, the last and the `…` (17).
+        assert_eq!(fit_columns(&[3; 6], Some(22)), [Some(0), None, Some(5)]);
+        assert_eq!(fit_columns(&[3; 6], Some(23)), [Some(0), Some(1), None, Some(5)]);
+        assert_eq!(fit_columns(&[3; 6], Some(30)), [Some(0), Some(1), None, Some(4), Some(5)]);
+        // The first column shows even when it alone is too wide.
+        assert_eq!(fit_columns(&[50, 3], Some(20)), [Some(0), None]);
+    }
+
+    #[test]
+    fn a_table_too_wide_shows_its_ends_and_says_what_it_left_out() {
+        use basalt::arrow::array::Int64Array;
+        use basalt::arrow::schema::{Field, Schema};
+        use std::sync::Arc;
+        let fields: Vec<Field> =
+            (0..6).map(|i| Field::new(format!("c{i}"), DataType::Int64, true)).collect();
+        let schema = Arc::new(Schema::new(fields));
+        let cols: Vec<ArrayRef> =
+            (0..6).map(|i| Arc::new(Int64Array::from(vec![100 + i])) as ArrayRef).collect();
+        let batch = RecordBatch::try_new(schema.clone(), cols).unwrap();
+        let p = Printer { fit_width: Some(22), ..Printer::default() };
+        let mut out = Vec::new();
+        p.print(&mut out, &schema, &mut std::iter::once(Ok(batch))).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(
+            text,
+            "+-----+---+-----+\n\
+             | c0  | … | c5  |\n\
+             +-----+---+-----+\n\
+             | 100 | … | 105 |\n\
+             +-----+---+-----+\n\
+             (1 row, 6 columns, 4 not shown: too wide for the terminal; .mode line shows every \
+             column)\n"
+        );
+        assert!(text.lines().all(|l| l.chars().count() <= 22 || l.starts_with('(')));
     }
 
     #[test]

@@ -334,6 +334,11 @@ impl Shell {
         let start = Instant::now();
         let mut rows = self.conn.sql_stream(sql)?;
         let schema = rows.schema();
+        // Only a table shown on a terminal leaves out columns that do not fit.
+        let fit_width = match &self.out {
+            Out::Stdout(_) if self.printer.mode == Mode::Table => crate::term::stdout_width(),
+            _ => None,
+        };
         let out = self.out.writer();
         let word = first_word(sql).to_ascii_uppercase();
         if matches!(word.as_str(), "INSERT" | "UPDATE" | "DELETE" | "TRUNCATE" | "COPY") {
@@ -361,7 +366,8 @@ impl Shell {
             let whole = Printer { max_width: usize::MAX, ..self.printer.clone() };
             whole.print(out, &schema, &mut rows)?;
         } else {
-            self.printer.print(out, &schema, &mut rows)?;
+            let printer = Printer { fit_width, ..self.printer.clone() };
+            printer.print(out, &schema, &mut rows)?;
         }
         if self.timer {
             writeln!(out, "Run Time: {:.3} ms", start.elapsed().as_secs_f64() * 1e3)?;
