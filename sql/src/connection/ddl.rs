@@ -381,13 +381,9 @@ impl SqlConnection {
                 }
             });
         }
-        if changes.len() > 1 {
-            return Err(Error::unsupported(
-                "several changes in one ALTER TABLE (run one ALTER TABLE per change)",
-            ));
-        }
-        for c in changes {
-            store.alter_table(&table, &c)?;
+        // One catalog change: every change takes effect, or none.
+        if !changes.is_empty() {
+            store.alter_table_all(&table, &changes)?;
         }
         Ok(())
     }

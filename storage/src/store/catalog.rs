@@ -341,6 +341,12 @@ impl Store {
     /// is ignored (and reclaimed by compaction), and a rename keeps id, type and data.
     /// Memtables are flushed first, so the log never holds rows of an older schema.
     pub fn alter_table(&self, table: &str, change: &AlterColumn) -> Result<()> {
+        self.alter_table_all(table, std::slice::from_ref(change))
+    }
+
+    /// [`Store::alter_table`] with several changes, applied in order and installed as one
+    /// catalog change: all of them take effect or, when one is refused, none.
+    pub fn alter_table_all(&self, table: &str, changes: &[AlterColumn]) -> Result<()> {
         let _w = self.writer()?;
         let mut head = self.head.lock();
         head.table(table)?;
@@ -356,35 +362,40 @@ impl Store {
         }
         let mut next = (**head).clone();
         let t = next.table(table)?.clone();
-        let schema = match change {
-            AlterColumn::Add(f) => {
-                if !f.is_nullable() && t.count() > 0 {
-                    return Err(Error::InvalidInput {
-                        table: table.to_string(),
-                        reason: format!(
-                            "cannot add NOT NULL column '{}' to a table with rows",
-                            f.name()
-                        ),
-                    });
+        let mut schema = (*t.schema).clone();
+        for change in changes {
+            schema = match change {
+                AlterColumn::Add(f) => {
+                    if !f.is_nullable() && t.count() > 0 {
+                        return Err(Error::InvalidInput {
+                            table: table.to_string(),
+                            reason: format!(
+                                "cannot add NOT NULL column '{}' to a table with rows",
+                                f.name()
+                            ),
+                        });
+                    }
+                    schema.with_added(f)?
                 }
-                t.schema.with_added(f)?
-            }
-            AlterColumn::Drop(name) => {
-                if let Some(e) = &t.fts
-                    && t.resolve(&[name.as_str()])
-                        .is_ok_and(|p| e.columns.contains(&t.schema.column_id_at(p[0])))
-                {
-                    return Err(Error::InvalidInput {
-                        table: table.to_string(),
-                        reason: format!(
-                            "column '{name}' is in the full-text index: drop the index first"
-                        ),
-                    });
+                AlterColumn::Drop(name) => {
+                    // By the schema as the earlier changes left it (a renamed column too).
+                    if let Some(e) = &t.fts
+                        && schema
+                            .index_of(name)
+                            .is_some_and(|p| e.columns.contains(&schema.column_id_at(p)))
+                    {
+                        return Err(Error::InvalidInput {
+                            table: table.to_string(),
+                            reason: format!(
+                                "column '{name}' is in the full-text index: drop the index first"
+                            ),
+                        });
+                    }
+                    schema.with_dropped(table, name)?
                 }
-                t.schema.with_dropped(table, name)?
-            }
-            AlterColumn::Rename { from, to } => t.schema.with_renamed(table, from, to)?,
-        };
+                AlterColumn::Rename { from, to } => schema.with_renamed(table, from, to)?,
+            };
+        }
         let mut nt = (*t).clone();
         nt.schema = Arc::new(schema);
         let id = nt.id;

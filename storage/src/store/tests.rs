@@ -1751,6 +1751,18 @@ fn columns_can_be_added_dropped_and_renamed_without_rewriting() {
     assert!(
         s.alter_table("t", &AlterColumn::Rename { from: "who".into(), to: "age".into() }).is_err()
     );
+    // Several changes: all or none; a full-text column renamed earlier in the same list
+    // still may not be dropped.
+    s.create_fts_index("t", &["who"], "default").unwrap();
+    let renamed_then_dropped = [
+        AlterColumn::Add(Field::new("extra", DataType::Int32, true)),
+        AlterColumn::Rename { from: "who".into(), to: "w2".into() },
+        AlterColumn::Drop("w2".into()),
+    ];
+    let e = s.alter_table_all("t", &renamed_then_dropped).unwrap_err();
+    assert!(e.to_string().contains("full-text index"), "{e}");
+    assert!(s.snapshot().table("t").unwrap().schema().index_of("extra").is_none());
+    s.drop_fts_index("t").unwrap();
     // Existing segments were not rewritten (only the memtable became one more).
     let files_after = fs.list_dir(Path::new("/db/t1")).unwrap();
     assert!(files_before.iter().all(|f| files_after.contains(f)));
