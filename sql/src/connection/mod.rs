@@ -229,6 +229,7 @@ impl SqlConnection {
             .with_analyzer_rule(Arc::new(crate::rules::checked::CheckedArithmetic::default()))
             .with_analyzer_rule(Arc::new(crate::rules::decimal::DecimalArithmetic::default()))
             .with_analyzer_rule(Arc::new(crate::rules::sum_shift::SumShift::default()))
+            .with_analyzer_rule(Arc::new(crate::rules::in_list_nulls::InListNulls))
             .with_optimizer_rule(Arc::new(crate::rules::join_order::JoinOrder::new(
                 fast_paths.clone(),
             )))

@@ -6,21 +6,23 @@
 //!    fall back to Arrow's kernels on overflow.
 //! 3. [`sum_shift::SumShift`] (analyzer): `sum(x + c)` as `sum(x) + c * count(x)` when an
 //!    aggregate lists several shifts of one column.
-//! 4. [`join_order::JoinOrder`] (logical optimizer): clusters of inner joins in the order
+//! 4. [`in_list_nulls::InListNulls`] (analyzer): pairs of IN lists that DataFusion's
+//!    simplifier would fold to a constant keep their NULL answer.
+//! 5. [`join_order::JoinOrder`] (logical optimizer): clusters of inner joins in the order
 //!    of estimated sizes.
-//! 5. [`dictionary::FuseGroupBy`] (physical): the execs that read dictionary codes —
+//! 6. [`dictionary::FuseGroupBy`] (physical): the execs that read dictionary codes —
 //!    per-entry filters, semi-join reduction, dictionary joins, fused group-bys — and
 //!    `count` / `min` / `max` answered from row-group metadata.
-//! 6. [`vector_topk::VectorTopKRule`] (physical): `ORDER BY <distance> LIMIT k` answered by
+//! 7. [`vector_topk::VectorTopKRule`] (physical): `ORDER BY <distance> LIMIT k` answered by
 //!    the storage top-k.
-//! 7. [`bucket_sort::BucketSortRule`] (physical): sorts under a limit emitted one
+//! 8. [`bucket_sort::BucketSortRule`] (physical): sorts under a limit emitted one
 //!    dictionary value at a time.
-//! 8. [`serial::SmallLimitSerial`] (physical): no round-robin repartition above a small
+//! 9. [`serial::SmallLimitSerial`] (physical): no round-robin repartition above a small
 //!    limited input.
-//! 9. [`recursion::RecursionLimit`] (physical): a bound on the iterations of `WITH
+//! 10. [`recursion::RecursionLimit`] (physical): a bound on the iterations of `WITH
 //!    RECURSIVE`.
 //!
-//! Rules 4–8 are fast paths, off with `Connection::set_fast_paths(false)`; 1–3 and 9 are
+//! Rules 5–9 are fast paths, off with `Connection::set_fast_paths(false)`; 1–4 and 10 are
 //! always on. The execs they place live in [`crate::exec`].
 //!
 //! What this module must not do: change what a query returns.
@@ -29,6 +31,7 @@ pub mod bucket_sort;
 pub mod checked;
 pub mod decimal;
 pub mod dictionary;
+pub mod in_list_nulls;
 pub mod join_order;
 pub mod recursion;
 pub mod serial;
