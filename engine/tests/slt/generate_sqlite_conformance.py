@@ -191,7 +191,82 @@ class Gen:
         return f"SELECT {items} FROM t2{where}"
 
 
-FAMILIES = ["select_expr", "aggregate", "join", "subquery", "setop", "ordered", "text"]
+
+
+
+    def division(self):
+        r = self.r
+        # Integer division and remainder truncate toward zero in both engines; a zero
+        # divisor is NULL in SQLite and an error in Basalt, so divisors go through nullif.
+        items = []
+        for _ in range(r.randint(1, 3)):
+            op = r.choice(["/", "%"])
+            items.append(f"{self.expr(COLS1, 1)} {op} nullif({self.col(COLS1)}, 0)")
+        where = f" WHERE {self.cond(COLS1)}" if r.random() < 0.5 else ""
+        return f"SELECT {', '.join(items)} FROM t1{where}"
+
+    def window(self):
+        r = self.r
+        part = self.col(COLS1)
+        # Order by every column so that the frame order is total (rows tie otherwise).
+        order = ", ".join(f"{c} {r.choice(['ASC', 'DESC'])} NULLS FIRST" for c in COLS1)
+        fn = r.choice(["row_number()", "rank()", "dense_rank()", f"sum({self.col(COLS1)})",
+                       f"count({self.col(COLS1)})", f"max({self.col(COLS1)})",
+                       f"lag({self.col(COLS1)})", f"lead({self.col(COLS1)}, 2)",
+                       f"first_value({self.col(COLS1)})"])
+        frame = r.choice(["", " ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING",
+                          " ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW"])
+        if fn.split("(")[0] in ("row_number", "rank", "dense_rank", "lag", "lead"):
+            frame = ""
+        over = (f"OVER (PARTITION BY {part} ORDER BY {order}{frame})" if r.random() < 0.6
+                else f"OVER (ORDER BY {order}{frame})")
+        return f"SELECT {', '.join(COLS1)}, {fn} {over} FROM t1"
+
+    def grouped(self):
+        r = self.r
+        g = self.expr(COLS1, 1)
+        aggs = r.sample(["count(*)", f"sum({self.col(COLS1)})", f"min({self.expr(COLS1, 1)})",
+                         f"max({self.col(COLS1)})", f"count(DISTINCT {self.col(COLS1)})",
+                         f"sum(CASE WHEN {self.cond(COLS1, 0)} THEN 1 ELSE 0 END)"],
+                        r.randint(1, 3))
+        having = ""
+        if r.random() < 0.6:
+            having = (f" HAVING {r.choice(['count(*)', 'sum(' + self.col(COLS1) + ')', 'min(' + self.col(COLS1) + ')'])} "
+                      f"{r.choice(['>', '<', '>=', '<>'])} {r.randint(-2, 20)}")
+        return f"SELECT {g}, {', '.join(aggs)} FROM t1 GROUP BY {g}{having}"
+
+    def outer(self):
+        r = self.r
+        c = self.col(COLS1)
+        k = r.randint(0, 3)
+        if k == 0:
+            return f"SELECT t1.{c}, t2.s FROM t1 LEFT JOIN t2 ON t2.x = t1.{c} WHERE t2.x IS NULL"
+        if k == 1:
+            return (f"SELECT t2.x, count(t1.{c}), sum(t1.{self.col(COLS1)}) FROM t2 LEFT JOIN t1 "
+                    f"ON t1.{c} = t2.x GROUP BY t2.x")
+        if k == 2:
+            return (f"SELECT t1.{c}, t2.y FROM t1 FULL JOIN t2 ON t1.{c} = t2.y "
+                    f"WHERE {r.choice(['t1.' + c + ' IS NULL', 't2.y IS NULL', 't1.' + c + ' > 5'])}")
+        return (f"SELECT t1.{c}, coalesce(t2.s, 'none') FROM t1 LEFT JOIN t2 ON t2.x = t1.{c} "
+                f"AND t2.y > {r.randint(-5, 20)}")
+
+    def cte(self):
+        r = self.r
+        c1, c2 = r.sample(COLS1, 2)
+        k = r.randint(0, 2)
+        if k == 0:
+            return (f"WITH w AS (SELECT {c1} AS p, {self.expr(COLS1, 1)} AS q FROM t1 WHERE "
+                    f"{self.cond(COLS1, 0)}) SELECT p, q FROM w WHERE q IS NOT NULL")
+        if k == 1:
+            return (f"WITH g AS (SELECT {c1} AS k, count(*) AS n FROM t1 GROUP BY {c1}) "
+                    f"SELECT k, n FROM g WHERE n {r.choice(['>', '='])} {r.randint(1, 2)}")
+        return (f"WITH a AS (SELECT {c1} AS v FROM t1), b AS (SELECT x AS v FROM t2) "
+                f"SELECT v FROM a WHERE v {r.choice(['', 'NOT '])}IN (SELECT v FROM b WHERE v "
+                f"IS NOT NULL)")
+
+
+FAMILIES = ["select_expr", "aggregate", "join", "subquery", "setop", "ordered", "text",
+            "division", "window", "grouped", "outer", "cte"]
 
 
 def norm(v):
@@ -276,7 +351,10 @@ def main():
         g = Gen(random.Random(f"{SEED}-{fam}"))
         queries, expected = [], []
         seen = set()
-        while len(queries) < per_family:
+        attempts = 0
+        # A family with fewer distinct shapes than asked for stops at what it has.
+        while len(queries) < per_family and attempts < per_family * 20:
+            attempts += 1
             q = getattr(g, fam)()
             if q in seen:
                 continue
