@@ -108,16 +108,15 @@ pub(crate) async fn plan_prepared(
     state: &datafusion::execution::session_state::SessionState,
     stmt: DfStatement,
 ) -> datafusion::error::Result<datafusion::logical_expr::LogicalPlan> {
-    let retry = stmt.clone();
-    match Box::pin(state.statement_to_plan(stmt)).await {
-        Err(e) if crate::unique_names::is_duplicate_names(&e) => {
-            let mut s = retry;
+    let retry = crate::unique_names::has_repeated_items(&stmt).then(|| stmt.clone());
+    match (Box::pin(state.statement_to_plan(stmt)).await, retry) {
+        (Err(e), Some(mut s)) if crate::unique_names::is_duplicate_names(&e) => {
             if !crate::unique_names::name_repeated_items(&mut s) {
                 return Err(e);
             }
             Box::pin(state.statement_to_plan(s)).await
         }
-        r => r,
+        (r, _) => r,
     }
 }
 

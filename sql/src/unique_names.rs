@@ -16,11 +16,47 @@ use std::ops::ControlFlow;
 
 use datafusion::error::DataFusionError;
 use datafusion::sql::parser::Statement as DfStatement;
-use datafusion::sql::sqlparser::ast::{Expr, Ident, Select, SelectItem, VisitMut, VisitorMut};
+use datafusion::sql::sqlparser::ast::{
+    Expr, Ident, Select, SelectItem, Visit, VisitMut, Visitor, VisitorMut,
+};
 
 /// Whether a planning error is DataFusion's refusal of a projection with repeated names.
 pub(crate) fn is_duplicate_names(e: &DataFusionError) -> bool {
     e.to_string().contains("Projections require unique expression names")
+}
+
+/// Whether some `SELECT` of `stmt` repeats an unnamed item (what
+/// [`name_repeated_items`] would alias): only such a statement needs a copy kept for a
+/// second planning, so a large `INSERT … VALUES` is never copied.
+pub(crate) fn has_repeated_items(stmt: &DfStatement) -> bool {
+    struct Finder;
+    impl Visitor for Finder {
+        type Break = ();
+        fn pre_visit_select(&mut self, s: &Select) -> ControlFlow<()> {
+            let mut keys = HashSet::new();
+            for item in &s.projection {
+                if let SelectItem::UnnamedExpr(e) = item
+                    && !keys.insert(key(e))
+                {
+                    return ControlFlow::Break(());
+                }
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let found = |c: ControlFlow<()>| c.is_break();
+    match stmt {
+        DfStatement::Statement(s) => found(s.visit(&mut Finder)),
+        DfStatement::Explain(e) => match e.statement.as_ref() {
+            DfStatement::Statement(s) => found(s.visit(&mut Finder)),
+            _ => false,
+        },
+        DfStatement::CopyTo(c) => match &c.source {
+            datafusion::sql::parser::CopyToSource::Query(q) => found(q.visit(&mut Finder)),
+            _ => false,
+        },
+        _ => false,
+    }
 }
 
 /// Aliases repeated unnamed items in every `SELECT` of `stmt`; whether any changed.
@@ -129,6 +165,11 @@ fn name(e: &Expr) -> String {
 mod tests {
     use super::*;
 
+    fn has(sql: &str) -> bool {
+        let opts = datafusion::config::ConfigOptions::default();
+        has_repeated_items(&crate::parse::parse_one(&opts, sql).unwrap())
+    }
+
     fn named(sql: &str) -> String {
         let opts = datafusion::config::ConfigOptions::default();
         let mut s = crate::parse::parse_one(&opts, sql).unwrap();
@@ -146,6 +187,8 @@ mod tests {
             named("SELECT count(*), COUNT(*) AS \"count(*):1\" , count(*) FROM t"),
             "SELECT count(*) AS \"count(*)\", COUNT(*) AS \"count(*):1\", count(*) AS \"count(*):2\" FROM t"
         );
+        assert!(has("SELECT a, t.a FROM t") && has("SELECT x FROM (SELECT 1, 1) s"));
+        assert!(!has("SELECT a, b, a AS c FROM t") && !has("INSERT INTO t VALUES (1, 1)"));
         // Subqueries are named too; a projection without repeats is left as written.
         assert_eq!(
             named("SELECT x FROM (SELECT 1, 1) s WHERE y IN (SELECT c FROM u)"),
