@@ -107,7 +107,8 @@ usage:
   basalt --version | --help
 
 options:
-  --mode table|csv|json|line   output mode (default table)
+  --mode table|csv|json|line|list
+                               output mode (default table)
   --readonly                   open DB read-only (next to a running writer)
   --timer                      print each statement's run time
   -bail, --bail                stop a script at its first error

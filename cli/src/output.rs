@@ -1,4 +1,4 @@
-//! Printing query results: aligned tables, CSV, JSON and one-value-per-line.
+//! Printing query results: aligned tables, CSV, JSON, one-value-per-line and sqlite3's list.
 //!
 //! Owns how a result looks on the terminal or in a file; it never runs SQL. Table mode
 //! collects the whole result (column widths depend on every row); the other modes print
@@ -24,6 +24,10 @@ pub enum Mode {
     Json,
     /// `column = value`, one per line, a blank line between rows.
     Line,
+    /// sqlite3's list mode: a row per line, values joined by the separator (`|` unless
+    /// `.separator` says otherwise), NULL empty; the column names first unless
+    /// `.headers off`.
+    List,
 }
 
 impl Mode {
@@ -34,9 +38,10 @@ impl Mode {
             "csv" => Mode::Csv,
             "json" => Mode::Json,
             "line" => Mode::Line,
+            "list" => Mode::List,
             other => {
                 return Err(CliError::Usage(format!(
-                    "unknown mode '{other}' (table, csv, json or line)"
+                    "unknown mode '{other}' (table, csv, json, line or list)"
                 )));
             }
         })
@@ -59,11 +64,20 @@ pub struct Printer {
     /// The width a table must fit (a terminal's); columns that do not fit are left out
     /// from the middle, shown as one `…` column, with a note. `None`: no limit.
     pub fit_width: Option<usize>,
+    /// What separates values in list mode (`.separator`).
+    pub separator: String,
 }
 
 impl Default for Printer {
     fn default() -> Self {
-        Printer { mode: Mode::Table, max_width: 40, headers: true, null: None, fit_width: None }
+        Printer {
+            mode: Mode::Table,
+            max_width: 40,
+            headers: true,
+            null: None,
+            fit_width: None,
+            separator: "|".into(),
+        }
     }
 }
 
@@ -142,6 +156,26 @@ impl Printer {
                             let pad = name_w - width(f.name());
                             writeln!(out, "{}{} = {}", " ".repeat(pad), f.name(), cols.text(c, r))?;
                         }
+                        n += 1;
+                    }
+                }
+                Ok(n)
+            }
+            Mode::List => {
+                let sep = self.separator.as_str();
+                if self.headers {
+                    let names: Vec<&str> =
+                        schema.fields().iter().map(|f| f.name().as_str()).collect();
+                    writeln!(out, "{}", names.join(sep))?;
+                }
+                let mut n = 0;
+                for b in batches {
+                    let b = b?;
+                    let cols = Cells::new(&b, self.null.as_deref().unwrap_or(""))?;
+                    for r in 0..b.num_rows() {
+                        let row: Vec<String> =
+                            (0..b.num_columns()).map(|c| cols.text(c, r)).collect();
+                        writeln!(out, "{}", row.join(sep))?;
                         n += 1;
                     }
                 }

@@ -74,7 +74,8 @@ pub struct Shell {
 const HELP: &str = "\
 .tables                  list tables
 .schema [TABLE]          CREATE statements of every table (or one), with full-text indexes
-.mode table|csv|json|line  output mode
+.mode table|csv|json|line|list  output mode
+.separator SEP           what separates values in list mode (default |)
 .timer on|off            print each statement's run time
 .headers on|off          column names above table and CSV output
 .nullvalue TEXT          how NULL is shown (table, line and CSV modes)
@@ -405,7 +406,11 @@ impl Shell {
             }
             ".mode" => match arg(1) {
                 Some(m) => self.printer.mode = Mode::parse(m)?,
-                None => return Err(CliError::Usage(".mode table|csv|json|line".into())),
+                None => return Err(CliError::Usage(".mode table|csv|json|line|list".into())),
+            },
+            ".separator" => match arg(1) {
+                Some(sep) => self.printer.separator = unescape(sep),
+                None => return Err(CliError::Usage(".separator SEP".into())),
             },
             ".timer" => self.timer = on_off(arg(1), ".timer on|off")?,
             ".bail" => self.bail = on_off(arg(1), ".bail on|off")?,
@@ -479,6 +484,11 @@ impl Shell {
         }
         Ok(Flow::Continue)
     }
+}
+
+/// A separator as typed: `\t` and `\n` stand for a tab and a line break, as in sqlite3.
+fn unescape(s: &str) -> String {
+    s.replace("\\t", "\t").replace("\\n", "\n")
 }
 
 /// `on` or `off` as a boolean.

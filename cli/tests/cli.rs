@@ -220,6 +220,14 @@ fn shell_output_conventions() {
     );
     assert!(plan.contains("BasaltScan: table=t"), "{plan}");
     assert!(!plan.contains('…'), "{plan}");
+    // sqlite3's list mode, its separator, NULL empty unless .nullvalue says otherwise.
+    let out = ok(
+        &["--mode", "list"],
+        Some(
+            "SELECT 1 AS a, NULL AS b, 'x y' AS c;\n.headers off\n.separator \\t\nSELECT 2, 'z';\n",
+        ),
+    );
+    assert_eq!(out, "a|b|c\n1||x y\n2\tz\n");
     // .once sends only the next result to a file.
     let dir = tempfile::tempdir().expect("temp dir");
     let f = dir.path().join("once.csv");
