@@ -117,6 +117,33 @@ pub enum Error {
         /// The table name.
         table: String,
     },
+    /// A write would give two rows the same primary or unique key. Nothing of the write
+    /// was applied.
+    #[error(
+        "duplicate key in table '{table}': {constraint} ({columns}) = ({value}) already exists"
+    )]
+    UniqueViolation {
+        /// The table.
+        table: String,
+        /// The key's name.
+        constraint: String,
+        /// The key columns, comma-separated.
+        columns: String,
+        /// The duplicated key value, comma-separated.
+        value: String,
+    },
+    /// An index (or key) with that name already exists.
+    #[error("index '{index}' already exists")]
+    IndexExists {
+        /// The index name.
+        index: String,
+    },
+    /// No index with that name exists.
+    #[error("index '{index}' does not exist")]
+    IndexNotFound {
+        /// The index name.
+        index: String,
+    },
     /// A view with that name already exists.
     #[error("view '{view}' already exists")]
     ViewExists {

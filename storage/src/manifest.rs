@@ -1,6 +1,6 @@
 //! The manifest: the single source of truth for which tables and segments exist.
 //!
-//! # Byte layout (format version 4), file `MANIFEST`
+//! # Byte layout (format version 5), file `MANIFEST`
 //!
 //! ```text
 //! magic "BSLTMAN\0" (8) | format version u32 | body length u64 | body | CRC-32C u32
@@ -17,9 +17,11 @@
 //! index its table id (u64), directory id (u64), tokenizer name and column count (u32) with
 //! the column ids (u32 each); then (since version 4) flags (u32): bit 0 = *the log is kept*
 //! — the log file whose first LSN is `wal_lsn + 1` exists for as long as this manifest is
-//! in force, so a writer open that does not find it knows commits may be lost. Versions 1
-//! (no views), 2 (no full-text indexes) and 3 (no flags) are still read; every install
-//! writes version 4.
+//! in force, so a writer open that does not find it knows commits may be lost; then (since
+//! version 5) key and index count (u32) and per definition its table id (u64), name, kind
+//! (u32: 0 index, 1 unique, 2 primary key) and column count (u32) with the column ids (u32
+//! each). Versions 1 (no views), 2 (no full-text indexes), 3 (no flags) and 4 (no keys) are
+//! still read; every install writes version 5.
 //!
 //! # Atomic replacement
 //!
@@ -61,7 +63,7 @@ use crate::io::{SlotFile, Vfs};
 use crate::types::{ColumnDef, TableSchema};
 
 /// Current manifest format version.
-pub const MANIFEST_FORMAT_VERSION: u32 = 4;
+pub const MANIFEST_FORMAT_VERSION: u32 = 5;
 /// Oldest manifest format version still read.
 pub const MANIFEST_OLDEST_VERSION: u32 = 1;
 /// File name of the manifest inside the database directory.
@@ -109,6 +111,47 @@ pub struct TableEntry {
     pub segments: Vec<SegmentEntry>,
     /// The table's full-text index, if it has one.
     pub fts: Option<FtsEntry>,
+    /// Its primary key, unique keys and indexes, in creation order.
+    pub indexes: Vec<IndexDef>,
+}
+
+/// What an [`IndexDef`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IndexKind {
+    /// `CREATE INDEX`: an ordered index, no constraint.
+    Index,
+    /// `UNIQUE` / `CREATE UNIQUE INDEX`: no two rows whose key columns are all non-NULL have
+    /// the same key.
+    Unique,
+    /// `PRIMARY KEY`: unique, and its columns are `NOT NULL` (at most one per table).
+    PrimaryKey,
+}
+
+impl IndexKind {
+    fn code(self) -> u32 {
+        match self {
+            IndexKind::Index => 0,
+            IndexKind::Unique => 1,
+            IndexKind::PrimaryKey => 2,
+        }
+    }
+
+    /// Whether it forbids two rows with the same key.
+    pub fn is_unique(self) -> bool {
+        self != IndexKind::Index
+    }
+}
+
+/// A key or index of a table as the manifest records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexDef {
+    /// Its name, unique in the database.
+    pub name: String,
+    /// Index, unique key or primary key.
+    pub kind: IndexKind,
+    /// The key columns by column id, in key order (renames keep the index; drops are
+    /// refused).
+    pub columns: Vec<u32>,
 }
 
 /// A full-text index as the manifest records it.
@@ -228,6 +271,18 @@ impl Manifest {
             }
         }
         b.u32(u32::from(self.log_kept));
+        let indexes: Vec<(u64, &IndexDef)> =
+            self.tables.iter().flat_map(|t| t.indexes.iter().map(move |i| (t.id, i))).collect();
+        b.u32(indexes.len() as u32);
+        for (table_id, i) in indexes {
+            b.u64(table_id);
+            b.str(&i.name);
+            b.u32(i.kind.code());
+            b.u32(i.columns.len() as u32);
+            for c in &i.columns {
+                b.u32(*c);
+            }
+        }
         let body = b.finish();
         let mut out = Vec::with_capacity(body.len() + 24);
         out.extend_from_slice(MAGIC);
@@ -311,7 +366,15 @@ impl Manifest {
                     deleted: d.u64("deleted rows")?,
                 });
             }
-            m.tables.push(TableEntry { id, name, schema, next_row_id, segments, fts: None });
+            m.tables.push(TableEntry {
+                id,
+                name,
+                schema,
+                next_row_id,
+                segments,
+                fts: None,
+                indexes: Vec::new(),
+            });
         }
         if version >= 2 {
             let nviews = d.count(8, "view count")?;
@@ -345,6 +408,35 @@ impl Manifest {
                 return Err(d.err(format!("unknown manifest flags {flags:#x}")));
             }
             m.log_kept = flags & 1 == 1;
+        }
+        if version >= 5 {
+            let n = d.count(24, "index count")?;
+            for _ in 0..n {
+                let table_id = d.u64("index table id")?;
+                let name = d.str("index name")?.to_string();
+                let kind = match d.u32("index kind")? {
+                    0 => IndexKind::Index,
+                    1 => IndexKind::Unique,
+                    2 => IndexKind::PrimaryKey,
+                    k => return Err(d.err(format!("unknown index kind {k}"))),
+                };
+                let ncols = d.count(4, "index column count")?;
+                let mut columns = Vec::with_capacity(ncols);
+                for _ in 0..ncols {
+                    columns.push(d.u32("index column id")?);
+                }
+                let Some(t) = m.tables.iter_mut().find(|t| t.id == table_id) else {
+                    return Err(d.err(format!("index '{name}' of unknown table {table_id}")));
+                };
+                if columns.is_empty()
+                    || columns.iter().any(|c| t.schema.position_of_id(*c).is_none())
+                {
+                    return Err(
+                        d.err(format!("index '{name}' names a column table {table_id} lacks"))
+                    );
+                }
+                t.indexes.push(IndexDef { name, kind, columns });
+            }
         }
         d.finish("manifest")?;
         Ok(m)
@@ -461,6 +553,14 @@ mod tests {
                     deleted: 3,
                 }],
                 fts: Some(FtsEntry { dir_id: 5, tokenizer: "english".into(), columns: vec![2, 1] }),
+                indexes: vec![
+                    IndexDef {
+                        name: "t_pkey".into(),
+                        kind: IndexKind::PrimaryKey,
+                        columns: vec![1],
+                    },
+                    IndexDef { name: "t_b_a".into(), kind: IndexKind::Index, columns: vec![2, 1] },
+                ],
             }],
             views: vec![("v".into(), "SELECT a FROM t WHERE b = 'x'".into())],
             log_kept: true,
@@ -490,30 +590,37 @@ mod tests {
 
     #[test]
     fn older_versions_are_read() {
+        let with_keys = sample();
         let mut m = sample();
+        for t in &mut m.tables {
+            t.indexes.clear();
+        }
+        // A version-4 body is the version-5 body without the trailing key section.
+        let keys = with_keys.encode().len() - m.encode().len() + 4;
+        assert_eq!(Manifest::decode(&older(&with_keys, 4, keys), Path::new("M")).unwrap(), m);
         // A version-3 body is the version-4 body without the trailing flags (no promise
         // about the log).
-        let mut v3 = sample();
+        let mut v3 = m.clone();
         v3.log_kept = false;
-        assert_eq!(Manifest::decode(&older(&m, 3, 4), Path::new("M")).unwrap(), v3);
+        assert_eq!(Manifest::decode(&older(&m, 3, 8), Path::new("M")).unwrap(), v3);
         m.log_kept = false;
         for t in &mut m.tables {
             t.fts = None;
         }
         // A version-2 body is the version-3 body without the trailing index count; a
         // version-1 body also lacks the view count before it.
-        assert_eq!(Manifest::decode(&older(&m, 2, 8), Path::new("M")).unwrap(), m);
+        assert_eq!(Manifest::decode(&older(&m, 2, 12), Path::new("M")).unwrap(), m);
         m.views.clear();
-        assert_eq!(Manifest::decode(&older(&m, 1, 12), Path::new("M")).unwrap(), m);
+        assert_eq!(Manifest::decode(&older(&m, 1, 16), Path::new("M")).unwrap(), m);
         // A version from the future is refused, not guessed at.
-        let mut v5 = m.encode();
-        v5[8] = 5;
-        let n = v5.len() - 4;
-        let c = crc(&v5[..n]);
-        v5[n..].copy_from_slice(&c.to_le_bytes());
+        let mut v6 = m.encode();
+        v6[8] = 6;
+        let n = v6.len() - 4;
+        let c = crc(&v6[..n]);
+        v6[n..].copy_from_slice(&c.to_le_bytes());
         assert!(matches!(
-            Manifest::decode(&v5, Path::new("M")),
-            Err(Error::UnsupportedFormatVersion { found: 5, .. })
+            Manifest::decode(&v6, Path::new("M")),
+            Err(Error::UnsupportedFormatVersion { found: 6, .. })
         ));
     }
 

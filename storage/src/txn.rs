@@ -307,6 +307,9 @@ impl Transaction {
                 .map_err(|e| Error::arrow(format!("insert into '{table}'"), e))?,
             );
         }
+        // Unique keys: checked against every live row and each other before anything
+        // else changes.
+        t.change_keys(&[], &[], &full)?;
         t.set_next_row_id(first + total);
         if total as usize >= bulk {
             // Spill: straight to segments (memtable rows first, to keep `_id` order).
@@ -433,7 +436,13 @@ impl Transaction {
         let batch = RecordBatch::try_new(t.schema().full_schema().clone(), full_cols)
             .map_err(|e| Error::arrow(format!("update '{table}'"), e))?;
         let wt = self.write_table(store, table)?;
-        // `wt` holds the same state as `t`, so the locations still apply.
+        // `wt` holds the same state as `t`, so the locations still apply. Keys change only
+        // when a key column is given (the rows keep their `_id`s).
+        if wt.touches_unique_key(|p| {
+            p > 0 && given(wt.schema().full_schema().field(p).name()).is_some()
+        }) {
+            wt.change_keys(&locs, &found, std::slice::from_ref(&batch))?;
+        }
         for loc in locs {
             wt.delete_at(loc);
         }

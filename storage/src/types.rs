@@ -339,6 +339,11 @@ impl TableSchema {
     pub fn column_id_at(&self, full_index: usize) -> u32 {
         if full_index == 0 { ID_COLUMN_ID } else { self.columns[full_index - 1].id }
     }
+
+    /// Position in [`TableSchema::full_schema`] of the user column with id `id`.
+    pub fn position_of_id(&self, id: u32) -> Option<usize> {
+        self.columns.iter().position(|c| c.id == id).map(|i| i + 1)
+    }
 }
 
 /// Normalises a user field: vector children become the canonical `item: Float32`.

@@ -188,7 +188,20 @@ impl Store {
     /// install (readers see the old table or the new one, never neither).
     pub fn create_table_with(&self, name: &str, schema: &Schema, replace: bool) -> Result<()> {
         check_user_name(name)?;
-        self.create_table_named(name, schema, replace)
+        self.create_table_named(name, schema, replace, &[])
+    }
+
+    /// [`Store::create_table_with`] with a primary key, unique keys and indexes (created
+    /// with the table, in one catalog change). The primary key's columns become `NOT NULL`.
+    pub fn create_table_with_keys(
+        &self,
+        name: &str,
+        schema: &Schema,
+        replace: bool,
+        keys: &[keys::NewIndex],
+    ) -> Result<()> {
+        check_user_name(name)?;
+        self.create_table_named(name, schema, replace, keys)
     }
 
     /// Creates a hidden *staging* table (its name, which starts with [`STAGING_PREFIX`], is
@@ -196,10 +209,20 @@ impl Store {
     /// that a new table appears with all its rows or not at all. Staging tables left by a
     /// crash are dropped when the database is next opened for writing.
     pub fn create_staging_table(&self, schema: &Schema) -> Result<String> {
+        self.create_staging_table_with_keys(schema, &[])
+    }
+
+    /// [`Store::create_staging_table`] with keys and indexes (see
+    /// [`Store::create_table_with_keys`]); their names stay when it is renamed into place.
+    pub fn create_staging_table_with_keys(
+        &self,
+        schema: &Schema,
+        keys: &[keys::NewIndex],
+    ) -> Result<String> {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let name = format!("{STAGING_PREFIX}{}_{n}", std::process::id());
-        self.create_table_named(&name, schema, false)?;
+        self.create_table_named(&name, schema, false, keys)?;
         Ok(name)
     }
 
@@ -208,14 +231,20 @@ impl Store {
         name: &str,
         schema: &Schema,
         replace: bool,
+        specs: &[keys::NewIndex],
     ) -> Result<()> {
         self.check_writable()?;
         check_name(name)?;
-        let ts = TableSchema::from_user_schema(schema)?;
+        let ts = TableSchema::from_user_schema(&keys::primary_key_not_null(schema, specs))?;
         let _w = self.writer()?;
         let head = self.head.lock();
         let mut next = (**head).clone();
         let old = replaced_table(&next, name, replace)?;
+        // Names of the replaced table's indexes are free again.
+        let taken = |n: &str| {
+            next.index_table(n).is_some_and(|t| old.as_ref().is_none_or(|o| o.id != t.id))
+        };
+        let defs = keys::define(name, &ts, &[], specs, &taken)?;
         // A directory of an id this database has not handed out (a power loss took back the
         // catalog change that did, or someone made it) is not reused: its files are not
         // ours to overwrite or clean.
@@ -233,6 +262,8 @@ impl Store {
             memtable: Memtable::default(),
             index: Arc::new(IdIndex::default()),
             fts: None,
+            indexes: defs.into(),
+            keys: None,
             estimates: Arc::default(),
         };
         next.tables.insert(t.name.clone(), Arc::new(t));
@@ -280,6 +311,26 @@ impl Store {
             .ok_or_else(|| Error::TableNotFound { table: from.to_string() })?;
         let mut t = clone_table(&t);
         t.name = to.into();
+        // A staging table's keys were named after it: they take the name it gets.
+        if from.starts_with(STAGING_PREFIX) {
+            let mut defs = t.indexes.to_vec();
+            for i in 0..defs.len() {
+                let Some(rest) = defs[i].name.strip_prefix(from) else { continue };
+                let stem = format!("{to}{rest}");
+                let mut name = stem.clone();
+                let mut k = 1;
+                while next
+                    .index_table(&name)
+                    .is_some_and(|o| old.as_ref().is_none_or(|r| r.id != o.id))
+                    || defs.iter().any(|d| d.name == name)
+                {
+                    name = format!("{stem}{k}");
+                    k += 1;
+                }
+                defs[i].name = name;
+            }
+            t.indexes = defs.into();
+        }
         next.tables.insert(t.name.clone(), Arc::new(t));
         self.install_replacing(head, next, old, &[])
     }
@@ -388,6 +439,19 @@ impl Store {
                             table: table.to_string(),
                             reason: format!(
                                 "column '{name}' is in the full-text index: drop the index first"
+                            ),
+                        });
+                    }
+                    if let Some(d) = t.indexes.iter().find(|d| {
+                        schema
+                            .index_of(name)
+                            .is_some_and(|p| d.columns.contains(&schema.column_id_at(p)))
+                    }) {
+                        return Err(Error::InvalidInput {
+                            table: table.to_string(),
+                            reason: format!(
+                                "column '{name}' is in index '{}': drop the index first",
+                                d.name
                             ),
                         });
                     }
@@ -501,6 +565,8 @@ pub(super) fn clone_table(t: &TableSnapshot) -> TableSnapshot {
         memtable: t.memtable.clone(),
         index: t.index.clone(),
         fts: t.fts.clone(),
+        indexes: t.indexes.clone(),
+        keys: t.keys.clone(),
         estimates: Arc::default(),
     }
 }

@@ -251,6 +251,10 @@ pub struct TableSnapshot {
     index: Arc<IdIndex>,
     /// The table's full-text index definition, if it has one.
     fts: Option<Arc<manifest::FtsEntry>>,
+    /// Its primary key, unique keys and indexes (see `keys`).
+    indexes: Arc<[manifest::IndexDef]>,
+    /// The sets enforcing its unique keys, once a write has built them (`None`: not built).
+    keys: Option<keys::KeySets>,
     /// [`TableSnapshot::estimate_matches`] answers already worked out, so a query run again
     /// samples nothing (a write starts a new snapshot with none).
     estimates: Arc<parking_lot::Mutex<std::collections::HashMap<(String, u64), u64>>>,
@@ -306,6 +310,9 @@ impl TableSnapshot {
         if let Some(max) = max {
             self.next_row_id = self.next_row_id.max(max + 1);
         }
+        // Replayed rows were checked when they were written; the sets are built again from
+        // the rows on the next write.
+        self.keys = None;
         self.memtable.push(batch)
     }
 
@@ -313,11 +320,32 @@ impl TableSnapshot {
     /// ids that existed, in the order given (each once).
     pub(crate) fn delete_ids(&mut self, ids: &[u64]) -> Result<Vec<u64>> {
         let mut found = Vec::with_capacity(ids.len());
+        if self.keys.is_none() {
+            // No key sets to keep: each row is deleted as it is found (an id given twice
+            // is not found the second time).
+            for &id in ids {
+                if let Some(loc) = self.locate(id)? {
+                    self.delete_at(loc);
+                    found.push(id);
+                }
+            }
+            return Ok(found);
+        }
+        let mut locs = Vec::with_capacity(ids.len());
+        // An id given twice is deleted (and leaves the key sets) once.
+        let mut seen = std::collections::HashSet::new();
         for &id in ids {
+            if ids.len() > 1 && !seen.insert(id) {
+                continue;
+            }
             if let Some(loc) = self.locate(id)? {
-                self.delete_at(loc);
+                locs.push(loc);
                 found.push(id);
             }
+        }
+        self.change_keys(&locs, &found, &[])?;
+        for loc in locs {
+            self.delete_at(loc);
         }
         Ok(found)
     }
@@ -409,6 +437,7 @@ impl DbSnapshot {
                 next_row_id: t.next_row_id,
                 segments: t.segments.iter().map(|s| s.entry.clone()).collect(),
                 fts: t.fts.as_deref().cloned(),
+                indexes: t.indexes.to_vec(),
             })
             .collect();
         tables.sort_by_key(|t| t.id);
@@ -514,6 +543,7 @@ mod checkpoints;
 mod conform;
 mod feeds;
 mod fts;
+mod keys;
 mod knn;
 mod open;
 mod read;
@@ -523,6 +553,7 @@ mod tests;
 mod view;
 mod write;
 
+pub use self::keys::NewIndex;
 pub use self::knn::VectorSearch;
 #[cfg(test)]
 use self::read::*;

@@ -437,6 +437,8 @@ pub(super) fn state_from_manifest(
             memtable: Memtable::default(),
             index,
             fts: t.fts.map(Arc::new),
+            indexes: t.indexes.into(),
+            keys: None,
             estimates: Arc::default(),
         };
         tables.insert(snap.name.clone(), Arc::new(snap));

@@ -1,0 +1,665 @@
+//! Primary keys, unique keys and indexes: the definitions a table carries (kept in the
+//! manifest) and the key sets that enforce uniqueness, kept in every table snapshot.
+//!
+//! A unique key's set holds one entry per live row whose key columns are all non-NULL: the
+//! key in arrow's row format (bytes that compare as the values do, and no key's bytes are
+//! a prefix of another's) followed by the row's `_id`, 8 bytes big-endian. The sets are
+//! persistent (`imbl`): a transaction's copy of a table shares them with the snapshot it
+//! came from and copies only the nodes it changes, so a write costs O(log n) per row and
+//! nobody else sees it before commit. Because writers are serialised and a writer's
+//! snapshot is the newest state (see `txn`), a check against its own copy is a check
+//! against every committed row: two transactions can never both insert one key.
+//!
+//! Writes check at the end of each change, as SQL specifies for non-deferred constraints:
+//! an update that swaps two rows' keys is allowed, one that leaves two rows with one key is
+//! refused, and a refused write changes nothing.
+//!
+//! The sets are not stored. A snapshot opened from the manifest (or replayed from the log)
+//! has none, and the first write to a table with a unique key builds them from the table's
+//! rows (one scan of the key columns), so they cannot be stale or damaged after a crash.
+//!
+//! What this module must not do: change rows. Plain indexes (`CREATE INDEX`) are
+//! definitions only: they enforce nothing and have no set.
+
+use std::ops::Bound;
+
+use arrow_array::{Array, ArrayRef, Float32Array, Float64Array, RecordBatch};
+use arrow_row::{RowConverter, Rows, SortField};
+
+use super::*;
+use crate::manifest::{IndexDef, IndexKind};
+
+/// One entry of a key set: the key's row-format bytes, then the `_id` (big-endian).
+type Entry = Arc<[u8]>;
+
+/// The key sets of a table, one per definition (`None` for plain indexes).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct KeySets {
+    sets: Vec<Option<imbl::OrdSet<Entry>>>,
+}
+
+/// A key or index to create, its columns by name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewIndex {
+    /// Its name; `None` names it after the table and columns (`t_pkey`, `t_a_b_key`,
+    /// `t_a_idx`).
+    pub name: Option<String>,
+    /// Index, unique key or primary key.
+    pub kind: IndexKind,
+    /// Key columns in key order.
+    pub columns: Vec<String>,
+}
+
+impl TableSnapshot {
+    /// The table's primary key, unique keys and indexes, in creation order.
+    pub fn indexes(&self) -> &[IndexDef] {
+        &self.indexes
+    }
+
+    /// Full-schema positions of a definition's columns.
+    fn key_positions(&self, def: &IndexDef) -> Result<Vec<usize>> {
+        def.columns
+            .iter()
+            .map(|&c| {
+                self.schema.position_of_id(c).ok_or_else(|| Error::InvalidInput {
+                    table: self.name.to_string(),
+                    reason: format!("index '{}' names column id {c}, which is gone", def.name),
+                })
+            })
+            .collect()
+    }
+
+    /// Whether a change to these full-schema positions can change a unique key.
+    pub(crate) fn touches_unique_key(&self, positions: impl Fn(usize) -> bool) -> bool {
+        self.indexes.iter().filter(|d| d.kind.is_unique()).any(|d| {
+            d.columns.iter().any(|&c| self.schema.position_of_id(c).is_some_and(&positions))
+        })
+    }
+
+    /// Builds the key sets from the rows when they are not built yet; fails with
+    /// [`Error::UniqueViolation`] when the rows break a unique key.
+    pub(crate) fn ensure_keys(&mut self) -> Result<()> {
+        if self.keys.is_some() || !self.indexes.iter().any(|d| d.kind.is_unique()) {
+            return Ok(());
+        }
+        let mut keys = KeySets {
+            sets: self.indexes.iter().map(|d| d.kind.is_unique().then(imbl::OrdSet::new)).collect(),
+        };
+        let mut projection = vec![0];
+        for d in self.indexes.iter().filter(|d| d.kind.is_unique()) {
+            for p in self.key_positions(d)? {
+                if !projection.contains(&p) {
+                    projection.push(p);
+                }
+            }
+        }
+        let snap = Arc::new(catalog::clone_table(self));
+        for batch in snap.scan(&projection)? {
+            let batch = batch?;
+            // Full-width columns with the projected ones in place: `add` indexes by
+            // full-schema position.
+            let mut full: Vec<Option<ArrayRef>> =
+                vec![None; self.schema.full_schema().fields().len()];
+            for (i, &p) in projection.iter().enumerate() {
+                full[p] = Some(batch.column(i).clone());
+            }
+            self.add_rows(&mut keys, &full)?;
+        }
+        self.keys = Some(keys);
+        Ok(())
+    }
+
+    /// Applies a change to the key sets: the rows at `removed` (locations on this state, with
+    /// their `_id`s) leave, the full-schema rows `added` come in. Checked as a whole; on
+    /// error nothing changed. A table without unique keys costs nothing.
+    pub(crate) fn change_keys(
+        &mut self,
+        removed: &[RowLocation],
+        removed_ids: &[u64],
+        added: &[RecordBatch],
+    ) -> Result<()> {
+        if !self.indexes.iter().any(|d| d.kind.is_unique()) {
+            return Ok(());
+        }
+        self.ensure_keys()?;
+        let Some(mut keys) = self.keys.clone() else { return Ok(()) };
+        if !removed.is_empty() {
+            let mut projection: Vec<usize> = Vec::new();
+            for d in self.indexes.iter().filter(|d| d.kind.is_unique()) {
+                for p in self.key_positions(d)? {
+                    if !projection.contains(&p) {
+                        projection.push(p);
+                    }
+                }
+            }
+            let cols = self.columns_at(removed, &projection)?;
+            let mut full: Vec<Option<ArrayRef>> =
+                vec![None; self.schema.full_schema().fields().len()];
+            for (i, &p) in projection.iter().enumerate() {
+                full[p] = Some(cols[i].clone());
+            }
+            for (d, set) in self.indexes.iter().zip(keys.sets.iter_mut()) {
+                let Some(set) = set else { continue };
+                let encoded = encode(self, d, &full)?;
+                for (r, &id) in removed_ids.iter().enumerate() {
+                    if let Some(key) = encoded.key(r) {
+                        set.remove(&entry(key, id)[..]);
+                    }
+                }
+            }
+        }
+        for b in added {
+            let full: Vec<Option<ArrayRef>> = b.columns().iter().cloned().map(Some).collect();
+            self.add_rows(&mut keys, &full)?;
+        }
+        self.keys = Some(keys);
+        Ok(())
+    }
+
+    /// Adds rows (full-schema columns; `_id` and the key columns present) to `keys`,
+    /// refusing a key some row already has.
+    fn add_rows(&self, keys: &mut KeySets, full: &[Option<ArrayRef>]) -> Result<()> {
+        let ids = full
+            .first()
+            .and_then(|c| c.as_ref())
+            .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
+            .ok_or_else(|| Error::InvalidInput {
+                table: self.name.to_string(),
+                reason: "rows without their _id".into(),
+            })?
+            .clone();
+        for (d, set) in self.indexes.iter().zip(keys.sets.iter_mut()) {
+            let Some(set) = set else { continue };
+            let encoded = encode(self, d, full)?;
+            for (r, id) in ids.values().iter().enumerate() {
+                let Some(key) = encoded.key(r) else { continue };
+                let mut lo = Vec::with_capacity(key.len() + 8);
+                lo.extend_from_slice(key);
+                lo.extend_from_slice(&[0; 8]);
+                let mut hi = lo.clone();
+                hi[key.len()..].fill(0xff);
+                let taken = set
+                    .range::<_, [u8]>((Bound::Included(&lo[..]), Bound::Included(&hi[..])))
+                    .any(|e| e.len() == key.len() + 8);
+                if taken {
+                    return Err(self.violation(d, &encoded, r));
+                }
+                set.insert(entry(key, *id));
+            }
+        }
+        Ok(())
+    }
+
+    fn violation(&self, d: &IndexDef, encoded: &Encoded, row: usize) -> Error {
+        let names: Vec<String> = d
+            .columns
+            .iter()
+            .filter_map(|&c| self.schema.position_of_id(c))
+            .map(|p| self.schema.full_schema().field(p).name().clone())
+            .collect();
+        let options = arrow_cast::display::FormatOptions::default().with_null("NULL");
+        let value: Vec<String> = encoded
+            .columns
+            .iter()
+            .map(|c| {
+                arrow_cast::display::ArrayFormatter::try_new(c.as_ref(), &options)
+                    .map(|f| f.value(row).to_string())
+                    .unwrap_or_else(|_| "?".into())
+            })
+            .collect();
+        Error::UniqueViolation {
+            table: self.name.to_string(),
+            constraint: d.name.clone(),
+            columns: names.join(", "),
+            value: value.join(", "),
+        }
+    }
+}
+
+/// A definition's key columns of some rows, in row format.
+struct Encoded {
+    columns: Vec<ArrayRef>,
+    rows: Rows,
+}
+
+impl Encoded {
+    /// Row `r`'s key bytes; `None` when one of its key columns is NULL (such rows are not
+    /// in a unique key's set: NULLs are distinct from each other).
+    fn key(&self, r: usize) -> Option<&[u8]> {
+        if self.columns.iter().any(|c| c.is_null(r)) {
+            return None;
+        }
+        Some(self.rows.row(r).data())
+    }
+}
+
+fn encode(t: &TableSnapshot, d: &IndexDef, full: &[Option<ArrayRef>]) -> Result<Encoded> {
+    let err = |reason: String| Error::InvalidInput { table: t.name.to_string(), reason };
+    let mut columns = Vec::with_capacity(d.columns.len());
+    for p in t.key_positions(d)? {
+        let c = full
+            .get(p)
+            .and_then(|c| c.clone())
+            .ok_or_else(|| err(format!("key column {p} missing from the rows")))?;
+        columns.push(canonical(c));
+    }
+    let fields = columns.iter().map(|c| SortField::new(c.data_type().clone())).collect();
+    let converter = RowConverter::new(fields)
+        .map_err(|e| Error::arrow(format!("key '{}' of '{}'", d.name, t.name), e))?;
+    let rows = converter
+        .convert_columns(&columns)
+        .map_err(|e| Error::arrow(format!("key '{}' of '{}'", d.name, t.name), e))?;
+    Ok(Encoded { columns, rows })
+}
+
+/// The column as keys compare it: `-0.0` is `0.0` (they are equal in SQL).
+fn canonical(c: ArrayRef) -> ArrayRef {
+    let zero32 = |v: f32| if v == 0.0 { 0.0 } else { v };
+    let zero64 = |v: f64| if v == 0.0 { 0.0 } else { v };
+    if let Some(a) = c.as_any().downcast_ref::<Float32Array>() {
+        return Arc::new(a.unary::<_, arrow_array::types::Float32Type>(zero32));
+    }
+    if let Some(a) = c.as_any().downcast_ref::<Float64Array>() {
+        return Arc::new(a.unary::<_, arrow_array::types::Float64Type>(zero64));
+    }
+    c
+}
+
+fn entry(key: &[u8], id: u64) -> Entry {
+    let mut e = Vec::with_capacity(key.len() + 8);
+    e.extend_from_slice(key);
+    e.extend_from_slice(&id.to_be_bytes());
+    e.into()
+}
+
+/// The definitions for `specs` on a table of `schema` named `table`, with names chosen
+/// where none is given; checks columns, types, duplicates and that at most one is the
+/// primary key. `taken` says whether a name is in use already.
+pub(super) fn define(
+    table: &str,
+    schema: &TableSchema,
+    existing: &[IndexDef],
+    specs: &[NewIndex],
+    taken: &dyn Fn(&str) -> bool,
+) -> Result<Vec<IndexDef>> {
+    let bad = |reason: String| Error::InvalidInput { table: table.to_string(), reason };
+    let mut out: Vec<IndexDef> = Vec::with_capacity(specs.len());
+    for s in specs {
+        if s.columns.is_empty() {
+            return Err(bad("a key or index needs at least one column".into()));
+        }
+        let mut columns = Vec::with_capacity(s.columns.len());
+        for c in &s.columns {
+            let p = schema
+                .index_of(c)
+                .filter(|&p| p > 0)
+                .ok_or_else(|| Error::ColumnNotFound { table: table.into(), column: c.clone() })?;
+            let id = schema.column_id_at(p);
+            if columns.contains(&id) {
+                return Err(bad(format!("column '{c}' is named twice in one key")));
+            }
+            let dt = schema.full_schema().field(p).data_type().clone();
+            if !RowConverter::supports_fields(&[SortField::new(dt.clone())]) {
+                return Err(bad(format!("column '{c}' of type {dt} cannot be in a key or index")));
+            }
+            columns.push(id);
+        }
+        if s.kind == IndexKind::PrimaryKey
+            && existing.iter().chain(&out).any(|d| d.kind == IndexKind::PrimaryKey)
+        {
+            return Err(bad("a table has at most one primary key".into()));
+        }
+        let name = match &s.name {
+            Some(n) => {
+                check_name(n)?;
+                n.clone()
+            }
+            None => {
+                let stem = match s.kind {
+                    IndexKind::PrimaryKey => format!("{table}_pkey"),
+                    IndexKind::Unique => format!("{table}_{}_key", s.columns.join("_")),
+                    IndexKind::Index => format!("{table}_{}_idx", s.columns.join("_")),
+                };
+                let free = |n: &str| !taken(n) && !existing.iter().chain(&out).any(|d| d.name == n);
+                let mut n = stem.clone();
+                let mut k = 1;
+                while !free(&n) {
+                    n = format!("{stem}{k}");
+                    k += 1;
+                }
+                n
+            }
+        };
+        if taken(&name) || existing.iter().chain(&out).any(|d| d.name == name) {
+            return Err(Error::IndexExists { index: name });
+        }
+        out.push(IndexDef { name, kind: s.kind, columns });
+    }
+    Ok(out)
+}
+
+/// `schema` with the columns of its primary key (by name) made `NOT NULL`.
+pub(super) fn primary_key_not_null(schema: &Schema, specs: &[NewIndex]) -> Schema {
+    let pk: Vec<&str> = specs
+        .iter()
+        .filter(|s| s.kind == IndexKind::PrimaryKey)
+        .flat_map(|s| s.columns.iter().map(String::as_str))
+        .collect();
+    if pk.is_empty() {
+        return schema.clone();
+    }
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| {
+            let f = f.as_ref().clone();
+            if pk.contains(&f.name().as_str()) { f.with_nullable(false) } else { f }
+        })
+        .collect();
+    Schema::new_with_metadata(fields, schema.metadata().clone())
+}
+
+impl DbSnapshot {
+    /// The table that has the index (or key) `name`, if any.
+    pub fn index_table(&self, name: &str) -> Option<&Arc<TableSnapshot>> {
+        self.tables.values().find(|t| t.indexes.iter().any(|d| d.name == name))
+    }
+}
+
+impl Store {
+    /// `CREATE [UNIQUE] INDEX`: adds a key or index to a table. A unique one is checked
+    /// against the rows first ([`Error::UniqueViolation`] names a duplicate). With
+    /// `if_not_exists`, an index of that name already there is no error.
+    pub fn create_index(&self, table: &str, spec: &NewIndex, if_not_exists: bool) -> Result<()> {
+        self.check_writable()?;
+        let _w = self.writer()?;
+        let mut head = self.head.lock();
+        if let Some(name) = &spec.name
+            && head.index_table(name).is_some()
+        {
+            return if if_not_exists {
+                Ok(())
+            } else {
+                Err(Error::IndexExists { index: name.clone() })
+            };
+        }
+        let mut next = (**head).clone();
+        let t = next.table(table)?.clone();
+        let taken = |n: &str| head.index_table(n).is_some();
+        let defs = define(table, &t.schema, &t.indexes, std::slice::from_ref(spec), &taken)?;
+        let mut nt = catalog::clone_table(&t);
+        let mut all = nt.indexes.to_vec();
+        all.extend(defs);
+        nt.indexes = all.into();
+        // Built again with the new definition (the check of a new unique key).
+        nt.keys = None;
+        nt.ensure_keys()?;
+        let id = nt.id;
+        next.tables.insert(nt.name.clone(), Arc::new(nt));
+        self.install_catalog(&mut head, next, false, &[id])
+    }
+
+    /// `DROP INDEX`: removes a key or index by name (a primary key too).
+    pub fn drop_index(&self, name: &str) -> Result<()> {
+        self.check_writable()?;
+        let _w = self.writer()?;
+        let mut head = self.head.lock();
+        let t = head
+            .index_table(name)
+            .cloned()
+            .ok_or_else(|| Error::IndexNotFound { index: name.to_string() })?;
+        let mut next = (**head).clone();
+        let mut nt = catalog::clone_table(&t);
+        let pos = nt.indexes.iter().position(|d| d.name == name).unwrap_or(0);
+        let mut all = nt.indexes.to_vec();
+        all.remove(pos);
+        if let Some(mut keys) = nt.keys.take()
+            && pos < keys.sets.len()
+        {
+            keys.sets.remove(pos);
+            nt.keys = Some(keys);
+        }
+        nt.indexes = all.into();
+        let id = nt.id;
+        next.tables.insert(nt.name.clone(), Arc::new(nt));
+        // Rows logged after the drop may break the dropped key: the manifest without it
+        // must be synced before them.
+        self.install_catalog(&mut head, next, false, &[id])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow_array::{Int64Array, StringArray};
+    use arrow_schema::DataType;
+
+    use super::*;
+    use crate::io::MemFs;
+
+    fn open(fs: &MemFs) -> Store {
+        let opts = StoreOptions { durability: Durability::ProcessSafe, ..StoreOptions::default() };
+        Store::open(Arc::new(fs.clone()), Path::new("/db"), Path::new(":memory:"), opts).unwrap()
+    }
+
+    fn rows(keys: &[Option<i64>], names: &[&str]) -> RecordBatch {
+        let s = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int64, true),
+            Field::new("name", DataType::Utf8, true),
+        ]));
+        RecordBatch::try_new(
+            s,
+            vec![
+                Arc::new(Int64Array::from(keys.to_vec())),
+                Arc::new(StringArray::from(names.to_vec())),
+            ],
+        )
+        .unwrap()
+    }
+
+    fn keyed(store: &Store) {
+        let schema = Schema::new(vec![
+            Field::new("k", DataType::Int64, true),
+            Field::new("name", DataType::Utf8, true),
+        ]);
+        let keys = [
+            NewIndex { name: None, kind: IndexKind::PrimaryKey, columns: vec!["k".into()] },
+            NewIndex { name: None, kind: IndexKind::Unique, columns: vec!["name".into()] },
+        ];
+        store.create_table_with_keys("t", &schema, false, &keys).unwrap();
+    }
+
+    fn count(store: &Store) -> u64 {
+        store.snapshot().table("t").unwrap().count()
+    }
+
+    fn is_dup(r: Result<impl std::fmt::Debug>, constraint: &str, value: &str) {
+        match r {
+            Err(Error::UniqueViolation { constraint: c, value: v, table, .. }) => {
+                assert_eq!((c.as_str(), v.as_str(), table.as_str()), (constraint, value, "t"));
+            }
+            other => panic!("expected a duplicate of {constraint}, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn duplicates_are_refused_and_nothing_is_written() {
+        let fs = MemFs::new();
+        let s = open(&fs);
+        keyed(&s);
+        let t = s.snapshot().table("t").unwrap().clone();
+        assert_eq!(t.indexes().len(), 2);
+        assert_eq!(t.indexes()[0].name, "t_pkey");
+        assert_eq!(t.indexes()[1].name, "t_name_key");
+        // The primary key's column became NOT NULL.
+        assert!(!t.schema().full_schema().field(1).is_nullable());
+        s.insert("t", &[rows(&[Some(1), Some(2)], &["a", "b"])]).unwrap();
+        is_dup(s.insert("t", &[rows(&[Some(3), Some(1)], &["c", "d"])]), "t_pkey", "1");
+        is_dup(s.insert("t", &[rows(&[Some(5), Some(5)], &["e", "f"])]), "t_pkey", "5");
+        is_dup(s.insert("t", &[rows(&[Some(6)], &["a"])]), "t_name_key", "a");
+        assert!(s.insert("t", &[rows(&[None], &["z"])]).is_err(), "NULL primary key");
+        assert_eq!(count(&s), 2);
+        // NULLs in a unique key are distinct from each other.
+        let nulls = rows(&[Some(7), Some(8)], &["x", "y"]);
+        let nulls = RecordBatch::try_new(
+            nulls.schema(),
+            vec![nulls.column(0).clone(), Arc::new(StringArray::from(vec![None::<&str>, None]))],
+        )
+        .unwrap();
+        s.insert("t", &[nulls]).unwrap();
+        // Flushed rows (segments) are checked as well as memtable rows.
+        s.flush().unwrap();
+        is_dup(s.insert("t", &[rows(&[Some(2)], &["q"])]), "t_pkey", "2");
+        assert_eq!(count(&s), 4);
+    }
+
+    #[test]
+    fn deletes_free_keys_and_updates_are_checked_at_the_end() {
+        let fs = MemFs::new();
+        let s = open(&fs);
+        keyed(&s);
+        let r = s.insert("t", &[rows(&[Some(1), Some(2), Some(3)], &["a", "b", "c"])]).unwrap();
+        let ids: Vec<u64> = r.ids().collect();
+        s.delete("t", &[ids[0], ids[0]]).unwrap();
+        s.insert("t", &[rows(&[Some(1)], &["a"])]).unwrap();
+        // Swapping two keys in one update is allowed (checked at its end)...
+        s.update(
+            "t",
+            &[ids[1], ids[2]],
+            &rows(&[Some(3), Some(2)], &["b", "c"]).project(&[0]).unwrap(),
+        )
+        .unwrap();
+        // ...one that leaves two rows with one key is not, and changes nothing.
+        let before = s.snapshot().table("t").unwrap().count();
+        is_dup(
+            s.update("t", &[ids[1]], &rows(&[Some(2)], &["x"]).project(&[0]).unwrap()),
+            "t_pkey",
+            "2",
+        );
+        assert_eq!(count(&s), before);
+        // An update of other columns leaves the keys alone.
+        let name_only = rows(&[Some(0)], &["n"]).project(&[1]).unwrap();
+        s.update("t", &[ids[1]], &name_only).unwrap();
+        is_dup(s.insert("t", &[rows(&[Some(9)], &["n"])]), "t_name_key", "n");
+    }
+
+    #[test]
+    fn keys_survive_reopen_and_log_replay() {
+        let fs = MemFs::new();
+        let s = open(&fs);
+        keyed(&s);
+        s.insert("t", &[rows(&[Some(1)], &["a"])]).unwrap();
+        s.flush().unwrap();
+        s.insert("t", &[rows(&[Some(2)], &["b"])]).unwrap(); // only in the log
+        std::mem::forget(s); // a killed process
+        let s = open(&fs);
+        let t = s.snapshot().table("t").unwrap().clone();
+        assert_eq!(
+            t.indexes().iter().map(|d| d.name.as_str()).collect::<Vec<_>>(),
+            ["t_pkey", "t_name_key"]
+        );
+        is_dup(s.insert("t", &[rows(&[Some(2)], &["z"])]), "t_pkey", "2");
+        is_dup(s.insert("t", &[rows(&[Some(3)], &["a"])]), "t_name_key", "a");
+        s.insert("t", &[rows(&[Some(3)], &["c"])]).unwrap();
+        assert_eq!(count(&s), 3);
+    }
+
+    #[test]
+    fn concurrent_inserts_of_one_key_let_exactly_one_in() {
+        let fs = MemFs::new();
+        let s = Arc::new(open(&fs));
+        keyed(&s);
+        for k in 0..20i64 {
+            let oks: usize = std::thread::scope(|scope| {
+                let hs: Vec<_> = (0..2)
+                    .map(|w| {
+                        let s = s.clone();
+                        scope.spawn(move || {
+                            let mut txn = s.begin(Durability::ProcessSafe).unwrap();
+                            let name = format!("w{w}_{k}");
+                            let r = txn.insert(&s, "t", &[rows(&[Some(k)], &[name.as_str()])]);
+                            match r {
+                                Ok(_) => usize::from(s.commit(txn).is_ok()),
+                                Err(_) => {
+                                    s.rollback(txn);
+                                    0
+                                }
+                            }
+                        })
+                    })
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap()).sum()
+            });
+            assert_eq!(oks, 1, "key {k}");
+        }
+        assert_eq!(count(&s), 20);
+    }
+
+    #[test]
+    fn savepoints_and_rollback_restore_the_keys() {
+        let fs = MemFs::new();
+        let s = open(&fs);
+        keyed(&s);
+        let mut txn = s.begin(Durability::ProcessSafe).unwrap();
+        txn.insert(&s, "t", &[rows(&[Some(1)], &["a"])]).unwrap();
+        let mark = txn.savepoint();
+        txn.insert(&s, "t", &[rows(&[Some(2)], &["b"])]).unwrap();
+        txn.rollback_to(&s, mark);
+        txn.insert(&s, "t", &[rows(&[Some(2)], &["b"])]).unwrap();
+        assert!(txn.insert(&s, "t", &[rows(&[Some(1)], &["q"])]).is_err());
+        s.rollback(txn);
+        s.insert("t", &[rows(&[Some(1), Some(2)], &["a", "b"])]).unwrap();
+    }
+
+    #[test]
+    fn unique_indexes_are_checked_when_created_and_can_be_dropped() {
+        let fs = MemFs::new();
+        let s = open(&fs);
+        let schema = Schema::new(vec![
+            Field::new("k", DataType::Int64, true),
+            Field::new("name", DataType::Utf8, true),
+        ]);
+        s.create_table("t", &schema).unwrap();
+        s.insert("t", &[rows(&[Some(1), Some(1), Some(2)], &["a", "b", "c"])]).unwrap();
+        let uk = |name: &str, col: &str| NewIndex {
+            name: Some(name.into()),
+            kind: IndexKind::Unique,
+            columns: vec![col.into()],
+        };
+        is_dup(s.create_index("t", &uk("k_u", "k"), false), "k_u", "1");
+        s.create_index("t", &uk("n_u", "name"), false).unwrap();
+        assert!(matches!(
+            s.create_index("t", &uk("n_u", "k"), false),
+            Err(Error::IndexExists { .. })
+        ));
+        s.create_index("t", &uk("n_u", "k"), true).unwrap();
+        is_dup(s.insert("t", &[rows(&[Some(5)], &["c"])]), "n_u", "c");
+        // A key column cannot be dropped while the key exists.
+        assert!(s.alter_table("t", &AlterColumn::Drop("name".into())).is_err());
+        s.drop_index("n_u").unwrap();
+        assert!(matches!(s.drop_index("n_u"), Err(Error::IndexNotFound { .. })));
+        s.insert("t", &[rows(&[Some(5)], &["c"])]).unwrap();
+        // A plain index enforces nothing.
+        let idx = NewIndex { name: None, kind: IndexKind::Index, columns: vec!["k".into()] };
+        s.create_index("t", &idx, false).unwrap();
+        s.insert("t", &[rows(&[Some(5)], &["c"])]).unwrap();
+        assert_eq!(s.snapshot().table("t").unwrap().indexes()[0].name, "t_k_idx");
+    }
+
+    #[test]
+    fn large_tables_are_checked_across_segments_and_bulk_inserts() {
+        let fs = MemFs::new();
+        let s = open(&fs);
+        keyed(&s);
+        let n = 40_000i64;
+        let keys: Vec<Option<i64>> = (0..n).map(Some).collect();
+        let names: Vec<String> = (0..n).map(|i| format!("n{i}")).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        s.insert("t", &[rows(&keys, &names)]).unwrap(); // a bulk insert: a segment
+        let mut more: Vec<Option<i64>> = (n..2 * n).map(Some).collect();
+        more[30_000] = Some(17);
+        let more_names: Vec<String> = (n..2 * n).map(|i| format!("n{i}")).collect();
+        let more_names: Vec<&str> = more_names.iter().map(String::as_str).collect();
+        is_dup(s.insert("t", &[rows(&more, &more_names)]), "t_pkey", "17");
+        assert_eq!(count(&s), n as u64);
+    }
+}
