@@ -628,10 +628,11 @@ fn split_words(line: &str) -> Result<Vec<String>, CliError> {
     Ok(words)
 }
 
-/// A table's `CREATE TABLE` statement, plus its full-text index.
+/// A table's `CREATE TABLE` statement (with its keys), plus its indexes and full-text
+/// index.
 fn schema_sql(db: &Database, name: &str) -> Result<String, CliError> {
     let t = db.table(name)?;
-    let cols: Vec<String> = t
+    let mut cols: Vec<String> = t
         .schema()?
         .fields()
         .iter()
@@ -641,7 +642,30 @@ fn schema_sql(db: &Database, name: &str) -> Result<String, CliError> {
             format!("  {} {}{null}", ident(f.name()), sql_type(f.data_type()))
         })
         .collect();
+    let indexes = t.indexes()?;
+    let list = |c: &[String]| c.iter().map(|c| ident(c)).collect::<Vec<_>>().join(", ");
+    for k in &indexes {
+        match k.kind {
+            basalt::IndexKind::PrimaryKey => cols.push(format!(
+                "  CONSTRAINT {} PRIMARY KEY ({})",
+                ident(&k.name),
+                list(&k.columns)
+            )),
+            basalt::IndexKind::Unique => {
+                cols.push(format!("  CONSTRAINT {} UNIQUE ({})", ident(&k.name), list(&k.columns)))
+            }
+            _ => {}
+        }
+    }
     let mut s = format!("CREATE TABLE {} (\n{}\n);", ident(name), cols.join(",\n"));
+    for k in indexes.iter().filter(|k| k.kind == basalt::IndexKind::Index) {
+        s.push_str(&format!(
+            "\nCREATE INDEX {} ON {} ({});",
+            ident(&k.name),
+            ident(name),
+            list(&k.columns)
+        ));
+    }
     if let Some((cols, tok)) = t.fts_index()? {
         let cols: Vec<String> = cols.iter().map(|c| ident(c)).collect();
         s.push_str(&format!(

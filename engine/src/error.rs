@@ -60,6 +60,11 @@ impl Error {
         }
     }
 
+    /// True when a write was refused because it would break a primary or unique key.
+    pub fn is_constraint_violation(&self) -> bool {
+        matches!(self.as_storage(), Some(basalt_storage::Error::UniqueViolation { .. }))
+    }
+
     /// True for errors that mean on-disk data is damaged.
     pub fn is_corruption(&self) -> bool {
         self.as_storage().is_some_and(basalt_storage::Error::is_corruption)

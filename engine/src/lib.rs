@@ -60,8 +60,9 @@ use parking_lot::Mutex;
 
 pub use basalt_storage::{
     CmpOp, CommitEvent, CommitHook, CompactionReport, CompressionPolicy, Durability, IdRange,
-    Metric, Neighbor, Precision, Predicate, ROW_GROUP_ROWS, SEGMENT_FORMAT_VERSION, Scalar,
-    StoredForm, TextHit, Tokenizer, VECTOR_FORM_KEY, round_vector, vector_field, vector_type,
+    IndexKind, Metric, Neighbor, NewIndex, Precision, Predicate, ROW_GROUP_ROWS,
+    SEGMENT_FORMAT_VERSION, Scalar, StoredForm, TextHit, Tokenizer, VECTOR_FORM_KEY, round_vector,
+    vector_field, vector_type,
 };
 pub use error::{Error, Result};
 pub use sql::{SqlRows, Statement};
@@ -281,6 +282,25 @@ impl Database {
     pub fn create_table(&self, name: &str, schema: &Schema) -> Result<Table> {
         self.inner.store.create_table(name, schema)?;
         Ok(Table { db: self.clone(), name: name.to_string(), conn: None })
+    }
+
+    /// Creates a table with a primary key, unique keys and indexes, all in one catalog
+    /// change. The primary key's columns become `NOT NULL`. A write that would give two
+    /// rows the same non-NULL key fails with [`StorageError::UniqueViolation`] and writes
+    /// nothing (see [`Error::is_constraint_violation`]).
+    pub fn create_table_with_keys(
+        &self,
+        name: &str,
+        schema: &Schema,
+        keys: &[NewIndex],
+    ) -> Result<Table> {
+        self.inner.store.create_table_with_keys(name, schema, false, keys)?;
+        Ok(Table { db: self.clone(), name: name.to_string(), conn: None })
+    }
+
+    /// Drops a key or index by name (what `DROP INDEX` does).
+    pub fn drop_index(&self, name: &str) -> Result<()> {
+        Ok(self.inner.store.drop_index(name)?)
     }
 
     /// Starts a table that appears under its name with all its rows or not at all: fill
@@ -697,6 +717,17 @@ impl Connection {
     }
 }
 
+/// A key or index of a table ([`Table::indexes`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Index {
+    /// Its name.
+    pub name: String,
+    /// Index, unique key or primary key.
+    pub kind: IndexKind,
+    /// Its columns, in key order.
+    pub columns: Vec<String>,
+}
+
 /// A handle on one table. Reads see the table as of each call (or the connection's open
 /// transaction); writes commit on their own unless the handle came from a [`Connection`]
 /// with an open transaction.
@@ -747,6 +778,31 @@ impl Table {
     /// Number of rows.
     pub fn count(&self) -> Result<u64> {
         Ok(self.snap()?.count())
+    }
+
+    /// Adds a key or index (what `CREATE [UNIQUE] INDEX` does); a unique one is checked
+    /// against the rows first.
+    pub fn create_index(&self, index: &NewIndex) -> Result<()> {
+        Ok(self.db.inner.store.create_index(&self.name, index, false)?)
+    }
+
+    /// The table's primary key, unique keys and indexes, in creation order.
+    pub fn indexes(&self) -> Result<Vec<Index>> {
+        let t = self.snap()?;
+        let schema = t.schema();
+        Ok(t.indexes()
+            .iter()
+            .map(|d| Index {
+                name: d.name.clone(),
+                kind: d.kind,
+                columns: d
+                    .columns
+                    .iter()
+                    .filter_map(|&c| schema.position_of_id(c))
+                    .map(|p| schema.full_schema().field(p).name().clone())
+                    .collect(),
+            })
+            .collect())
     }
 
     /// Inserts a batch. Columns are matched by name; absent nullable columns become NULL.

@@ -35,16 +35,36 @@ pub struct NativeTable {
     /// The columns an INSERT stores (`schema` without `_id`).
     user: SchemaRef,
     binding: Arc<Binding>,
+    /// The table's primary and unique keys (DataFusion derives functional dependencies
+    /// from them: `GROUP BY pk` may select the other columns).
+    constraints: datafusion::common::Constraints,
 }
 
 impl NativeTable {
     /// A provider for `name`, with the schema the table has now.
     pub fn new(name: &str, snapshot: &TableSnapshot, binding: Arc<Binding>) -> NativeTable {
+        use basalt_storage::IndexKind;
+        use datafusion::common::{Constraint, Constraints};
+        let schema = snapshot.schema();
+        let keys = snapshot
+            .indexes()
+            .iter()
+            .filter_map(|d| {
+                let cols: Option<Vec<usize>> =
+                    d.columns.iter().map(|&c| schema.position_of_id(c)).collect();
+                match d.kind {
+                    IndexKind::PrimaryKey => Some(Constraint::PrimaryKey(cols?)),
+                    IndexKind::Unique => Some(Constraint::Unique(cols?)),
+                    IndexKind::Index => None,
+                }
+            })
+            .collect();
         NativeTable {
             name: name.to_string(),
-            schema: snapshot.schema().full_schema().clone(),
-            user: snapshot.schema().user_schema(),
+            schema: schema.full_schema().clone(),
+            user: schema.user_schema(),
             binding,
+            constraints: Constraints::new_unverified(keys),
         }
     }
 
@@ -209,6 +229,10 @@ fn target_partitions(state: &dyn DfSession) -> usize {
 impl TableProvider for NativeTable {
     fn schema(&self) -> SchemaRef {
         self.schema.clone()
+    }
+
+    fn constraints(&self) -> Option<&datafusion::common::Constraints> {
+        (!self.constraints.is_empty()).then_some(&self.constraints)
     }
 
     fn table_type(&self) -> TableType {

@@ -348,3 +348,64 @@ fn checkpoint_and_restore() {
     assert_eq!(db.list_checkpoints().unwrap(), vec!["before".to_string()]);
     db.drop_checkpoint("before").unwrap();
 }
+
+/// Primary and unique keys through the table API: typed errors, nothing written, keys
+/// listed, indexes created and dropped, concurrent writers of one key.
+#[test]
+fn keys_refuse_duplicates_through_the_api() {
+    use basalt::{IndexKind, NewIndex};
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let key = |kind, cols: &[&str]| NewIndex {
+        name: None,
+        kind,
+        columns: cols.iter().map(|c| c.to_string()).collect(),
+    };
+    let t = db
+        .create_table_with_keys(
+            "people",
+            &people(),
+            &[key(IndexKind::PrimaryKey, &["name"]), key(IndexKind::Unique, &["age"])],
+        )
+        .unwrap();
+    t.insert_row(Row::new().set("name", "Ada").set("age", 36)).unwrap();
+    let e = t.insert_row(Row::new().set("name", "Ada").set("age", 37)).unwrap_err();
+    assert!(e.is_constraint_violation(), "{e}");
+    assert!(
+        matches!(e, Error::Storage(StorageError::UniqueViolation { ref constraint, ref value, .. })
+            if constraint == "people_pkey" && value == "Ada"),
+        "{e}"
+    );
+    let e = t.insert_row(Row::new().set("name", "Bob").set("age", 36)).unwrap_err();
+    assert!(e.to_string().contains("people_age_key (age) = (36)"), "{e}");
+    assert_eq!(t.count().unwrap(), 1);
+    t.create_index(&key(IndexKind::Index, &["age", "name"])).unwrap();
+    let names: Vec<(String, IndexKind, Vec<String>)> =
+        t.indexes().unwrap().into_iter().map(|i| (i.name, i.kind, i.columns)).collect();
+    assert_eq!(
+        names,
+        vec![
+            ("people_pkey".into(), IndexKind::PrimaryKey, vec!["name".into()]),
+            ("people_age_key".into(), IndexKind::Unique, vec!["age".into()]),
+            ("people_age_name_idx".into(), IndexKind::Index, vec!["age".into(), "name".into()]),
+        ]
+    );
+    db.drop_index("people_age_key").unwrap();
+    t.insert_row(Row::new().set("name", "Bob").set("age", 36)).unwrap();
+    // Two connections insert one key: the second (waiting for the first's transaction to
+    // end, or starting after it) is refused either way.
+    let (c1, c2) = (db.connect(), db.connect());
+    c1.sql("BEGIN").unwrap();
+    c1.sql("INSERT INTO people (name) VALUES ('Cy')").unwrap();
+    let other = std::thread::spawn(move || c2.sql("INSERT INTO people (name) VALUES ('Cy')"));
+    c1.sql("COMMIT").unwrap();
+    let e = other.join().unwrap().unwrap_err();
+    assert!(e.is_constraint_violation(), "{e}");
+    drop((t, c1));
+    drop(db);
+    let db = Database::open(dir.path()).unwrap();
+    let t = db.table("people").unwrap();
+    assert_eq!(t.count().unwrap(), 3);
+    assert_eq!(t.indexes().unwrap().len(), 2);
+    assert!(t.insert_row(Row::new().set("name", "Cy")).unwrap_err().is_constraint_violation());
+}

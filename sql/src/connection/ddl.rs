@@ -22,6 +22,41 @@ pub(super) fn plain_table(name: &TableReference) -> Result<String> {
     Ok(name.table().to_string())
 }
 
+/// The keys of `CREATE TABLE`'s `PRIMARY KEY` and `UNIQUE` clauses (column options and
+/// table constraints, as DataFusion's planner collected them) over the table's columns.
+fn table_keys(
+    constraints: &datafusion::common::Constraints,
+    schema: &Schema,
+) -> Result<Vec<NewIndex>> {
+    use datafusion::common::Constraint;
+    let names = |cols: &[usize]| -> Result<Vec<String>> {
+        cols.iter()
+            .map(|&i| {
+                schema.fields().get(i).map(|f| f.name().clone()).ok_or_else(|| {
+                    Error::sql(format!("a key names column {i}, which is not there"))
+                })
+            })
+            .collect()
+    };
+    let mut out: Vec<NewIndex> = Vec::new();
+    for c in constraints.iter() {
+        let (kind, cols) = match c {
+            Constraint::PrimaryKey(cols) => (IndexKind::PrimaryKey, cols),
+            Constraint::Unique(cols) => (IndexKind::Unique, cols),
+        };
+        let columns = names(cols)?;
+        // `a INT PRIMARY KEY UNIQUE` says one thing twice: one key serves both.
+        if let Some(same) = out.iter_mut().find(|k| k.columns == columns) {
+            if kind == IndexKind::PrimaryKey {
+                same.kind = kind;
+            }
+            continue;
+        }
+        out.push(NewIndex { name: None, kind, columns });
+    }
+    Ok(out)
+}
+
 /// Casts and renames a plan's columns to a table's user schema (by position).
 pub(super) fn rename_to(
     input: Arc<dyn ExecutionPlan>,
@@ -145,17 +180,12 @@ impl SqlConnection {
                 if c.temporary {
                     return Err(Error::unsupported("temporary tables"));
                 }
-                if !c.constraints.is_empty() {
-                    return Err(Error::unsupported(
-                        "PRIMARY KEY / UNIQUE constraints (Basalt does not enforce them; every \
-                         row has its own _id)",
-                    ));
-                }
                 if !c.column_defaults.is_empty() {
                     return Err(Error::unsupported("column DEFAULT values"));
                 }
                 let name = plain_table(&c.name)?;
                 let schema = storable_schema(c.input.schema().as_arrow());
+                let keys = table_keys(&c.constraints, &schema)?;
                 let store = self.binding.session().lock().store().clone();
                 let exists = store.snapshot().table(&name).is_ok();
                 if exists && c.if_not_exists {
@@ -166,7 +196,7 @@ impl SqlConnection {
                     LogicalPlan::EmptyRelation(e) if !e.produce_one_row
                 );
                 if !has_rows {
-                    store.create_table_with(&name, &schema, c.or_replace)?;
+                    store.create_table_with_keys(&name, &schema, c.or_replace, &keys)?;
                     return Ok(Outcome::Batches(Vec::new()));
                 }
                 if exists && !c.or_replace {
@@ -175,9 +205,28 @@ impl SqlConnection {
                 // CREATE TABLE … AS: fill a temporary table, then rename it into place in one
                 // manifest install, so the new table appears complete or not at all (and the
                 // query may read the table it replaces).
-                let tmp = store.create_staging_table(&schema)?;
+                let tmp = store.create_staging_table_with_keys(&schema, &keys)?;
                 let r = match Box::pin(self.insert_plan(&tmp, c.input.as_ref().clone())).await {
                     Ok(_) => store.rename_table(&tmp, &name, c.or_replace).map_err(Error::from),
+                    // A duplicate key names the table and key the user will see.
+                    Err(Error::Storage(basalt_storage::Error::UniqueViolation {
+                        table,
+                        constraint,
+                        columns,
+                        value,
+                    })) if table == tmp => {
+                        let constraint = match constraint.strip_prefix(tmp.as_str()) {
+                            Some(rest) => format!("{name}{rest}"),
+                            None => constraint,
+                        };
+                        Err(basalt_storage::Error::UniqueViolation {
+                            table: name.clone(),
+                            constraint,
+                            columns,
+                            value,
+                        }
+                        .into())
+                    }
                     Err(e) => Err(e),
                 };
                 if r.is_err() {
@@ -254,6 +303,60 @@ impl SqlConnection {
             format!("SELECT * FROM ({query}) AS {}({})", cv.name, cols.join(", "))
         };
         Ok(store.create_view(&name, &sql, cv.or_replace)?)
+    }
+
+    /// `CREATE [UNIQUE] INDEX [IF NOT EXISTS] [name] ON t (col [ASC|DESC], …)`: a unique
+    /// one is checked against the rows first. Expression and partial indexes are refused.
+    pub(super) fn create_index(
+        &self,
+        ci: &datafusion::sql::sqlparser::ast::CreateIndex,
+    ) -> Result<()> {
+        use datafusion::sql::sqlparser::ast::Expr;
+        self.no_ddl_in_transaction()?;
+        if ci.predicate.is_some() {
+            return Err(Error::unsupported("partial indexes (CREATE INDEX … WHERE)"));
+        }
+        if !ci.include.is_empty() || ci.nulls_distinct == Some(false) {
+            return Err(Error::unsupported("CREATE INDEX … INCLUDE / NULLS NOT DISTINCT"));
+        }
+        let fold = self.fold_case();
+        let table = rewrite::table_name_of(&ci.table_name, fold)
+            .ok_or_else(|| Error::sql(format!("CREATE INDEX: bad table name {}", ci.table_name)))?;
+        let name = match &ci.name {
+            Some(n) => Some(
+                rewrite::table_name_of(n, fold)
+                    .ok_or_else(|| Error::sql(format!("CREATE INDEX: bad index name {n}")))?,
+            ),
+            None => None,
+        };
+        let columns = ci
+            .columns
+            .iter()
+            .map(|c| match &c.column.expr {
+                Expr::Identifier(i) => Ok(rewrite::ident_name(i, fold)),
+                e => Err(Error::unsupported(format!(
+                    "index on the expression {e} (index columns must be plain column names)"
+                ))),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let kind = if ci.unique { IndexKind::Unique } else { IndexKind::Index };
+        let store = self.binding.session().lock().store().clone();
+        Ok(store.create_index(&table, &NewIndex { name, kind, columns }, ci.if_not_exists)?)
+    }
+
+    /// `DROP INDEX [IF EXISTS] name, …` (a primary key or unique key by its name too).
+    pub(super) fn drop_indexes(&self, names: &[ObjectName], if_exists: bool) -> Result<()> {
+        self.no_ddl_in_transaction()?;
+        let store = self.binding.session().lock().store().clone();
+        for n in names {
+            let name = rewrite::table_name_of(n, self.fold_case())
+                .ok_or_else(|| Error::sql(format!("DROP INDEX: bad index name {n}")))?;
+            match store.drop_index(&name) {
+                Err(basalt_storage::Error::IndexNotFound { .. }) if if_exists => {}
+                r => r?,
+            }
+        }
+        Ok(())
     }
 
     /// `DROP TABLE` / `DROP VIEW`: `IF EXISTS` turns "not found" into nothing done.

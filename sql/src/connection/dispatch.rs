@@ -190,6 +190,19 @@ impl SqlConnection {
                     Box::pin(self.alter_table(&a.name, &a.operations, a.if_exists)).await?;
                     return Ok(Outcome::Batches(Vec::new()));
                 }
+                Statement::CreateIndex(ci) => {
+                    self.create_index(ci)?;
+                    return Ok(Outcome::Batches(Vec::new()));
+                }
+                Statement::Drop {
+                    object_type: datafusion::sql::sqlparser::ast::ObjectType::Index,
+                    if_exists,
+                    names,
+                    ..
+                } => {
+                    self.drop_indexes(names, *if_exists)?;
+                    return Ok(Outcome::Batches(Vec::new()));
+                }
                 Statement::CreateView(cv) => {
                     let cv = cv.clone();
                     Box::pin(self.create_view(&cv, stmt)).await?;

@@ -41,7 +41,7 @@ use datafusion::sql::sqlparser::ast::{
 use futures::StreamExt;
 use parking_lot::Mutex;
 
-use basalt_storage::{AlterColumn, Session};
+use basalt_storage::{AlterColumn, IndexKind, NewIndex, Session};
 
 use crate::binding::Binding;
 use crate::catalog::BasaltSchema;

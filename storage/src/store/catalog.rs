@@ -241,9 +241,11 @@ impl Store {
         let mut next = (**head).clone();
         let old = replaced_table(&next, name, replace)?;
         // Names of the replaced table's indexes are free again.
-        let taken = |n: &str| {
-            next.index_table(n).is_some_and(|t| old.as_ref().is_none_or(|o| o.id != t.id))
-        };
+        let replaced = old.as_ref().map(|o| o.id);
+        if next.index_table(name).is_some_and(|t| Some(t.id) != replaced) {
+            return Err(Error::IndexExists { index: name.to_string() });
+        }
+        let taken = |n: &str| n == name || next.name_taken(n, replaced);
         let defs = keys::define(name, &ts, &[], specs, &taken)?;
         // A directory of an id this database has not handed out (a power loss took back the
         // catalog change that did, or someone made it) is not reused: its files are not
@@ -305,6 +307,9 @@ impl Store {
             return Ok(());
         }
         let old = replaced_table(&next, to, replace)?;
+        if next.index_table(to).is_some_and(|t| old.as_ref().is_none_or(|o| o.id != t.id)) {
+            return Err(Error::IndexExists { index: to.to_string() });
+        }
         let t = next
             .tables
             .remove(from)
@@ -345,6 +350,9 @@ impl Store {
         let mut next = (**head).clone();
         if next.tables.contains_key(name) {
             return Err(Error::TableExists { table: name.to_string() });
+        }
+        if next.index_table(name).is_some() {
+            return Err(Error::IndexExists { index: name.to_string() });
         }
         if next.views.contains_key(name) && !replace {
             return Err(Error::ViewExists { view: name.to_string() });

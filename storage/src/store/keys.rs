@@ -364,6 +364,14 @@ impl DbSnapshot {
     pub fn index_table(&self, name: &str) -> Option<&Arc<TableSnapshot>> {
         self.tables.values().find(|t| t.indexes.iter().any(|d| d.name == name))
     }
+
+    /// Whether `name` is a table, a view or an index (one namespace, as in SQLite and
+    /// PostgreSQL), not counting the objects of table `except`.
+    pub(super) fn name_taken(&self, name: &str, except: Option<u64>) -> bool {
+        self.views.contains_key(name)
+            || self.tables.get(name).is_some_and(|t| Some(t.id) != except)
+            || self.index_table(name).is_some_and(|t| Some(t.id) != except)
+    }
 }
 
 impl Store {
@@ -385,7 +393,7 @@ impl Store {
         }
         let mut next = (**head).clone();
         let t = next.table(table)?.clone();
-        let taken = |n: &str| head.index_table(n).is_some();
+        let taken = |n: &str| head.name_taken(n, None);
         let defs = define(table, &t.schema, &t.indexes, std::slice::from_ref(spec), &taken)?;
         let mut nt = catalog::clone_table(&t);
         let mut all = nt.indexes.to_vec();
