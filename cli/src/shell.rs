@@ -342,7 +342,8 @@ impl Shell {
         };
         let out = self.out.writer();
         let word = first_word(sql).to_ascii_uppercase();
-        if matches!(word.as_str(), "INSERT" | "UPDATE" | "DELETE" | "TRUNCATE" | "COPY") {
+        if matches!(word.as_str(), "INSERT" | "REPLACE" | "UPDATE" | "DELETE" | "TRUNCATE" | "COPY")
+        {
             let mut n = 0u64;
             for b in rows {
                 let b = b?;

@@ -60,7 +60,7 @@ use parking_lot::Mutex;
 
 pub use basalt_storage::{
     CmpOp, CommitEvent, CommitHook, CompactionReport, CompressionPolicy, Durability, IdRange,
-    IndexKind, Metric, Neighbor, NewIndex, Precision, Predicate, ROW_GROUP_ROWS,
+    IndexKind, Metric, Neighbor, NewIndex, OnConflict, Precision, Predicate, ROW_GROUP_ROWS,
     SEGMENT_FORMAT_VERSION, Scalar, StoredForm, TextHit, Tokenizer, VECTOR_FORM_KEY, round_vector,
     vector_field, vector_type,
 };
@@ -778,6 +778,14 @@ impl Table {
     /// Number of rows.
     pub fn count(&self) -> Result<u64> {
         Ok(self.snap()?.count())
+    }
+
+    /// Inserts a batch whose keys may be taken already, resolving each duplicate as
+    /// `mode` says: skip the row, or replace the rows that hold its keys (what `INSERT OR
+    /// IGNORE` / `ON CONFLICT DO NOTHING` and `INSERT OR REPLACE` do). Returns how many
+    /// rows were inserted.
+    pub fn insert_on_conflict(&self, batch: &RecordBatch, mode: &OnConflict) -> Result<u64> {
+        self.write(|t, s| t.insert_on_conflict(s, &self.name, std::slice::from_ref(batch), mode))
     }
 
     /// Adds a key or index (what `CREATE [UNIQUE] INDEX` does); a unique one is checked

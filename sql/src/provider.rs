@@ -287,13 +287,18 @@ impl TableProvider for NativeTable {
         input: Arc<dyn ExecutionPlan>,
         insert_op: InsertOp,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        if insert_op != InsertOp::Append {
-            return Err(DataFusionError::NotImplemented(format!(
-                "{insert_op} is not supported on table '{}' (only INSERT INTO)",
-                self.name
-            )));
-        }
-        let kind = DmlKind::Insert { user_schema: self.user.clone() };
+        let on_conflict = match insert_op {
+            InsertOp::Append => None,
+            // `REPLACE INTO`, `INSERT OR REPLACE`.
+            InsertOp::Replace => Some(basalt_storage::OnConflict::Replace),
+            InsertOp::Overwrite => {
+                return Err(DataFusionError::NotImplemented(format!(
+                    "{insert_op} is not supported on table '{}' (use TRUNCATE, then INSERT)",
+                    self.name
+                )));
+            }
+        };
+        let kind = DmlKind::Insert { user_schema: self.user.clone(), on_conflict };
         Ok(Arc::new(DmlExec::new(&self.name, kind, input, self.binding.clone())))
     }
 

@@ -46,8 +46,8 @@ pub use segment::{ROW_GROUP_ROWS, SEGMENT_FORMAT_VERSION, WriteOptions};
 pub use session::{ReadView, Session, WriteStatement};
 pub use store::{
     AlterColumn, ChunkMetadata, ColumnSummary, CommitEvent, CommitHook, CompactionReport,
-    DbSnapshot, IdRange, NewIndex, RowLocation, RowValue, Scan, ScanUnit, Store, StoreOptions,
-    TableSnapshot, UnitMetadata, VectorSearch,
+    DbSnapshot, IdRange, NewIndex, OnConflict, RowLocation, RowValue, Scan, ScanUnit, Store,
+    StoreOptions, TableSnapshot, UnitMetadata, VectorSearch,
 };
 pub use txn::{Savepoint, Transaction};
 pub use types::{ID_COLUMN, TableSchema, VECTOR_FORM_KEY, stored_form, vector_field, vector_type};

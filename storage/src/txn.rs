@@ -34,7 +34,7 @@ use arrow_array::{ArrayRef, RecordBatch, UInt64Array};
 
 use crate::error::{Error, Result};
 use crate::predicate::Predicate;
-use crate::store::{CommitEvent, DbSnapshot, IdRange, Store, TableSnapshot};
+use crate::store::{CommitEvent, DbSnapshot, IdRange, OnConflict, Store, TableSnapshot};
 use crate::types::ID_COLUMN;
 use crate::wal::{Durability, Op};
 use crate::writer::WriterToken;
@@ -164,6 +164,48 @@ impl Store {
             }
         }
     }
+}
+
+/// `batches` as `t` stores them, with placeholder `_id`s (for reading their keys).
+fn placeholder_rows(
+    t: &TableSnapshot,
+    table: &str,
+    batches: &[RecordBatch],
+) -> Result<Vec<RecordBatch>> {
+    let mut full = Vec::with_capacity(batches.len());
+    for b in batches {
+        let mut cols = t.conform(b)?;
+        cols.insert(0, Arc::new(UInt64Array::from(vec![0u64; b.num_rows()])) as ArrayRef);
+        full.push(
+            RecordBatch::try_new_with_options(
+                t.schema().full_schema().clone(),
+                cols,
+                &arrow_array::RecordBatchOptions::new().with_row_count(Some(b.num_rows())),
+            )
+            .map_err(|e| Error::arrow(format!("insert into '{table}'"), e))?,
+        );
+    }
+    Ok(full)
+}
+
+/// The rows of each batch whose flag is set (batches with none left out).
+fn filter_rows(
+    table: &str,
+    batches: &[RecordBatch],
+    keep: &[Vec<bool>],
+) -> Result<Vec<RecordBatch>> {
+    let mut out = Vec::with_capacity(batches.len());
+    for (b, k) in batches.iter().zip(keep) {
+        if k.iter().all(|&k| k) {
+            out.push(b.clone());
+        } else if k.iter().any(|&k| k) {
+            out.push(
+                arrow_select::filter::filter_record_batch(b, &k.clone().into())
+                    .map_err(|e| Error::arrow(format!("insert into '{table}'"), e))?,
+            );
+        }
+    }
+    Ok(out)
 }
 
 impl Transaction {
@@ -329,6 +371,66 @@ impl Transaction {
             self.ops.push(Op::Insert { table_id, batch });
         }
         Ok(IdRange { first, count: total })
+    }
+
+    /// Inserts rows whose keys may already be taken, resolving each duplicate as `mode`
+    /// says (see [`OnConflict`]); returns how many rows were inserted. Rows a key does
+    /// not resolve are checked as [`Transaction::insert`] checks them. On error nothing
+    /// changed.
+    pub fn insert_on_conflict(
+        &mut self,
+        store: &Store,
+        table: &str,
+        batches: &[RecordBatch],
+        mode: &OnConflict,
+    ) -> Result<u64> {
+        let t = self.write_table(store, table)?;
+        if !t.indexes().iter().any(|d| d.kind.is_unique()) {
+            return Ok(self.insert(store, table, batches)?.count);
+        }
+        let full = placeholder_rows(t, table, batches)?;
+        let (keep, doomed) = t.resolve_conflicts(&full, mode)?;
+        let kept = filter_rows(table, batches, &keep)?;
+        if !doomed.is_empty() {
+            self.delete(store, table, &doomed)?;
+        }
+        Ok(self.insert(store, table, &kept)?.count)
+    }
+
+    /// Splits rows to insert by the unique key over exactly `columns` (what `INSERT … ON
+    /// CONFLICT (columns) DO UPDATE` needs): the rows no live row has the key of, and the
+    /// rows some live row has it of, as the table stores them (user columns), with that
+    /// row's `_id`. Nothing is written. Two rows of `batches` with one key are refused (the
+    /// second would change the row the first writes).
+    pub fn split_conflicts(
+        &mut self,
+        store: &Store,
+        table: &str,
+        batches: &[RecordBatch],
+        columns: &[String],
+    ) -> Result<(Vec<RecordBatch>, Vec<u64>, Vec<RecordBatch>)> {
+        let t = self.write_table(store, table)?;
+        let full = placeholder_rows(t, table, batches)?;
+        let hits = t.split_by_key(&full, columns)?;
+        let fresh: Vec<Vec<bool>> =
+            hits.iter().map(|h| h.iter().map(Option::is_none).collect()).collect();
+        let fresh_rows = filter_rows(table, batches, &fresh)?;
+        let mut ids = Vec::new();
+        let mut hit_masks = Vec::with_capacity(full.len());
+        for h in &hits {
+            ids.extend(h.iter().flatten());
+            hit_masks.push(h.iter().map(Option::is_some).collect::<Vec<_>>());
+        }
+        let users: Vec<RecordBatch> = full
+            .iter()
+            .map(|b| {
+                let s = t.schema().user_schema();
+                RecordBatch::try_new(s, b.columns()[1..].to_vec())
+                    .map_err(|e| Error::arrow(format!("insert into '{table}'"), e))
+            })
+            .collect::<Result<_>>()?;
+        let hit_rows = filter_rows(table, &users, &hit_masks)?;
+        Ok((fresh_rows, ids, hit_rows))
     }
 
     /// Deletes the rows with these `_id`s (missing ones ignored); returns how many.

@@ -409,3 +409,48 @@ fn keys_refuse_duplicates_through_the_api() {
     assert_eq!(t.indexes().unwrap().len(), 2);
     assert!(t.insert_row(Row::new().set("name", "Cy")).unwrap_err().is_constraint_violation());
 }
+
+/// Upserts through the table API and prepared statements.
+#[test]
+fn upserts_through_the_api_and_prepared_statements() {
+    use basalt::{IndexKind, NewIndex, OnConflict};
+    let db = Database::open_in_memory().unwrap();
+    let pk = NewIndex { name: None, kind: IndexKind::PrimaryKey, columns: vec!["name".into()] };
+    let t = db.create_table_with_keys("people", &people(), &[pk]).unwrap();
+    let batch = |names: &[&str], ages: &[i32]| {
+        let s = Arc::new(Schema::new(vec![
+            Field::new("name", DataType::Utf8, false),
+            Field::new("age", DataType::Int32, true),
+        ]));
+        RecordBatch::try_new(
+            s,
+            vec![
+                Arc::new(StringArray::from(names.to_vec())),
+                Arc::new(Int32Array::from(ages.to_vec())),
+            ],
+        )
+        .unwrap()
+    };
+    t.insert(&batch(&["a", "b"], &[1, 2])).unwrap();
+    let ignore = OnConflict::Ignore { columns: None };
+    assert_eq!(t.insert_on_conflict(&batch(&["a", "c"], &[9, 3]), &ignore).unwrap(), 1);
+    assert_eq!(t.insert_on_conflict(&batch(&["a"], &[7]), &OnConflict::Replace).unwrap(), 1);
+    let ages = db.sql("SELECT name, age FROM people ORDER BY name").unwrap();
+    let ages = ages[0].column(1).as_any().downcast_ref::<Int32Array>().unwrap().clone();
+    assert_eq!(ages.values().to_vec(), vec![7, 2, 3]);
+    let conn = db.connect();
+    let up = conn
+        .prepare(
+            "INSERT INTO people (name, age) VALUES ($1, $2) \
+             ON CONFLICT (name) DO NOTHING",
+        )
+        .unwrap();
+    up.execute(&[Value::from("b"), Value::Int(50)]).unwrap();
+    up.execute(&[Value::from("d"), Value::Int(4)]).unwrap();
+    let replace =
+        conn.prepare("INSERT OR REPLACE INTO people (name, age) VALUES ($1, $2)").unwrap();
+    replace.execute(&[Value::from("c"), Value::Int(30)]).unwrap();
+    let total = db.sql("SELECT CAST(sum(age) AS INT) AS s FROM people").unwrap();
+    let total = total[0].column(0).as_any().downcast_ref::<Int32Array>().unwrap().value(0);
+    assert_eq!(total, 7 + 2 + 30 + 4);
+}

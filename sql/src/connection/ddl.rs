@@ -398,7 +398,7 @@ impl SqlConnection {
             let physical = rename_to(physical, &user)?;
             let exec: Arc<dyn ExecutionPlan> = Arc::new(DmlExec::new(
                 name,
-                DmlKind::Insert { user_schema: user },
+                DmlKind::Insert { user_schema: user, on_conflict: None },
                 physical,
                 self.binding.clone(),
             ));

@@ -238,6 +238,7 @@ impl SqlConnection {
             keyed: Arc::new(OnceLock::new()),
             kept_write: Arc::new(OnceLock::new()),
             insert: Arc::new(OnceLock::new()),
+            on_conflict: None,
         }))
     }
 

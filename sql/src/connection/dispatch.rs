@@ -4,6 +4,8 @@
 //!
 //! Part of the dispatcher (see the module doc of `connection`).
 
+use datafusion::sql::sqlparser::ast::{OnConflictAction, OnInsert};
+
 use super::*;
 
 /// The one-row result of a write statement: how many rows it changed.
@@ -177,6 +179,18 @@ impl SqlConnection {
             if let Some(plan) = self.plan_ddl_directly(s)? {
                 return self.run_plan(plan, stream).await;
             }
+            if let Statement::Insert(ins) = s.as_ref()
+                && let Some(OnInsert::OnConflict(oc)) = &ins.on
+                && let OnConflictAction::DoUpdate(du) = &oc.action
+            {
+                return Box::pin(self.insert_do_update(ins, oc, du)).await.map(Outcome::Batches);
+            }
+            if let Statement::Insert(ins) = s.as_ref()
+                && let Some((plain, mode)) = self.conflict_clause(ins)?
+            {
+                let plan = self.plan(DfStatement::Statement(Box::new(plain))).await?;
+                return Box::pin(self.write_statement_with(plan, mode)).await.map(Outcome::Batches);
+            }
             match s.as_ref() {
                 Statement::StartTransaction { .. }
                 | Statement::Commit { .. }
@@ -332,9 +346,28 @@ impl SqlConnection {
 
     /// Runs a DML plan as one write statement: all of it or (on error) none of it.
     pub(super) async fn write_statement(&self, plan: LogicalPlan) -> Result<Vec<RecordBatch>> {
+        self.write_statement_with(plan, None).await
+    }
+
+    /// [`SqlConnection::write_statement`] with an INSERT's duplicate keys resolved as
+    /// `on_conflict` says.
+    pub(super) async fn write_statement_with(
+        &self,
+        plan: LogicalPlan,
+        on_conflict: Option<OnConflict>,
+    ) -> Result<Vec<RecordBatch>> {
         let stmt = StatementGuard::begin(&self.binding)?;
         let r = async {
-            let physical = self.physical(plan.clone()).await?;
+            let mut physical = self.physical(plan.clone()).await?;
+            if let Some(mode) = on_conflict {
+                let insert = physical
+                    .downcast_ref::<DmlExec>()
+                    .and_then(|d| d.with_on_conflict(mode))
+                    .ok_or_else(|| {
+                        Error::unsupported("a conflict clause on an INSERT into this table")
+                    })?;
+                physical = Arc::new(insert);
+            }
             let s = datafusion::physical_plan::execute_stream(physical, self.ctx()?.task_ctx())?;
             collect(s).await
         }

@@ -16,8 +16,9 @@
 //!
 //! This file holds [`SqlConnection`] and its session; `dispatch` runs statements, `ddl`
 //! runs DDL and the plans DataFusion would run in memory, `prepared` keeps prepared
-//! statements and their plans, `direct_path` hands statements to the direct path, and
-//! `runtime` is the runtime a database's connections share.
+//! statements and their plans, `direct_path` hands statements to the direct path,
+//! `upsert` runs INSERTs with a conflict clause, and `runtime` is the runtime a database's
+//! connections share.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -41,7 +42,7 @@ use datafusion::sql::sqlparser::ast::{
 use futures::StreamExt;
 use parking_lot::Mutex;
 
-use basalt_storage::{AlterColumn, IndexKind, NewIndex, Session};
+use basalt_storage::{AlterColumn, IndexKind, NewIndex, OnConflict, Session};
 
 use crate::binding::Binding;
 use crate::catalog::BasaltSchema;
@@ -60,6 +61,7 @@ mod direct_path;
 mod dispatch;
 mod prepared;
 mod runtime;
+mod upsert;
 
 pub use self::prepared::Prepared;
 pub use self::runtime::SharedRuntime;

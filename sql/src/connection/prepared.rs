@@ -35,6 +35,9 @@ pub struct Prepared {
     /// [`InsertTemplate`] when it is an `INSERT … VALUES` that has one, else `None` (not
     /// looked for again); shared by clones.
     pub(super) insert: Arc<OnceLock<Option<InsertTemplate>>>,
+    /// An INSERT's conflict clause (`OR IGNORE`, `ON CONFLICT DO NOTHING`, …), planned
+    /// without it and applied when it runs.
+    pub(super) on_conflict: Option<OnConflict>,
 }
 
 /// A prepared write without parameters (`INSERT … VALUES` of literals, `UPDATE` /
@@ -209,10 +212,22 @@ impl SqlConnection {
             }
             None => return Err(Error::sql("empty statement")),
         };
-        let raw = match &stmt {
+        let mut raw = match &stmt {
             DfStatement::Statement(s) => Some(Arc::new(s.as_ref().clone())),
             _ => None,
         };
+        // A conflict clause: the INSERT is planned without it (and only through the plan:
+        // the direct path does not resolve conflicts).
+        let mut on_conflict = None;
+        let mut stmt = stmt;
+        if let DfStatement::Statement(s) = &stmt
+            && let Statement::Insert(ins) = s.as_ref()
+            && let Some((plain, mode)) = self.conflict_clause(ins)?
+        {
+            on_conflict = mode;
+            stmt = DfStatement::Statement(Box::new(plain));
+            raw = None;
+        }
         let planned = self.plan(stmt).await;
         self.files.clear();
         let plan = planned?;
@@ -243,6 +258,7 @@ impl SqlConnection {
                     keyed: Arc::new(OnceLock::new()),
                     kept_write: Arc::new(OnceLock::new()),
                     insert: Arc::new(OnceLock::new()),
+                    on_conflict,
                 })
             }
         }
@@ -272,6 +288,12 @@ impl SqlConnection {
             }
             (None, None) => return Err(Error::sql("a prepared statement without a plan")),
         };
+        if let Some(mode) = &prepared.on_conflict {
+            let plan = plan.with_param_values(ParamValues::List(
+                params.into_iter().map(Into::into).collect(),
+            ))?;
+            return Box::pin(self.write_statement_with(plan, Some(mode.clone()))).await;
+        }
         if let Some(cache) = &prepared.optimized
             && params.is_empty()
         {

@@ -36,6 +36,8 @@ pub enum DmlKind {
     Insert {
         /// The columns stored (the full schema without `_id`).
         user_schema: SchemaRef,
+        /// How rows whose key is taken are resolved (`None`: they are an error).
+        on_conflict: Option<basalt_storage::OnConflict>,
     },
     /// Input: `_id`s of the rows to delete.
     Delete,
@@ -80,6 +82,16 @@ impl DmlExec {
             Boundedness::Bounded,
         );
         DmlExec { table: table.to_string(), kind, input, binding, props: Arc::new(props) }
+    }
+}
+
+impl DmlExec {
+    /// The same insert, resolving duplicate keys as `mode` says; `None` if this is not
+    /// an insert.
+    pub fn with_on_conflict(&self, mode: basalt_storage::OnConflict) -> Option<DmlExec> {
+        let DmlKind::Insert { user_schema, .. } = &self.kind else { return None };
+        let kind = DmlKind::Insert { user_schema: user_schema.clone(), on_conflict: Some(mode) };
+        Some(DmlExec::new(&self.table, kind, self.input.clone(), self.binding.clone()))
     }
 }
 
@@ -187,7 +199,7 @@ impl Apply {
                     continue;
                 }
                 match &self.kind {
-                    DmlKind::Insert { user_schema } => {
+                    DmlKind::Insert { user_schema, .. } => {
                         check_no_ids(&self.table, &batch)?;
                         let batch = without_id(&batch, user_schema)?;
                         pending_rows += batch.num_rows();
@@ -254,6 +266,9 @@ impl Apply {
 
     fn insert(&self, pending: &mut Vec<RecordBatch>) -> Result<u64> {
         let batches = std::mem::take(pending);
+        if let DmlKind::Insert { on_conflict: Some(mode), .. } = &self.kind {
+            return self.binding.apply(|t, s| t.insert_on_conflict(s, &self.table, &batches, mode));
+        }
         let r = self.binding.apply(|t, s| t.insert(s, &self.table, &batches))?;
         Ok(r.count)
     }
@@ -267,7 +282,7 @@ fn batch_bytes(b: &RecordBatch) -> usize {
         .sum()
 }
 
-fn without_id(batch: &RecordBatch, user_schema: &SchemaRef) -> Result<RecordBatch> {
+pub(crate) fn without_id(batch: &RecordBatch, user_schema: &SchemaRef) -> Result<RecordBatch> {
     let cols = user_schema
         .fields()
         .iter()

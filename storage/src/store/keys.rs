@@ -50,6 +50,23 @@ pub struct NewIndex {
     pub columns: Vec<String>,
 }
 
+/// What an insert does with a row whose key some row already has
+/// ([`Transaction::insert_on_conflict`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OnConflict {
+    /// Skip the row (`INSERT OR IGNORE`, `ON CONFLICT [(cols)] DO NOTHING`). With
+    /// `columns`, only a duplicate of the unique key over exactly those columns is skipped;
+    /// a duplicate of another key is still an error. Without, a duplicate of any key.
+    Ignore {
+        /// The conflict target's columns (any order), or `None` for every unique key.
+        columns: Option<Vec<String>>,
+    },
+    /// Delete every row that has one of the new row's keys, then insert it
+    /// (`INSERT OR REPLACE`, `REPLACE INTO`). Among the rows of one insert, a later row
+    /// replaces an earlier one.
+    Replace,
+}
+
 impl TableSnapshot {
     /// The table's primary key, unique keys and indexes, in creation order.
     pub fn indexes(&self) -> &[IndexDef] {
@@ -173,15 +190,7 @@ impl TableSnapshot {
             let encoded = encode(self, d, full)?;
             for (r, id) in ids.values().iter().enumerate() {
                 let Some(key) = encoded.key(r) else { continue };
-                let mut lo = Vec::with_capacity(key.len() + 8);
-                lo.extend_from_slice(key);
-                lo.extend_from_slice(&[0; 8]);
-                let mut hi = lo.clone();
-                hi[key.len()..].fill(0xff);
-                let taken = set
-                    .range::<_, [u8]>((Bound::Included(&lo[..]), Bound::Included(&hi[..])))
-                    .any(|e| e.len() == key.len() + 8);
-                if taken {
+                if holder_in(set, key).is_some() {
                     return Err(self.violation(d, &encoded, r));
                 }
                 set.insert(entry(key, *id));
@@ -191,6 +200,17 @@ impl TableSnapshot {
     }
 
     fn violation(&self, d: &IndexDef, encoded: &Encoded, row: usize) -> Error {
+        let (columns, value) = self.describe_key(d, encoded, row);
+        Error::UniqueViolation {
+            table: self.name.to_string(),
+            constraint: d.name.clone(),
+            columns,
+            value,
+        }
+    }
+
+    /// A key's columns and row `row`'s values of them, comma-separated.
+    fn describe_key(&self, d: &IndexDef, encoded: &Encoded, row: usize) -> (String, String) {
         let names: Vec<String> = d
             .columns
             .iter()
@@ -207,12 +227,158 @@ impl TableSnapshot {
                     .unwrap_or_else(|_| "?".into())
             })
             .collect();
-        Error::UniqueViolation {
-            table: self.name.to_string(),
-            constraint: d.name.clone(),
-            columns: names.join(", "),
-            value: value.join(", "),
+        (names.join(", "), value.join(", "))
+    }
+}
+
+impl TableSnapshot {
+    /// The `_id` of the live row whose key under definition `d` (position in
+    /// [`TableSnapshot::indexes`]) is `key`, if any. The key sets must be built.
+    fn holder(&self, d: usize, key: &[u8]) -> Option<u64> {
+        holder_in(self.keys.as_ref()?.sets.get(d)?.as_ref()?, key)
+    }
+
+    /// Position in [`TableSnapshot::indexes`] of the unique key over exactly `cols` (in
+    /// any order).
+    fn unique_key_over(&self, cols: &[String]) -> Result<usize> {
+        let mut ids = Vec::with_capacity(cols.len());
+        for c in cols {
+            let p = self.schema.index_of(c).filter(|&p| p > 0).ok_or_else(|| {
+                Error::ColumnNotFound { table: self.name.to_string(), column: c.clone() }
+            })?;
+            ids.push(self.schema.column_id_at(p));
         }
+        ids.sort_unstable();
+        (0..self.indexes.len())
+            .find(|&i| {
+                let mut have = self.indexes[i].columns.clone();
+                have.sort_unstable();
+                self.indexes[i].kind.is_unique() && have == ids
+            })
+            .ok_or_else(|| Error::InvalidInput {
+                table: self.name.to_string(),
+                reason: format!(
+                    "ON CONFLICT ({}): no primary key or unique key is over exactly these columns",
+                    cols.join(", ")
+                ),
+            })
+    }
+
+    /// For each row of each batch of `full` (full-schema rows, placeholder `_id`s), the
+    /// `_id` of the live row that has its key under the unique key over `cols` (`None`: no
+    /// such row, or a NULL in the key). Two rows of `full` with one key are refused.
+    pub(crate) fn split_by_key(
+        &mut self,
+        full: &[RecordBatch],
+        cols: &[String],
+    ) -> Result<Vec<Vec<Option<u64>>>> {
+        self.ensure_keys()?;
+        let d = self.unique_key_over(cols)?;
+        let mut seen = std::collections::HashSet::new();
+        let mut hits = Vec::with_capacity(full.len());
+        for b in full {
+            let cols: Vec<Option<ArrayRef>> = b.columns().iter().cloned().map(Some).collect();
+            let encoded = encode(self, &self.indexes[d], &cols)?;
+            let mut h = Vec::with_capacity(b.num_rows());
+            for r in 0..b.num_rows() {
+                let hit = match encoded.key(r) {
+                    Some(key) => {
+                        if !seen.insert(key.to_vec()) {
+                            let def = &self.indexes[d];
+                            let (columns, value) = self.describe_key(def, &encoded, r);
+                            return Err(Error::InvalidInput {
+                                table: self.name.to_string(),
+                                reason: format!(
+                                    "ON CONFLICT DO UPDATE: two rows of the INSERT have the key \
+                                     {} ({columns}) = ({value}); a row cannot be changed twice \
+                                     in one statement",
+                                    def.name
+                                ),
+                            });
+                        }
+                        self.holder(d, key)
+                    }
+                    None => None,
+                };
+                h.push(hit);
+            }
+            hits.push(h);
+        }
+        Ok(hits)
+    }
+
+    /// Decides an insert of `full` (full-schema rows; their `_id`s are not used) under
+    /// `mode`: which rows to insert, and which live rows to delete first.
+    pub(crate) fn resolve_conflicts(
+        &mut self,
+        full: &[RecordBatch],
+        mode: &OnConflict,
+    ) -> Result<(Vec<Vec<bool>>, Vec<u64>)> {
+        self.ensure_keys()?;
+        let unique: Vec<usize> =
+            (0..self.indexes.len()).filter(|&i| self.indexes[i].kind.is_unique()).collect();
+        // The definitions a duplicate is resolved on (others stay errors).
+        let target: Vec<usize> = match mode {
+            OnConflict::Ignore { columns: Some(cols) } => vec![self.unique_key_over(cols)?],
+            _ => unique.clone(),
+        };
+        let replace = matches!(mode, OnConflict::Replace);
+        // Keys of the rows kept so far: (definition, key) -> (batch, row).
+        let mut kept: std::collections::HashMap<(usize, Vec<u8>), (usize, usize)> =
+            std::collections::HashMap::new();
+        let mut keep: Vec<Vec<bool>> = full.iter().map(|b| vec![true; b.num_rows()]).collect();
+        let mut doomed: Vec<u64> = Vec::new();
+        let mut doomed_set = std::collections::HashSet::new();
+        let encoded: Vec<Vec<(usize, Encoded)>> = full
+            .iter()
+            .map(|b| {
+                let cols: Vec<Option<ArrayRef>> = b.columns().iter().cloned().map(Some).collect();
+                unique.iter().map(|&d| Ok((d, encode(self, &self.indexes[d], &cols)?))).collect()
+            })
+            .collect::<Result<_>>()?;
+        for (bi, b) in full.iter().enumerate() {
+            for r in 0..b.num_rows() {
+                let keys: Vec<(usize, Option<&[u8]>)> =
+                    encoded[bi].iter().map(|(d, e)| (*d, e.key(r))).collect();
+                let mut skip = false;
+                for &(d, key) in &keys {
+                    let Some(key) = key else { continue };
+                    if !target.contains(&d) {
+                        continue;
+                    }
+                    let earlier = kept.get(&(d, key.to_vec())).copied();
+                    let live = self.holder(d, key).filter(|id| !doomed_set.contains(id));
+                    if replace {
+                        if let Some(id) = live {
+                            doomed_set.insert(id);
+                            doomed.push(id);
+                        }
+                        if let Some((eb, er)) = earlier {
+                            // A later row replaces an earlier one: forget the earlier's keys.
+                            keep[eb][er] = false;
+                            for (d2, e2) in &encoded[eb] {
+                                if let Some(k2) = e2.key(er) {
+                                    kept.remove(&(*d2, k2.to_vec()));
+                                }
+                            }
+                        }
+                    } else if earlier.is_some() || live.is_some() {
+                        skip = true;
+                        break;
+                    }
+                }
+                if skip {
+                    keep[bi][r] = false;
+                    continue;
+                }
+                for &(d, key) in &keys {
+                    if let Some(key) = key {
+                        kept.insert((d, key.to_vec()), (bi, r));
+                    }
+                }
+            }
+        }
+        Ok((keep, doomed))
     }
 }
 
@@ -263,6 +429,19 @@ fn canonical(c: ArrayRef) -> ArrayRef {
         return Arc::new(a.unary::<_, arrow_array::types::Float64Type>(zero64));
     }
     c
+}
+
+/// The `_id` of the entry of `set` whose key is `key`, if any: the entries `key ‖ id` lie
+/// between `key ‖ 0…0` and `key ‖ ff…ff` (no key's bytes are a prefix of another's).
+fn holder_in(set: &imbl::OrdSet<Entry>, key: &[u8]) -> Option<u64> {
+    let mut lo = Vec::with_capacity(key.len() + 8);
+    lo.extend_from_slice(key);
+    lo.extend_from_slice(&[0; 8]);
+    let mut hi = lo.clone();
+    hi[key.len()..].fill(0xff);
+    set.range::<_, [u8]>((Bound::Included(&lo[..]), Bound::Included(&hi[..])))
+        .find(|e| e.len() == key.len() + 8)
+        .and_then(|e| e[key.len()..].try_into().ok().map(u64::from_be_bytes))
 }
 
 fn entry(key: &[u8], id: u64) -> Entry {
@@ -669,5 +848,57 @@ mod tests {
         let more_names: Vec<&str> = more_names.iter().map(String::as_str).collect();
         is_dup(s.insert("t", &[rows(&more, &more_names)]), "t_pkey", "17");
         assert_eq!(count(&s), n as u64);
+    }
+
+    fn names(store: &Store) -> Vec<(i64, String)> {
+        let t = store.snapshot().table("t").unwrap().clone();
+        let mut out = Vec::new();
+        for b in t.scan(&[1, 2]).unwrap() {
+            let b = b.unwrap();
+            let k = b.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+            let n = b.column(1).as_any().downcast_ref::<StringArray>().unwrap();
+            for r in 0..b.num_rows() {
+                out.push((
+                    k.value(r),
+                    if n.is_null(r) { "NULL".into() } else { n.value(r).into() },
+                ));
+            }
+        }
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn conflicts_are_ignored_or_replaced() {
+        let fs = MemFs::new();
+        let s = open(&fs);
+        keyed(&s);
+        s.insert("t", &[rows(&[Some(1), Some(2)], &["a", "b"])]).unwrap();
+        let ignore = OnConflict::Ignore { columns: None };
+        let on = |mode: &OnConflict, b: RecordBatch| {
+            s.autocommit(Durability::ProcessSafe, |t, st| t.insert_on_conflict(st, "t", &[b], mode))
+        };
+        // Existing keys and repeats inside the insert are skipped, on either key.
+        let n = on(&ignore, rows(&[Some(1), Some(3), Some(3), Some(4)], &["x", "c", "y", "b"]));
+        assert_eq!(n.unwrap(), 1);
+        assert_eq!(names(&s), [(1, "a".into()), (2, "b".into()), (3, "c".into())]);
+        // A target skips duplicates of that key only; another key's duplicate is an error.
+        let pk = OnConflict::Ignore { columns: Some(vec!["k".into()]) };
+        assert_eq!(on(&pk, rows(&[Some(1), Some(5)], &["q", "e"])).unwrap(), 1);
+        is_dup(on(&pk, rows(&[Some(6)], &["a"])), "t_name_key", "a");
+        let none = OnConflict::Ignore { columns: Some(vec!["name".into(), "k".into()]) };
+        assert!(on(&none, rows(&[Some(9)], &["z"])).is_err(), "no key over (name, k)");
+        // Replace deletes every row holding one of the new row's keys; later rows win.
+        let n = on(&OnConflict::Replace, rows(&[Some(1), Some(7), Some(7)], &["b", "g", "h"]));
+        assert_eq!(n.unwrap(), 2);
+        assert_eq!(names(&s), [(1, "b".into()), (3, "c".into()), (5, "e".into()), (7, "h".into())]);
+        // Without keys, these are plain inserts.
+        let schema = Schema::new(vec![Field::new("k", DataType::Int64, true)]);
+        s.create_table("plain", &schema).unwrap();
+        let b = rows(&[Some(1), Some(1)], &["a", "a"]).project(&[0]).unwrap();
+        let n = s.autocommit(Durability::ProcessSafe, |t, st| {
+            t.insert_on_conflict(st, "plain", &[b], &OnConflict::Replace)
+        });
+        assert_eq!(n.unwrap(), 2);
     }
 }

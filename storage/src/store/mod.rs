@@ -553,7 +553,7 @@ mod tests;
 mod view;
 mod write;
 
-pub use self::keys::NewIndex;
+pub use self::keys::{NewIndex, OnConflict};
 pub use self::knn::VectorSearch;
 #[cfg(test)]
 use self::read::*;
