@@ -8,21 +8,23 @@
 //!    aggregate lists several shifts of one column.
 //! 4. [`in_list_nulls::InListNulls`] (analyzer): pairs of IN lists that DataFusion's
 //!    simplifier would fold to a constant keep their NULL answer.
-//! 5. [`join_order::JoinOrder`] (logical optimizer): clusters of inner joins in the order
+//! 5. [`scalar_subquery::CorrelatedScalarSubquery`] (analyzer): correlated scalar
+//!    subqueries DataFusion cannot decorrelate (non-equality correlation), as joins.
+//! 6. [`join_order::JoinOrder`] (logical optimizer): clusters of inner joins in the order
 //!    of estimated sizes.
-//! 6. [`dictionary::FuseGroupBy`] (physical): the execs that read dictionary codes —
+//! 7. [`dictionary::FuseGroupBy`] (physical): the execs that read dictionary codes —
 //!    per-entry filters, semi-join reduction, dictionary joins, fused group-bys — and
 //!    `count` / `min` / `max` answered from row-group metadata.
-//! 7. [`vector_topk::VectorTopKRule`] (physical): `ORDER BY <distance> LIMIT k` answered by
+//! 8. [`vector_topk::VectorTopKRule`] (physical): `ORDER BY <distance> LIMIT k` answered by
 //!    the storage top-k.
-//! 8. [`bucket_sort::BucketSortRule`] (physical): sorts under a limit emitted one
+//! 9. [`bucket_sort::BucketSortRule`] (physical): sorts under a limit emitted one
 //!    dictionary value at a time.
-//! 9. [`serial::SmallLimitSerial`] (physical): no round-robin repartition above a small
-//!    limited input.
-//! 10. [`recursion::RecursionLimit`] (physical): a bound on the iterations of `WITH
-//!    RECURSIVE`.
+//! 10. [`serial::SmallLimitSerial`] (physical): no round-robin repartition above a small
+//!     limited input.
+//! 11. [`recursion::RecursionLimit`] (physical): a bound on the iterations of `WITH
+//!     RECURSIVE`.
 //!
-//! Rules 5–9 are fast paths, off with `Connection::set_fast_paths(false)`; 1–4 and 10 are
+//! Rules 6–10 are fast paths, off with `Connection::set_fast_paths(false)`; 1–5 and 11 are
 //! always on. The execs they place live in [`crate::exec`].
 //!
 //! What this module must not do: change what a query returns.
@@ -34,6 +36,7 @@ pub mod dictionary;
 pub mod in_list_nulls;
 pub mod join_order;
 pub mod recursion;
+pub mod scalar_subquery;
 pub mod serial;
 pub mod sum_shift;
 pub mod vector_topk;
