@@ -1,13 +1,16 @@
-//! Names for repeated unnamed projections: `SELECT a, a FROM t`, `SELECT a+1, a + 1`,
-//! `SELECT count(*), count(*)` are valid in SQLite and PostgreSQL, but DataFusion refuses a
-//! projection whose expressions share a name.
+//! Names for repeated output names: `SELECT a, a FROM t`, `SELECT a+1, a + 1`,
+//! `SELECT count(*), count(*)`, `SELECT a, 1 AS a`, `SELECT 1 AS x, 2 AS x` and two scalar
+//! subqueries are valid in SQLite and PostgreSQL, but DataFusion refuses a projection whose
+//! items share a name.
 //!
 //! Used when planning a statement failed for that reason ([`is_duplicate_names`]): in
-//! every `SELECT` of the statement, unnamed items that spell the same expression (compared
-//! as written, case folded, a column by its last name part) get aliases — the expression's
-//! text for the first, the text with `:1`, `:2`, … for the next (skipping names the
-//! projection already uses) — and the statement is planned again. Statements that plan
-//! without it are never touched, so their column names stay DataFusion's.
+//! every `SELECT` of the statement, items whose output names collide (unnamed ones compared
+//! as written, case folded, a column by its last name part, every scalar subquery alike, as
+//! DataFusion names them; aliases by their text) get aliases — the first keeps its name
+//! (its text, for an unnamed item), the next get their own name with `:1`, `:2`, …
+//! (skipping names the projection already uses) — and the statement is planned again.
+//! Statements that plan without it are never touched, so their column names stay
+//! DataFusion's.
 //!
 //! What this module must not do: change what any item computes (it only adds aliases).
 
@@ -22,7 +25,10 @@ use datafusion::sql::sqlparser::ast::{
 
 /// Whether a planning error is DataFusion's refusal of a projection with repeated names.
 pub(crate) fn is_duplicate_names(e: &DataFusionError) -> bool {
-    e.to_string().contains("Projections require unique expression names")
+    let text = e.to_string();
+    text.contains("Projections require unique expression names")
+        || (text.contains("Schema contains qualified field name")
+            && text.contains("which would be ambiguous"))
 }
 
 /// Whether some `SELECT` of `stmt` repeats an unnamed item (what
@@ -35,8 +41,8 @@ pub(crate) fn has_repeated_items(stmt: &DfStatement) -> bool {
         fn pre_visit_select(&mut self, s: &Select) -> ControlFlow<()> {
             let mut keys = HashSet::new();
             for item in &s.projection {
-                if let SelectItem::UnnamedExpr(e) = item
-                    && !keys.insert(key(e))
+                if let Some(k) = output_key(item)
+                    && !keys.insert(k)
                 {
                     return ControlFlow::Break(());
                 }
@@ -94,17 +100,17 @@ impl VisitorMut for Namer {
     }
 }
 
-/// The names of one projection's repeated unnamed items, aliased in place.
+/// The names of one projection's repeated output names, aliased in place: the first of a
+/// group keeps its name (an unnamed item gets it as an alias), the next get `name:1`, ….
 fn name_select(s: &mut Select) -> bool {
     let mut groups: HashMap<String, Vec<usize>> = HashMap::new();
     let mut used: HashSet<String> = HashSet::new();
     for (i, item) in s.projection.iter().enumerate() {
-        match item {
-            SelectItem::UnnamedExpr(e) => groups.entry(key(e)).or_default().push(i),
-            SelectItem::ExprWithAlias { alias, .. } => {
-                used.insert(alias.value.to_lowercase());
-            }
-            _ => {}
+        if let Some(k) = output_key(item) {
+            groups.entry(k).or_default().push(i);
+        }
+        if let SelectItem::ExprWithAlias { alias, .. } = item {
+            used.insert(alias.value.to_lowercase());
         }
     }
     let mut repeated: Vec<Vec<usize>> = groups.into_values().filter(|g| g.len() > 1).collect();
@@ -113,23 +119,28 @@ fn name_select(s: &mut Select) -> bool {
     }
     repeated.sort();
     for group in repeated {
-        let base = match &s.projection[group[0]] {
-            SelectItem::UnnamedExpr(e) => name(e),
-            _ => continue,
-        };
-        let mut n = 0usize;
-        for i in group {
+        for (rank, i) in group.into_iter().enumerate() {
+            // Each by its own text (subqueries that DataFusion names alike differ in it).
+            let (base, aliased) = match &s.projection[i] {
+                SelectItem::UnnamedExpr(e) => (name(e), false),
+                SelectItem::ExprWithAlias { alias, .. } => (alias.value.clone(), true),
+                _ => continue,
+            };
+            if rank == 0 && aliased {
+                continue; // keeps its alias
+            }
+            let mut n = usize::from(rank > 0 && aliased);
             let alias = loop {
                 let candidate = if n == 0 { base.clone() } else { format!("{base}:{n}") };
                 n += 1;
-                if used.insert(candidate.to_lowercase()) {
+                if used.insert(candidate.to_lowercase()) || (n == 1 && rank == 0) {
                     break candidate;
                 }
             };
             let item =
                 std::mem::replace(&mut s.projection[i], SelectItem::Wildcard(Default::default()));
             s.projection[i] = match item {
-                SelectItem::UnnamedExpr(expr) => {
+                SelectItem::UnnamedExpr(expr) | SelectItem::ExprWithAlias { expr, .. } => {
                     SelectItem::ExprWithAlias { expr, alias: Ident::with_quote('"', alias) }
                 }
                 other => other,
@@ -139,14 +150,65 @@ fn name_select(s: &mut Select) -> bool {
     true
 }
 
-/// What two items must share to be the same expression as far as names go.
+/// The name an item's output column has, as far as DataFusion's uniqueness check goes
+/// (case folded); `None` for wildcards.
+fn output_key(item: &SelectItem) -> Option<String> {
+    match item {
+        SelectItem::UnnamedExpr(e) => Some(key(e)),
+        SelectItem::ExprWithAlias { alias, .. } => Some(alias.value.to_lowercase()),
+        _ => None,
+    }
+}
+
+/// What two items must share to be the same expression as far as names go: DataFusion
+/// names every scalar subquery `(<subquery>)`, and an `IN` / `EXISTS` subquery by the
+/// operator alone.
 fn key(e: &Expr) -> String {
     match e {
+        Expr::Subquery(_) => "(<subquery>)".into(),
+        Expr::Exists { negated, .. } => format!("exists {negated}"),
+        Expr::InSubquery { expr, negated, .. } => format!("{} in {negated}", key(expr)),
         Expr::Identifier(i) => i.value.to_lowercase(),
         Expr::CompoundIdentifier(parts) => {
             parts.last().map(|i| i.value.to_lowercase()).unwrap_or_default()
         }
-        e => e.to_string().to_lowercase(),
+        e => {
+            // DataFusion's planner drops parentheses and unary plus from the names it gives.
+            let mut e = e.clone();
+            let _ = VisitMut::visit(&mut e, &mut Plain);
+            e.to_string().to_lowercase()
+        }
+    }
+}
+
+/// Removes parentheses and unary plus (see [`key`]).
+struct Plain;
+
+impl VisitorMut for Plain {
+    type Break = ();
+
+    fn post_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
+        loop {
+            match e {
+                Expr::Nested(inner) => {
+                    *e = std::mem::replace(
+                        inner.as_mut(),
+                        Expr::value(datafusion::sql::sqlparser::ast::Value::Null),
+                    )
+                }
+                Expr::UnaryOp {
+                    op: datafusion::sql::sqlparser::ast::UnaryOperator::Plus,
+                    expr,
+                } => {
+                    *e = std::mem::replace(
+                        expr.as_mut(),
+                        Expr::value(datafusion::sql::sqlparser::ast::Value::Null),
+                    )
+                }
+                _ => break,
+            }
+        }
+        ControlFlow::Continue(())
     }
 }
 
@@ -189,6 +251,23 @@ mod tests {
         );
         assert!(has("SELECT a, t.a FROM t") && has("SELECT x FROM (SELECT 1, 1) s"));
         assert!(!has("SELECT a, b, a AS c FROM t") && !has("INSERT INTO t VALUES (1, 1)"));
+        // Distinct subqueries share DataFusion's name: each gets its own text.
+        assert_eq!(
+            named("SELECT (SELECT 1), (SELECT 2), (SELECT 1) FROM t"),
+            "SELECT (SELECT 1) AS \"(SELECT 1)\", (SELECT 2) AS \"(SELECT 2)\", (SELECT 1) AS \"(SELECT 1):1\" FROM t"
+        );
+        assert!(has("SELECT (SELECT 1), (SELECT 2) FROM t"));
+        // A column and an alias, or two aliases, of one name.
+        assert_eq!(
+            named("SELECT col1, 90 AS col1, - col0 AS COL1 FROM t"),
+            "SELECT col1 AS \"col1\", 90 AS \"col1:1\", -col0 AS \"COL1:2\" FROM t"
+        );
+        assert!(has("SELECT 38 AS c, 1 AS c FROM t"));
+        // DataFusion names `( - + a )` and `- a` alike.
+        assert_eq!(
+            named("SELECT ( - + a ), - a FROM t"),
+            "SELECT (-+a) AS \"(-+a)\", -a AS \"-a\" FROM t"
+        );
         // Subqueries are named too; a projection without repeats is left as written.
         assert_eq!(
             named("SELECT x FROM (SELECT 1, 1) s WHERE y IN (SELECT c FROM u)"),
