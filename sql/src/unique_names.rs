@@ -162,12 +162,14 @@ fn output_key(item: &SelectItem) -> Option<String> {
 
 /// What two items must share to be the same expression as far as names go: DataFusion
 /// names every scalar subquery `(<subquery>)`, and an `IN` / `EXISTS` subquery by the
-/// operator alone.
+/// operator alone, so every item holding a subquery shares one key.
 fn key(e: &Expr) -> String {
+    if contains_subquery(e) {
+        // DataFusion's names of expressions around subqueries can coincide whatever the
+        // rest of the text: all of them are named.
+        return "(<subquery>)".into();
+    }
     match e {
-        Expr::Subquery(_) => "(<subquery>)".into(),
-        Expr::Exists { negated, .. } => format!("exists {negated}"),
-        Expr::InSubquery { expr, negated, .. } => format!("{} in {negated}", key(expr)),
         Expr::Identifier(i) => i.value.to_lowercase(),
         Expr::CompoundIdentifier(parts) => {
             parts.last().map(|i| i.value.to_lowercase()).unwrap_or_default()
@@ -179,6 +181,23 @@ fn key(e: &Expr) -> String {
             e.to_string().to_lowercase()
         }
     }
+}
+
+/// Whether a subquery appears anywhere in `e`.
+fn contains_subquery(e: &Expr) -> bool {
+    struct Find;
+    impl Visitor for Find {
+        type Break = ();
+        fn pre_visit_expr(&mut self, e: &Expr) -> ControlFlow<()> {
+            match e {
+                Expr::Subquery(_) | Expr::Exists { .. } | Expr::InSubquery { .. } => {
+                    ControlFlow::Break(())
+                }
+                _ => ControlFlow::Continue(()),
+            }
+        }
+    }
+    Visit::visit(e, &mut Find).is_break()
 }
 
 /// Removes parentheses and unary plus (see [`key`]).

@@ -232,6 +232,7 @@ impl SqlConnection {
             .with_analyzer_rule(Arc::new(crate::rules::decimal::DecimalArithmetic::default()))
             .with_analyzer_rule(Arc::new(crate::rules::sum_shift::SumShift::default()))
             .with_analyzer_rule(Arc::new(crate::rules::in_list_nulls::InListNulls))
+            .with_analyzer_rule(Arc::new(crate::rules::in_subquery::InSubqueryValue))
             .with_analyzer_rule(Arc::new(crate::rules::scalar_subquery::CorrelatedScalarSubquery))
             .with_optimizer_rule(Arc::new(crate::rules::join_order::JoinOrder::new(
                 fast_paths.clone(),

@@ -10,21 +10,23 @@
 //!    simplifier would fold to a constant keep their NULL answer.
 //! 5. [`scalar_subquery::CorrelatedScalarSubquery`] (analyzer): correlated scalar
 //!    subqueries DataFusion cannot decorrelate (non-equality correlation), as joins.
-//! 6. [`join_order::JoinOrder`] (logical optimizer): clusters of inner joins in the order
+//! 6. [`in_subquery::InSubqueryValue`] (analyzer): `x IN (subquery)` as a value in a
+//!    `SELECT` list, spelled with scalar subqueries DataFusion plans.
+//! 7. [`join_order::JoinOrder`] (logical optimizer): clusters of inner joins in the order
 //!    of estimated sizes.
-//! 7. [`dictionary::FuseGroupBy`] (physical): the execs that read dictionary codes —
+//! 8. [`dictionary::FuseGroupBy`] (physical): the execs that read dictionary codes —
 //!    per-entry filters, semi-join reduction, dictionary joins, fused group-bys — and
 //!    `count` / `min` / `max` answered from row-group metadata.
-//! 8. [`vector_topk::VectorTopKRule`] (physical): `ORDER BY <distance> LIMIT k` answered by
+//! 9. [`vector_topk::VectorTopKRule`] (physical): `ORDER BY <distance> LIMIT k` answered by
 //!    the storage top-k.
-//! 9. [`bucket_sort::BucketSortRule`] (physical): sorts under a limit emitted one
-//!    dictionary value at a time.
-//! 10. [`serial::SmallLimitSerial`] (physical): no round-robin repartition above a small
+//! 10. [`bucket_sort::BucketSortRule`] (physical): sorts under a limit emitted one
+//!     dictionary value at a time.
+//! 11. [`serial::SmallLimitSerial`] (physical): no round-robin repartition above a small
 //!     limited input.
-//! 11. [`recursion::RecursionLimit`] (physical): a bound on the iterations of `WITH
+//! 12. [`recursion::RecursionLimit`] (physical): a bound on the iterations of `WITH
 //!     RECURSIVE`.
 //!
-//! Rules 6–10 are fast paths, off with `Connection::set_fast_paths(false)`; 1–5 and 11 are
+//! Rules 7–11 are fast paths, off with `Connection::set_fast_paths(false)`; 1–6 and 12 are
 //! always on. The execs they place live in [`crate::exec`].
 //!
 //! What this module must not do: change what a query returns.
@@ -34,6 +36,7 @@ pub mod checked;
 pub mod decimal;
 pub mod dictionary;
 pub mod in_list_nulls;
+pub mod in_subquery;
 pub mod join_order;
 pub mod recursion;
 pub mod scalar_subquery;
