@@ -33,15 +33,80 @@ pub(crate) fn parse(
     let name = options.sql_parser.dialect.to_string();
     let dialect = datafusion::sql::sqlparser::dialect::dialect_from_str(&name)
         .ok_or_else(|| Error::sql(format!("unknown SQL dialect '{name}'")))?;
-    let mut parser = datafusion::sql::parser::DFParserBuilder::new(sql)
-        .with_dialect(dialect.as_ref())
-        .with_recursion_limit(options.sql_parser.recursion_limit.get())
-        .build()?;
-    let mut statements: Vec<DfStatement> = parser.parse_statements()?.into_iter().collect();
+    let run = |sql: &str| -> Result<Vec<DfStatement>> {
+        let mut parser = datafusion::sql::parser::DFParserBuilder::new(sql)
+            .with_dialect(dialect.as_ref())
+            .with_recursion_limit(options.sql_parser.recursion_limit.get())
+            .build()?;
+        Ok(parser.parse_statements()?.into_iter().collect())
+    };
+    let mut statements = match run(sql) {
+        Ok(s) => s,
+        // Only text the parser refused is looked at again.
+        Err(e) => match sqlite_in_forms(dialect.as_ref(), sql) {
+            Some(text) => run(&text).map_err(|_| e)?,
+            None => return Err(e),
+        },
+    };
     for s in &mut statements {
         crate::depth::shape(s)?;
     }
     Ok(statements)
+}
+
+/// SQLite's `IN` operands the parser does not take, as the subqueries they mean: `x IN ()`
+/// (an empty list: false, even for NULL) as `x IN (SELECT NULL WHERE FALSE)`, and
+/// `x IN t` (a table's rows) as `x IN (SELECT * FROM t)`. `None` when the text has
+/// neither.
+fn sqlite_in_forms(
+    dialect: &dyn datafusion::sql::sqlparser::dialect::Dialect,
+    sql: &str,
+) -> Option<String> {
+    use datafusion::sql::sqlparser::keywords::Keyword;
+    use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+    let tokens = Tokenizer::new(dialect, sql).tokenize().ok()?;
+    let next =
+        |from: usize| (from..tokens.len()).find(|&j| !matches!(tokens[j], Token::Whitespace(_)));
+    let mut out = String::with_capacity(sql.len() + 32);
+    let mut changed = false;
+    let mut i = 0;
+    while i < tokens.len() {
+        out.push_str(&tokens[i].to_string());
+        if let Token::Word(w) = &tokens[i]
+            && w.keyword == Keyword::IN
+            && let Some(a) = next(i + 1)
+        {
+            match &tokens[a] {
+                Token::LParen if next(a + 1).is_some_and(|b| tokens[b] == Token::RParen) => {
+                    out.push_str(" (SELECT NULL WHERE FALSE)");
+                    i = next(a + 1).map_or(tokens.len(), |b| b + 1);
+                    changed = true;
+                    continue;
+                }
+                Token::Word(t) if t.keyword == Keyword::NoKeyword || t.quote_style.is_some() => {
+                    // A possibly qualified table name.
+                    let mut end = a;
+                    let mut name = t.to_string();
+                    while let Some(dot) = next(end + 1)
+                        && tokens[dot] == Token::Period
+                        && let Some(part) = next(dot + 1)
+                        && let Token::Word(p) = &tokens[part]
+                    {
+                        name.push('.');
+                        name.push_str(&p.to_string());
+                        end = part;
+                    }
+                    out.push_str(&format!(" (SELECT * FROM {name})"));
+                    i = end + 1;
+                    changed = true;
+                    continue;
+                }
+                _ => {}
+            }
+        }
+        i += 1;
+    }
+    changed.then_some(out)
 }
 
 /// The schema with the types storage keeps (view / large string types as their plain form).
