@@ -237,6 +237,7 @@ impl SqlConnection {
             .with_optimizer_rule(Arc::new(crate::rules::join_order::JoinOrder::new(
                 fast_paths.clone(),
             )))
+            .with_optimizer_rule(Arc::new(crate::rules::dml_filters::InlineDmlCommonExprs))
             .with_physical_optimizer_rule(Arc::new(FuseGroupBy::new(fast_paths.clone())))
             .with_physical_optimizer_rule(Arc::new(crate::rules::vector_topk::VectorTopKRule::new(
                 fast_paths.clone(),

@@ -14,20 +14,23 @@
 //!    `SELECT` list, spelled with scalar subqueries DataFusion plans.
 //! 7. [`join_order::JoinOrder`] (logical optimizer): clusters of inner joins in the order
 //!    of estimated sizes.
-//! 8. [`dictionary::FuseGroupBy`] (physical): the execs that read dictionary codes —
+//! 8. [`dml_filters::InlineDmlCommonExprs`] (logical optimizer): DELETE / UPDATE
+//!    predicates with DataFusion's common subexpressions put back, so the table provider
+//!    can read them.
+//! 9. [`dictionary::FuseGroupBy`] (physical): the execs that read dictionary codes —
 //!    per-entry filters, semi-join reduction, dictionary joins, fused group-bys — and
 //!    `count` / `min` / `max` answered from row-group metadata.
-//! 9. [`vector_topk::VectorTopKRule`] (physical): `ORDER BY <distance> LIMIT k` answered by
-//!    the storage top-k.
-//! 10. [`bucket_sort::BucketSortRule`] (physical): sorts under a limit emitted one
+//! 10. [`vector_topk::VectorTopKRule`] (physical): `ORDER BY <distance> LIMIT k` answered
+//!     by the storage top-k.
+//! 11. [`bucket_sort::BucketSortRule`] (physical): sorts under a limit emitted one
 //!     dictionary value at a time.
-//! 11. [`serial::SmallLimitSerial`] (physical): no round-robin repartition above a small
+//! 12. [`serial::SmallLimitSerial`] (physical): no round-robin repartition above a small
 //!     limited input.
-//! 12. [`recursion::RecursionLimit`] (physical): a bound on the iterations of `WITH
+//! 13. [`recursion::RecursionLimit`] (physical): a bound on the iterations of `WITH
 //!     RECURSIVE`.
 //!
-//! Rules 7–11 are fast paths, off with `Connection::set_fast_paths(false)`; 1–6 and 12 are
-//! always on. The execs they place live in [`crate::exec`].
+//! Rules 7 and 9–12 are fast paths, off with `Connection::set_fast_paths(false)`; 1–6, 8
+//! and 13 are always on. The execs they place live in [`crate::exec`].
 //!
 //! What this module must not do: change what a query returns.
 
@@ -35,6 +38,7 @@ pub mod bucket_sort;
 pub mod checked;
 pub mod decimal;
 pub mod dictionary;
+pub mod dml_filters;
 pub mod in_list_nulls;
 pub mod in_subquery;
 pub mod join_order;

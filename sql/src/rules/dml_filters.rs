@@ -1,0 +1,90 @@
+//! DELETE and UPDATE filters as the table provider needs them.
+//!
+//! DataFusion hands a DELETE's or UPDATE's filters to the table provider by collecting the
+//! predicates of the plan's filters, which must name the table's columns. Its common
+//! subexpression elimination can move a repeated part of a predicate (`col1 > 1 OR col1 > 2`
+//! over a cast column) into a projection below as `__common_expr_N`; the collected
+//! predicate then names a column the table does not have, and the statement fails. This
+//! rule (a logical optimizer rule after DataFusion's) puts those expressions back into the
+//! expressions of a DELETE's or UPDATE's input that name them. Used when:
+//!
+//! 1. the plan is a DELETE or an UPDATE, and
+//! 2. a projection in its input defines a `__common_expr_*` alias.
+//!
+//! What this module must not do: change what the statement writes (the inlined expression
+//! is the one the alias named).
+
+use std::collections::HashMap;
+
+use datafusion::common::Result;
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::logical_expr::{Expr, LogicalPlan, WriteOp};
+use datafusion::optimizer::{OptimizerConfig, OptimizerRule};
+
+/// The rule (see the module docs).
+#[derive(Debug, Default)]
+pub struct InlineDmlCommonExprs;
+
+/// The prefix of the aliases DataFusion's common subexpression elimination makes.
+const PREFIX: &str = "__common_expr";
+
+impl OptimizerRule for InlineDmlCommonExprs {
+    fn name(&self) -> &str {
+        "basalt_inline_dml_common_exprs"
+    }
+
+    fn rewrite(
+        &self,
+        plan: LogicalPlan,
+        _config: &dyn OptimizerConfig,
+    ) -> Result<Transformed<LogicalPlan>> {
+        let LogicalPlan::Dml(dml) = &plan else { return Ok(Transformed::no(plan)) };
+        if !matches!(dml.op, WriteOp::Delete | WriteOp::Update) {
+            return Ok(Transformed::no(plan));
+        }
+        let mut defined: HashMap<String, Expr> = HashMap::new();
+        dml.input.apply(|node| {
+            if let LogicalPlan::Projection(p) = node {
+                for e in &p.expr {
+                    if let Expr::Alias(a) = e
+                        && a.name.starts_with(PREFIX)
+                    {
+                        defined.insert(a.name.clone(), a.expr.as_ref().clone());
+                    }
+                }
+            }
+            Ok(TreeNodeRecursion::Continue)
+        })?;
+        if defined.is_empty() {
+            return Ok(Transformed::no(plan));
+        }
+        let inline = |e: Expr| {
+            e.transform_up(|x| match &x {
+                Expr::Column(c) if c.relation.is_none() && c.name.starts_with(PREFIX) => {
+                    match defined.get(&c.name) {
+                        // A defined expression may name an earlier alias in turn.
+                        Some(d) => Ok(Transformed::new(d.clone(), true, TreeNodeRecursion::Jump)),
+                        None => Ok(Transformed::no(x)),
+                    }
+                }
+                _ => Ok(Transformed::no(x)),
+            })
+        };
+        let inline_all = |e: Expr| -> Result<Transformed<Expr>> {
+            let mut t = inline(e)?;
+            // Nested aliases: inline until nothing names one.
+            while t.transformed
+                && t.data.exists(|x| {
+                    Ok(matches!(x, Expr::Column(c) if c.relation.is_none() && defined.contains_key(&c.name)))
+                })?
+            {
+                t = inline(t.data)?.update_data(|d| d);
+            }
+            Ok(t)
+        };
+        plan.transform_down(|node| match node {
+            LogicalPlan::Filter(_) => node.map_expressions(&inline_all),
+            n => Ok(Transformed::no(n)),
+        })
+    }
+}
