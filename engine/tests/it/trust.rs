@@ -228,6 +228,9 @@ fn deep_statements_run_on_small_stacks_or_are_refused() {
         (0..2_000).map(|i| format!("a = {i}")).collect::<Vec<_>>().join(" OR ")
     );
     let too_deep = format!("SELECT {}", vec!["1"; 1_200].join(" + "));
+    // Parentheses as deep as SQLite's default limit parse (DataFusion's own limit is 50).
+    let parens = format!("SELECT max({}a{}) FROM t", "(".repeat(900), ")".repeat(900));
+    let too_many_parens = format!("SELECT {}1{}", "(".repeat(1_200), ")".repeat(1_200));
     let handle = std::thread::Builder::new()
         .stack_size(2 << 20)
         .spawn(move || {
@@ -242,6 +245,9 @@ fn deep_statements_run_on_small_stacks_or_are_refused() {
             assert_eq!(cells(&r), ["3030000"]);
             let e = conn.sql(&too_deep).unwrap_err();
             assert!(e.to_string().contains("too complex"), "{e}");
+            assert_eq!(cells(&conn.sql(&parens).unwrap()), ["100"]);
+            let e = conn.sql(&too_many_parens).unwrap_err();
+            assert!(e.to_string().contains("nested too deeply"), "{e}");
         })
         .unwrap();
     handle.join().expect("no stack overflow");

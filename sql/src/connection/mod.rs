@@ -143,6 +143,14 @@ impl SqlConnection {
         opts.sql_parser.map_string_types_to_utf8view = false;
         // Positions in planning errors.
         opts.sql_parser.collect_spans = true;
+        // Nesting as deep as SQLite's default limit (DataFusion's is 50 levels, which
+        // generated filters with parentheses exceed); the parser grows its stack as it
+        // goes, and `depth` bounds what later passes walk.
+        if let Ok(limit) =
+            datafusion::config::ConfigNonZeroUsize::try_new(crate::depth::MAX_EXPR_DEPTH)
+        {
+            opts.sql_parser.recursion_limit = limit;
+        }
         // A hash join hands its probe-side scan the build keys as a list (storage tests
         // rows against it by one bitmap or sorted lookup, and drops non-members before
         // decoding the other columns) up to this many distinct keys a partition, instead
