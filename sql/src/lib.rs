@@ -77,7 +77,7 @@ pub mod pushdown;
 pub mod rewrite;
 pub mod rules;
 pub mod script;
-mod sqlite_aggregates;
+mod sqlite_compat;
 pub mod types;
 mod unique_names;
 pub mod vector;

@@ -78,7 +78,7 @@ pub(crate) async fn prepare_statement(
         state: &datafusion::execution::session_state::SessionState,
     ) -> Result<()> {
         rewrite::rewrite(s, tables);
-        crate::sqlite_aggregates::rewrite(s);
+        crate::sqlite_compat::rewrite(s);
         files.resolve(state, s).await
     }
     match &mut stmt {

@@ -1,24 +1,26 @@
-//! SQLite's aggregate spellings, as the DataFusion aggregates that compute them:
+//! SQLite spellings DataFusion does not take, as what it does take:
 //!
+//! - unary `+` is dropped: it is the identity in SQLite for every type (DataFusion refuses
+//!   it on text);
 //! - `group_concat(x)` / `group_concat(x, sep)` → `string_agg(CAST(x AS VARCHAR), ',' | sep)`
 //!   (NULLs skipped; no rows: NULL);
 //! - `total(x)` → `COALESCE(sum(CAST(x AS DOUBLE)), 0.0)` (a float, 0.0 over no rows).
 //!
-//! `DISTINCT`, `FILTER`, `ORDER BY` inside the call and `OVER` carry over to the inner
-//! aggregate. Used on every prepared statement; calls of other functions are untouched.
+//! For the aggregates, `DISTINCT`, `FILTER`, `ORDER BY` inside the call and `OVER` carry
+//! over to the inner aggregate. Used on every prepared statement.
 //!
-//! What this module must not do: change any other call.
+//! What this module must not do: change what any other expression computes.
 
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    Expr, Function, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, Statement, VisitMut,
-    VisitorMut,
+    Expr, Function, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, Statement,
+    UnaryOperator, Value, VisitMut, VisitorMut,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 
-/// Rewrites the SQLite aggregates of `stmt` (see the module docs).
+/// Rewrites the SQLite spellings of `stmt` (see the module docs).
 pub(crate) fn rewrite(stmt: &mut Statement) {
     let _ = stmt.visit(&mut Sqlite);
 }
@@ -33,6 +35,10 @@ impl VisitorMut for Sqlite {
             && let Some(new) = translate(f)
         {
             *e = new;
+        }
+        while let Expr::UnaryOp { op: UnaryOperator::Plus, expr } = e {
+            let inner = std::mem::replace(expr.as_mut(), Expr::value(Value::Null));
+            *e = inner;
         }
         ControlFlow::Continue(())
     }
@@ -132,6 +138,8 @@ mod tests {
             "SELECT COALESCE(sum(CAST(x AS DOUBLE)) FILTER (WHERE x > 1), 0.0), \
              COALESCE(sum(CAST(x AS DOUBLE)) OVER (), 0.0) FROM t"
         );
+        // Unary plus is the identity, on text too.
+        assert_eq!(rewritten("SELECT + + a, - + b, +'x' FROM t"), "SELECT a, -b, 'x' FROM t");
         // Other functions and other arities are left alone.
         assert_eq!(
             rewritten("SELECT total(x, y), sum(x) FROM t"),
