@@ -382,6 +382,31 @@ impl TableSnapshot {
     }
 }
 
+impl TableSnapshot {
+    /// The `_id` of the live row whose key under unique key `def` (a position in
+    /// [`TableSnapshot::indexes`]) is `key` (one one-row array per key column, of the
+    /// columns' types): `Some(None)` when no row has it (or it holds a NULL), `None` when
+    /// this snapshot cannot answer (no such unique key, or its key sets are not built: a
+    /// table not written since the database was opened).
+    pub fn find_by_key(&self, def: usize, key: &[ArrayRef]) -> Result<Option<Option<u64>>> {
+        let Some(d) = self.indexes.get(def).filter(|d| d.kind.is_unique()) else {
+            return Ok(None);
+        };
+        if self.keys.is_none() || key.len() != d.columns.len() {
+            return Ok(None);
+        }
+        let mut full: Vec<Option<ArrayRef>> = vec![None; self.schema.full_schema().fields().len()];
+        for (p, a) in self.key_positions(d)?.into_iter().zip(key) {
+            if a.len() != 1 || a.data_type() != self.schema.full_schema().field(p).data_type() {
+                return Ok(None);
+            }
+            full[p] = Some(a.clone());
+        }
+        let encoded = encode(self, d, &full)?;
+        Ok(Some(encoded.key(0).and_then(|k| self.holder(def, k))))
+    }
+}
+
 /// A definition's key columns of some rows, in row format.
 struct Encoded {
     columns: Vec<ArrayRef>,
@@ -900,5 +925,24 @@ mod tests {
             t.insert_on_conflict(st, "plain", &[b], &OnConflict::Replace)
         });
         assert_eq!(n.unwrap(), 2);
+    }
+
+    #[test]
+    fn rows_are_found_by_key_once_the_sets_are_built() {
+        let fs = MemFs::new();
+        let s = open(&fs);
+        keyed(&s);
+        let r = s.insert("t", &[rows(&[Some(1), Some(2)], &["a", "b"])]).unwrap();
+        let t = s.snapshot().table("t").unwrap().clone();
+        let k = |v: i64| vec![Arc::new(Int64Array::from(vec![v])) as ArrayRef];
+        assert_eq!(t.find_by_key(0, &k(2)).unwrap(), Some(Some(r.first + 1)));
+        assert_eq!(t.find_by_key(0, &k(9)).unwrap(), Some(None));
+        let name = vec![Arc::new(StringArray::from(vec!["a"])) as ArrayRef];
+        assert_eq!(t.find_by_key(1, &name).unwrap(), Some(Some(r.first)));
+        // A wrong type or a table not written since opening: no answer (callers scan).
+        assert_eq!(t.find_by_key(1, &k(1)).unwrap(), None);
+        drop(s);
+        let s = open(&fs);
+        assert_eq!(s.snapshot().table("t").unwrap().find_by_key(0, &k(2)).unwrap(), None);
     }
 }
