@@ -56,6 +56,7 @@ macro_rules! leaf_exec {
     };
 }
 
+mod bare_columns;
 pub mod binding;
 pub mod catalog;
 mod codes;

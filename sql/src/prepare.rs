@@ -102,23 +102,41 @@ pub(crate) async fn prepare_statement(
     Ok(stmt)
 }
 
-/// Plans a prepared statement. One that DataFusion refuses for repeated unnamed projection
-/// names (`SELECT a, a`) is planned again with those items named
-/// ([`crate::unique_names`]).
+/// Plans a prepared statement. One that DataFusion refuses for repeated output names
+/// (`SELECT a, a`) or for SQLite's bare columns (`SELECT a, max(b) FROM t`) is planned again
+/// with those items named ([`crate::unique_names`]) or those columns wrapped
+/// ([`crate::bare_columns`]); statements DataFusion plans are never changed.
 pub(crate) async fn plan_prepared(
     state: &datafusion::execution::session_state::SessionState,
     stmt: DfStatement,
 ) -> datafusion::error::Result<datafusion::logical_expr::LogicalPlan> {
-    let retry = crate::unique_names::has_repeated_items(&stmt).then(|| stmt.clone());
-    match (Box::pin(state.statement_to_plan(stmt)).await, retry) {
-        (Err(e), Some(mut s)) if crate::unique_names::is_duplicate_names(&e) => {
-            if !crate::unique_names::name_repeated_items(&mut s) {
-                return Err(e);
-            }
-            Box::pin(state.statement_to_plan(s)).await
+    // A copy for a second planning: queries (small) and statements with repeated items.
+    let keep = crate::unique_names::has_repeated_items(&stmt)
+        || matches!(&stmt, DfStatement::Statement(s) if matches!(s.as_ref(), Statement::Query(_)));
+    let mut retry = keep.then(|| stmt.clone());
+    let mut result = Box::pin(state.statement_to_plan(stmt)).await;
+    // Each fix at most once (a statement may need both).
+    let mut named = false;
+    let mut wrapped = false;
+    while let (Err(e), Some(s)) = (&result, retry.as_mut()) {
+        let changed = if !named && crate::unique_names::is_duplicate_names(e) {
+            named = true;
+            crate::unique_names::name_repeated_items(s)
+        } else if !wrapped && crate::bare_columns::is_bare_column_error(e) {
+            wrapped = true;
+            crate::bare_columns::wrap_bare_columns(s)
+        } else {
+            false
+        };
+        if !changed {
+            break;
         }
-        (r, _) => r,
+        match Box::pin(state.statement_to_plan(s.clone())).await {
+            Ok(plan) => return Ok(plan),
+            Err(e2) => result = Err(e2),
+        }
     }
+    result
 }
 
 /// The native tables the rewriter may expand, read once per statement.
