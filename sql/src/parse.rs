@@ -43,7 +43,7 @@ pub(crate) fn parse(
     let mut statements = match run(sql) {
         Ok(s) => s,
         // Only text the parser refused is looked at again.
-        Err(e) => match sqlite_in_forms(dialect.as_ref(), sql) {
+        Err(e) => match sqlite_forms(dialect.as_ref(), sql) {
             Some(text) => run(&text).map_err(|_| e)?,
             None => return Err(e),
         },
@@ -54,11 +54,11 @@ pub(crate) fn parse(
     Ok(statements)
 }
 
-/// SQLite's `IN` operands the parser does not take, as the subqueries they mean: `x IN ()`
-/// (an empty list: false, even for NULL) as `x IN (SELECT NULL WHERE FALSE)`, and
-/// `x IN t` (a table's rows) as `x IN (SELECT * FROM t)`. `None` when the text has
-/// neither.
-fn sqlite_in_forms(
+/// SQLite forms the parser does not take, as what they mean: `x IN ()` (an empty list:
+/// false, even for NULL) as `x IN (SELECT NULL WHERE FALSE)`; `x IN t` (a table's rows) as
+/// `x IN (SELECT * FROM t)`; the index hints `NOT INDEXED` and `INDEXED BY name` after a
+/// table dropped (they choose an index, not an answer). `None` when the text has none.
+fn sqlite_forms(
     dialect: &dyn datafusion::sql::sqlparser::dialect::Dialect,
     sql: &str,
 ) -> Option<String> {
@@ -71,6 +71,29 @@ fn sqlite_in_forms(
     let mut changed = false;
     let mut i = 0;
     while i < tokens.len() {
+        // `NOT INDEXED` / `INDEXED BY name`: dropped.
+        if let Token::Word(w) = &tokens[i]
+            && let Some(a) = next(i + 1)
+            && let Token::Word(b) = &tokens[a]
+        {
+            let word = |t: &datafusion::sql::sqlparser::tokenizer::Word, s: &str| {
+                t.quote_style.is_none() && t.value.eq_ignore_ascii_case(s)
+            };
+            if word(w, "not") && word(b, "indexed") {
+                i = a + 1;
+                changed = true;
+                continue;
+            }
+            if word(w, "indexed")
+                && word(b, "by")
+                && let Some(n) = next(a + 1)
+                && matches!(tokens[n], Token::Word(_))
+            {
+                i = n + 1;
+                changed = true;
+                continue;
+            }
+        }
         out.push_str(&tokens[i].to_string());
         if let Token::Word(w) = &tokens[i]
             && w.keyword == Keyword::IN
