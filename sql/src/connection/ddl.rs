@@ -249,6 +249,12 @@ impl SqlConnection {
             LogicalPlan::Ddl(DdlStatement::DropTable(d)) => {
                 self.drop_object(&d.name, d.if_exists, |s, n| s.drop_table(n))
             }
+            LogicalPlan::Ddl(DdlStatement::DropView(d))
+                if self.schema.is_external(d.name.table()) =>
+            {
+                self.schema.deregister_table(d.name.table())?;
+                Ok(Outcome::Batches(Vec::new()))
+            }
             LogicalPlan::Ddl(DdlStatement::DropView(d)) => {
                 self.drop_object(&d.name, d.if_exists, |s, n| s.drop_view(n))
             }
@@ -283,11 +289,14 @@ impl SqlConnection {
         stmt: DfStatement,
     ) -> Result<()> {
         self.no_ddl_in_transaction()?;
-        if cv.materialized || cv.temporary {
-            return Err(Error::unsupported("materialized and temporary views"));
+        if cv.materialized {
+            return Err(Error::unsupported("materialized views"));
         }
         let name = rewrite::table_name_of(&cv.name, self.fold_case())
             .ok_or_else(|| Error::sql(format!("CREATE VIEW: bad view name {}", cv.name)))?;
+        if cv.temporary {
+            return self.create_temporary_view(cv, &name, stmt).await;
+        }
         let store = self.binding.session().lock().store().clone();
         let snap = store.snapshot();
         if cv.if_not_exists && snap.views().contains_key(&name) {
@@ -356,6 +365,33 @@ impl SqlConnection {
                 r => r?,
             }
         }
+        Ok(())
+    }
+
+    /// `CREATE TEMP VIEW`: a view of this connection only (gone when it closes), planned
+    /// once, at creation (a stored table or view of the same name hides it).
+    async fn create_temporary_view(
+        &self,
+        cv: &datafusion::sql::sqlparser::ast::CreateView,
+        name: &str,
+        stmt: DfStatement,
+    ) -> Result<()> {
+        let exists = self.schema.is_external(name);
+        if exists && cv.if_not_exists {
+            return Ok(());
+        }
+        if exists && !cv.or_replace {
+            return Err(basalt_storage::Error::ViewExists { view: name.to_string() }.into());
+        }
+        let plan = match self.plan(stmt).await? {
+            LogicalPlan::Ddl(DdlStatement::CreateView(c)) => c.input.as_ref().clone(),
+            _ => return Err(Error::sql("CREATE TEMP VIEW did not plan as a view")),
+        };
+        let view = datafusion::catalog::view::ViewTable::new(plan, Some(cv.query.to_string()));
+        if exists {
+            self.schema.deregister_table(name)?;
+        }
+        self.schema.register_table(name.to_string(), Arc::new(view))?;
         Ok(())
     }
 
