@@ -11,19 +11,37 @@
 //! 1. the plan is a DELETE or an UPDATE, and
 //! 2. a projection in its input defines a `__common_expr_*` alias.
 //!
+//! The rule also keeps a DELETE or UPDATE whose condition is always false (`WHERE 1 = 0`,
+//! `a = 1 AND a = 2`) from writing every row: DataFusion's optimizer replaces such an input
+//! with an empty relation, which leaves no filter to hand over, and a provider given no
+//! filter changes every row. The input becomes a filter `false` over the table instead.
+//!
 //! What this module must not do: change what the statement writes (the inlined expression
-//! is the one the alias named).
+//! is the one the alias named; an empty input writes nothing).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use datafusion::common::Result;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
-use datafusion::logical_expr::{Expr, LogicalPlan, WriteOp};
+use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder, Projection, WriteOp, lit};
 use datafusion::optimizer::{OptimizerConfig, OptimizerRule};
 
 /// The rule (see the module docs).
 #[derive(Debug, Default)]
 pub struct InlineDmlCommonExprs;
+
+/// Whether a DML input is an empty relation (under projections, filters, aliases): the
+/// optimizer's form of a condition that is always false.
+fn reads_nothing(plan: &LogicalPlan) -> bool {
+    match plan {
+        LogicalPlan::EmptyRelation(e) => !e.produce_one_row,
+        LogicalPlan::Projection(p) => reads_nothing(&p.input),
+        LogicalPlan::Filter(f) => reads_nothing(&f.input),
+        LogicalPlan::SubqueryAlias(a) => reads_nothing(&a.input),
+        _ => false,
+    }
+}
 
 /// The prefix of the aliases DataFusion's common subexpression elimination makes.
 const PREFIX: &str = "__common_expr";
@@ -41,6 +59,22 @@ impl OptimizerRule for InlineDmlCommonExprs {
         let LogicalPlan::Dml(dml) = &plan else { return Ok(Transformed::no(plan)) };
         if !matches!(dml.op, WriteOp::Delete | WriteOp::Update) {
             return Ok(Transformed::no(plan));
+        }
+        if reads_nothing(&dml.input) {
+            let scan =
+                LogicalPlanBuilder::scan(dml.table_name.clone(), Arc::clone(&dml.target), None)?
+                    .filter(lit(false))?
+                    .build()?;
+            // An UPDATE's assignments are its input's top projection: kept.
+            let input = match dml.input.as_ref() {
+                LogicalPlan::Projection(p) => {
+                    LogicalPlan::Projection(Projection::try_new(p.expr.clone(), Arc::new(scan))?)
+                }
+                _ => scan,
+            };
+            let mut dml = dml.clone();
+            dml.input = Arc::new(input);
+            return Ok(Transformed::yes(LogicalPlan::Dml(dml)));
         }
         let mut defined: HashMap<String, Expr> = HashMap::new();
         dml.input.apply(|node| {
