@@ -184,7 +184,7 @@ fn key(e: &Expr) -> String {
 }
 
 /// Whether a subquery appears anywhere in `e`.
-fn contains_subquery(e: &Expr) -> bool {
+pub(crate) fn contains_subquery(e: &Expr) -> bool {
     struct Find;
     impl Visitor for Find {
         type Break = ();

@@ -179,6 +179,9 @@ impl SqlConnection {
             if let Some(plan) = self.plan_ddl_directly(s)? {
                 return self.run_plan(plan, stream).await;
             }
+            if let Some(r) = Box::pin(self.dml_via_query(s)).await {
+                return r.map(Outcome::Batches);
+            }
             if let Statement::Insert(ins) = s.as_ref()
                 && let Some(OnInsert::OnConflict(oc)) = &ins.on
                 && let OnConflictAction::DoUpdate(du) = &oc.action

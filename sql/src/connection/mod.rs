@@ -17,8 +17,8 @@
 //! This file holds [`SqlConnection`] and its session; `dispatch` runs statements, `ddl`
 //! runs DDL and the plans DataFusion would run in memory, `prepared` keeps prepared
 //! statements and their plans, `direct_path` hands statements to the direct path,
-//! `upsert` runs INSERTs with a conflict clause, and `runtime` is the runtime a database's
-//! connections share.
+//! `upsert` runs INSERTs with a conflict clause, `dml_query` DELETEs and UPDATEs with
+//! subqueries, and `runtime` is the runtime a database's connections share.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -59,6 +59,7 @@ use crate::types::VectorTypes;
 mod ddl;
 mod direct_path;
 mod dispatch;
+mod dml_query;
 mod prepared;
 mod runtime;
 mod upsert;

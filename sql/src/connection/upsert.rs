@@ -229,53 +229,9 @@ impl SqlConnection {
         let mem =
             datafusion::datasource::MemTable::try_new(excluded.schema(), vec![vec![excluded]])?;
         self.schema.register_table(EXCLUDED.to_string(), Arc::new(mem))?;
-        let updates = Box::pin(async {
-            let stmt = parse_one(&self.with_options(|o| o.clone()), select)?;
-            let plan = self.plan(stmt).await?;
-            let physical = self.physical(plan).await?;
-            collect(datafusion::physical_plan::execute_stream(physical, self.ctx()?.task_ctx())?)
-                .await
-        })
-        .await;
+        let updates = Box::pin(self.run_query_text(select)).await;
         let _ = self.schema.deregister_table(EXCLUDED);
-        let schema = snapshot.schema();
-        for b in updates? {
-            if b.num_rows() == 0 {
-                continue;
-            }
-            let ids = b
-                .column(0)
-                .as_any()
-                .downcast_ref::<UInt64Array>()
-                .ok_or_else(|| Error::sql("ON CONFLICT DO UPDATE: _id is not UInt64"))?
-                .clone();
-            let mut fields = Vec::with_capacity(names.len());
-            let mut values = Vec::with_capacity(names.len());
-            for (i, name) in names.iter().enumerate() {
-                let p = schema.index_of(name).filter(|&p| p > 0).ok_or_else(|| {
-                    basalt_storage::Error::ColumnNotFound {
-                        table: table.to_string(),
-                        column: name.clone(),
-                    }
-                })?;
-                let field = schema.full_schema().field(p).clone();
-                // The value as the column stores it; a value that does not fit is an error,
-                // never a wrapped or NULL one.
-                let options =
-                    datafusion::arrow::compute::CastOptions { safe: false, ..Default::default() };
-                let v = datafusion::arrow::compute::cast_with_options(
-                    b.column(i + 1),
-                    field.data_type(),
-                    &options,
-                )
-                .map_err(|e| Error::sql(format!("table '{table}', column '{name}': {e}")))?;
-                fields.push(field);
-                values.push(v);
-            }
-            let values =
-                RecordBatch::try_new(Arc::new(Schema::new(fields)), values).map_err(arrow)?;
-            changed += self.binding.apply(|t, s| t.update(s, table, ids.values(), &values))?;
-        }
+        changed += self.apply_updates(table, names, updates?)?;
         Ok(changed)
     }
 }

@@ -31,6 +31,26 @@ use datafusion::optimizer::{OptimizerConfig, OptimizerRule};
 #[derive(Debug, Default)]
 pub struct InlineDmlCommonExprs;
 
+/// Whether a DML input is filters and projections over a scan of one table (or the
+/// optimizer's empty relation): what DataFusion's DML planning can hand to the provider.
+fn simple_input(plan: &LogicalPlan) -> bool {
+    match plan {
+        LogicalPlan::TableScan(_) | LogicalPlan::EmptyRelation(_) => true,
+        LogicalPlan::Projection(p) => simple_input(&p.input),
+        LogicalPlan::Filter(f) => {
+            // A subquery left in the predicate is not the provider's to evaluate.
+            !f.predicate
+                .exists(|e| {
+                    Ok(matches!(e, Expr::ScalarSubquery(_) | Expr::InSubquery(_) | Expr::Exists(_)))
+                })
+                .unwrap_or(true)
+                && simple_input(&f.input)
+        }
+        LogicalPlan::SubqueryAlias(a) => simple_input(&a.input),
+        _ => false,
+    }
+}
+
 /// Whether a DML input is an empty relation (under projections, filters, aliases): the
 /// optimizer's form of a condition that is always false.
 fn reads_nothing(plan: &LogicalPlan) -> bool {
@@ -59,6 +79,17 @@ impl OptimizerRule for InlineDmlCommonExprs {
         let LogicalPlan::Dml(dml) = &plan else { return Ok(Transformed::no(plan)) };
         if !matches!(dml.op, WriteOp::Delete | WriteOp::Update) {
             return Ok(Transformed::no(plan));
+        }
+        // DataFusion hands the provider only the predicates of filters on the table: an
+        // input that joins (a decorrelated `IN` / `EXISTS` subquery), aggregates or
+        // limits would lose its condition and write every row. Refused (the dispatcher
+        // runs statements with subqueries another way, see `connection::dml_query`).
+        if !simple_input(&dml.input) {
+            return Err(datafusion::error::DataFusionError::Plan(format!(
+                "{} on '{}': this condition cannot be applied to the table's rows",
+                dml.op.name(),
+                dml.table_name
+            )));
         }
         if reads_nothing(&dml.input) {
             let scan =
