@@ -633,6 +633,7 @@ fn split_words(line: &str) -> Result<Vec<String>, CliError> {
 /// index.
 fn schema_sql(db: &Database, name: &str) -> Result<String, CliError> {
     let t = db.table(name)?;
+    let defaults = t.column_defaults()?;
     let mut cols: Vec<String> = t
         .schema()?
         .fields()
@@ -640,7 +641,11 @@ fn schema_sql(db: &Database, name: &str) -> Result<String, CliError> {
         .filter(|f| f.name() != "_id")
         .map(|f| {
             let null = if f.is_nullable() { "" } else { " NOT NULL" };
-            format!("  {} {}{null}", ident(f.name()), sql_type(f.data_type()))
+            let default = match defaults.iter().find(|(c, _)| c == f.name()) {
+                Some((_, sql)) => format!(" DEFAULT {sql}"),
+                None => String::new(),
+            };
+            format!("  {} {}{null}{default}", ident(f.name()), sql_type(f.data_type()))
         })
         .collect();
     let indexes = t.indexes()?;

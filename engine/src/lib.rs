@@ -821,7 +821,78 @@ impl Table {
 
     /// Inserts several batches as one unit: all are validated before anything is written.
     pub fn insert_batches(&self, batches: &[RecordBatch]) -> Result<IdRange> {
+        let filled = self.fill_defaults(batches)?;
+        let batches = filled.as_deref().unwrap_or(batches);
         self.write(|t, s| t.insert(s, &self.name, batches))
+    }
+
+    /// The table's column defaults: column name and the SQL text of its default.
+    pub fn column_defaults(&self) -> Result<Vec<(String, String)>> {
+        Ok(self.snap()?.column_defaults())
+    }
+
+    /// `batches` with the columns they leave out that have a default filled with it (the
+    /// default evaluated once per call, as SQL evaluates it once per statement); `None` when
+    /// nothing is left out that has one.
+    fn fill_defaults(&self, batches: &[RecordBatch]) -> Result<Option<Vec<RecordBatch>>> {
+        let snap = self.snap()?;
+        let defaults = snap.column_defaults();
+        let missing = |b: &RecordBatch| {
+            defaults.iter().any(|(c, _)| b.schema().column_with_name(c).is_none())
+        };
+        if defaults.is_empty() || !batches.iter().any(missing) {
+            return Ok(None);
+        }
+        let schema = snap.schema().full_schema().clone();
+        let mut values: std::collections::HashMap<&str, arrow_array::ArrayRef> =
+            std::collections::HashMap::new();
+        let mut out = Vec::with_capacity(batches.len());
+        for b in batches {
+            let mut fields: Vec<Field> =
+                b.schema().fields().iter().map(|f| f.as_ref().clone()).collect();
+            let mut columns = b.columns().to_vec();
+            for (column, sql) in &defaults {
+                if b.schema().column_with_name(column).is_some() {
+                    continue;
+                }
+                let Ok(field) = schema.field_with_name(column) else { continue };
+                if !values.contains_key(column.as_str()) {
+                    let r = self.db.connect().sql(&format!("SELECT {sql}"))?;
+                    let one = r.first().filter(|b| b.num_rows() == 1).ok_or_else(|| {
+                        Error::InvalidValue {
+                            table: self.name.clone(),
+                            column: column.clone(),
+                            reason: format!("its default {sql} gave no value"),
+                        }
+                    })?;
+                    let options = arrow_cast::CastOptions { safe: false, ..Default::default() };
+                    let v =
+                        arrow_cast::cast_with_options(one.column(0), field.data_type(), &options)
+                            .map_err(|e| Error::InvalidValue {
+                            table: self.name.clone(),
+                            column: column.clone(),
+                            reason: format!("its default {sql}: {e}"),
+                        })?;
+                    values.insert(column.as_str(), v);
+                }
+                let zeros = arrow_array::UInt32Array::from(vec![0u32; b.num_rows()]);
+                let v = arrow_select::take::take(values[column.as_str()].as_ref(), &zeros, None)
+                    .map_err(|e| {
+                        basalt_storage::Error::arrow(format!("table '{}'", self.name), e)
+                    })?;
+                fields.push(field.clone());
+                columns.push(v);
+            }
+            out.push(
+                RecordBatch::try_new_with_options(
+                    Arc::new(Schema::new(fields)),
+                    columns,
+                    &arrow_array::RecordBatchOptions::new().with_row_count(Some(b.num_rows())),
+                )
+                .map_err(|e| basalt_storage::Error::arrow(format!("table '{}'", self.name), e))?,
+            );
+        }
+        Ok(Some(out))
     }
 
     /// Inserts batches with an explicit durability level for this write.
@@ -830,6 +901,8 @@ impl Table {
         if self.conn.as_ref().is_some_and(|c| c.lock().in_transaction()) {
             return self.insert_batches(batches);
         }
+        let filled = self.fill_defaults(batches)?;
+        let batches = filled.as_deref().unwrap_or(batches);
         Ok(self.db.inner.store.insert_with(&self.name, batches, durability)?)
     }
 

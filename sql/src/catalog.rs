@@ -58,13 +58,40 @@ impl BasaltSchema {
         let _ = self.state.set(state);
     }
 
-    async fn view(&self, name: &str, sql: &str) -> Result<Arc<dyn TableProvider>> {
+    /// A table's column defaults, planned (they name no column).
+    fn plan_defaults(
+        &self,
+        table: &str,
+        defaults: Vec<(String, String)>,
+    ) -> Result<std::collections::HashMap<String, datafusion::logical_expr::Expr>> {
+        let state = self.session_state()?;
+        let empty = datafusion::common::DFSchema::empty();
+        defaults
+            .into_iter()
+            .map(|(column, sql)| {
+                let e = state.create_logical_expr(&sql, &empty).map_err(|e| {
+                    DataFusionError::Plan(format!(
+                        "table '{table}', column '{column}': the default {sql} no longer plans: {}",
+                        e.strip_backtrace()
+                    ))
+                })?;
+                Ok((column, e))
+            })
+            .collect()
+    }
+
+    /// A copy of the session state views and defaults are planned with.
+    fn session_state(&self) -> Result<SessionState> {
         let state = self
             .state
             .get()
             .and_then(Weak::upgrade)
             .ok_or_else(|| DataFusionError::Internal("the SQL session is gone".into()))?;
-        let state = state.read().clone();
+        Ok(state.read().clone())
+    }
+
+    async fn view(&self, name: &str, sql: &str) -> Result<Arc<dyn TableProvider>> {
+        let state = self.session_state()?;
         {
             let mut e = self.expanding.lock();
             if e.iter().any(|n| n == name) {
@@ -123,7 +150,14 @@ impl SchemaProvider for BasaltSchema {
     async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>, DataFusionError> {
         let view = self.binding.view().map_err(storage_err)?;
         match view.table(name) {
-            Ok(t) => Ok(Some(Arc::new(NativeTable::new(name, &t, self.binding.clone())))),
+            Ok(t) => {
+                let table = NativeTable::new(name, &t, self.binding.clone());
+                let defaults = t.column_defaults();
+                if defaults.is_empty() {
+                    return Ok(Some(Arc::new(table)));
+                }
+                Ok(Some(Arc::new(table.with_defaults(self.plan_defaults(name, defaults)?))))
+            }
             Err(basalt_storage::Error::TableNotFound { .. }) => match view.views().get(name) {
                 Some(sql) => self.view(name, sql).await.map(Some),
                 None => Ok(self.external.lock().get(name).cloned()),

@@ -38,6 +38,9 @@ pub struct NativeTable {
     /// The table's primary and unique keys (DataFusion derives functional dependencies
     /// from them: `GROUP BY pk` may select the other columns).
     constraints: datafusion::common::Constraints,
+    /// Column defaults, planned ([`NativeTable::with_defaults`]): what an INSERT that
+    /// leaves a column out stores there.
+    defaults: std::collections::HashMap<String, Expr>,
 }
 
 impl NativeTable {
@@ -65,7 +68,14 @@ impl NativeTable {
             user: schema.user_schema(),
             binding,
             constraints: Constraints::new_unverified(keys),
+            defaults: std::collections::HashMap::new(),
         }
+    }
+
+    /// The provider with its column defaults (name → planned expression).
+    pub fn with_defaults(mut self, defaults: std::collections::HashMap<String, Expr>) -> Self {
+        self.defaults = defaults;
+        self
     }
 
     /// The table's snapshot in the statement's view; fails if its columns changed since the
@@ -297,6 +307,10 @@ impl TableProvider for NativeTable {
 
     fn constraints(&self) -> Option<&datafusion::common::Constraints> {
         (!self.constraints.is_empty()).then_some(&self.constraints)
+    }
+
+    fn get_column_default(&self, column: &str) -> Option<&Expr> {
+        self.defaults.get(column)
     }
 
     fn table_type(&self) -> TableType {

@@ -20,7 +20,8 @@
 //! in force, so a writer open that does not find it knows commits may be lost; then (since
 //! version 5) key and index count (u32) and per definition its table id (u64), name, kind
 //! (u32: 0 index, 1 unique, 2 primary key) and column count (u32) with the column ids (u32
-//! each). Versions 1 (no views), 2 (no full-text indexes), 3 (no flags) and 4 (no keys) are
+//! each), then column default count (u32) and per default its table id (u64), column id
+//! (u32) and SQL text. Versions 1 (no views), 2 (no full-text indexes), 3 (no flags) and 4 (no keys) are
 //! still read; every install writes version 5.
 //!
 //! # Atomic replacement
@@ -113,6 +114,8 @@ pub struct TableEntry {
     pub fts: Option<FtsEntry>,
     /// Its primary key, unique keys and indexes, in creation order.
     pub indexes: Vec<IndexDef>,
+    /// Column defaults: column id and the SQL text of the default expression.
+    pub defaults: Vec<(u32, String)>,
 }
 
 /// What an [`IndexDef`] is.
@@ -283,6 +286,14 @@ impl Manifest {
                 b.u32(*c);
             }
         }
+        let defaults: Vec<(u64, &(u32, String))> =
+            self.tables.iter().flat_map(|t| t.defaults.iter().map(move |d| (t.id, d))).collect();
+        b.u32(defaults.len() as u32);
+        for (table_id, (column, sql)) in defaults {
+            b.u64(table_id);
+            b.u32(*column);
+            b.str(sql);
+        }
         let body = b.finish();
         let mut out = Vec::with_capacity(body.len() + 24);
         out.extend_from_slice(MAGIC);
@@ -374,6 +385,7 @@ impl Manifest {
                 segments,
                 fts: None,
                 indexes: Vec::new(),
+                defaults: Vec::new(),
             });
         }
         if version >= 2 {
@@ -436,6 +448,19 @@ impl Manifest {
                     );
                 }
                 t.indexes.push(IndexDef { name, kind, columns });
+            }
+            let n = d.count(16, "default count")?;
+            for _ in 0..n {
+                let table_id = d.u64("default table id")?;
+                let column = d.u32("default column id")?;
+                let sql = d.str("default text")?.to_string();
+                let Some(t) = m.tables.iter_mut().find(|t| t.id == table_id) else {
+                    return Err(d.err(format!("default of unknown table {table_id}")));
+                };
+                if t.schema.position_of_id(column).is_none() {
+                    return Err(d.err(format!("default of unknown column {column}")));
+                }
+                t.defaults.push((column, sql));
             }
         }
         d.finish("manifest")?;
@@ -561,6 +586,7 @@ mod tests {
                     },
                     IndexDef { name: "t_b_a".into(), kind: IndexKind::Index, columns: vec![2, 1] },
                 ],
+                defaults: vec![(2, "'x' || 'y'".into())],
             }],
             views: vec![("v".into(), "SELECT a FROM t WHERE b = 'x'".into())],
             log_kept: true,
@@ -594,24 +620,26 @@ mod tests {
         let mut m = sample();
         for t in &mut m.tables {
             t.indexes.clear();
+            t.defaults.clear();
         }
-        // A version-4 body is the version-5 body without the trailing key section.
-        let keys = with_keys.encode().len() - m.encode().len() + 4;
+        // A version-4 body is the version-5 body without the trailing key and default
+        // sections.
+        let keys = with_keys.encode().len() - m.encode().len() + 8;
         assert_eq!(Manifest::decode(&older(&with_keys, 4, keys), Path::new("M")).unwrap(), m);
         // A version-3 body is the version-4 body without the trailing flags (no promise
         // about the log).
         let mut v3 = m.clone();
         v3.log_kept = false;
-        assert_eq!(Manifest::decode(&older(&m, 3, 8), Path::new("M")).unwrap(), v3);
+        assert_eq!(Manifest::decode(&older(&m, 3, 12), Path::new("M")).unwrap(), v3);
         m.log_kept = false;
         for t in &mut m.tables {
             t.fts = None;
         }
         // A version-2 body is the version-3 body without the trailing index count; a
         // version-1 body also lacks the view count before it.
-        assert_eq!(Manifest::decode(&older(&m, 2, 12), Path::new("M")).unwrap(), m);
+        assert_eq!(Manifest::decode(&older(&m, 2, 16), Path::new("M")).unwrap(), m);
         m.views.clear();
-        assert_eq!(Manifest::decode(&older(&m, 1, 16), Path::new("M")).unwrap(), m);
+        assert_eq!(Manifest::decode(&older(&m, 1, 20), Path::new("M")).unwrap(), m);
         // A version from the future is refused, not guessed at.
         let mut v6 = m.encode();
         v6[8] = 6;

@@ -454,3 +454,23 @@ fn upserts_through_the_api_and_prepared_statements() {
     let total = total[0].column(0).as_any().downcast_ref::<Int32Array>().unwrap().value(0);
     assert_eq!(total, 7 + 2 + 30 + 4);
 }
+
+/// Column defaults apply to the table API's inserts as to SQL's.
+#[test]
+fn defaults_fill_columns_the_api_leaves_out() {
+    let db = Database::open_in_memory().unwrap();
+    db.sql("CREATE TABLE d (name TEXT NOT NULL, age INT DEFAULT 40 + 2, tag TEXT DEFAULT 'new')")
+        .unwrap();
+    let t = db.table("d").unwrap();
+    assert_eq!(
+        t.column_defaults().unwrap(),
+        vec![("age".to_string(), "40 + 2".to_string()), ("tag".to_string(), "'new'".to_string()),]
+    );
+    let a = t.insert_row(Row::new().set("name", "Ada")).unwrap();
+    let b =
+        t.insert_row(Row::new().set("name", "Bob").set("age", 7).set("tag", Value::Null)).unwrap();
+    let r = t.get(a).unwrap().unwrap();
+    assert_eq!((r.get("age"), r.get("tag")), (Some(&Value::Int(42)), Some(&Value::from("new"))));
+    let r = t.get(b).unwrap().unwrap();
+    assert_eq!((r.get("age"), r.get("tag")), (Some(&Value::Int(7)), Some(&Value::Null)));
+}

@@ -180,8 +180,12 @@ impl SqlConnection {
                 if c.temporary {
                     return Err(Error::unsupported("temporary tables"));
                 }
-                if !c.column_defaults.is_empty() {
-                    return Err(Error::unsupported("column DEFAULT values"));
+                // The defaults as written (see `create_defaults`), one per planned default.
+                let defaults = std::mem::take(&mut *self.create_defaults.lock());
+                if c.column_defaults.len() != defaults.len() {
+                    return Err(Error::unsupported(
+                        "column DEFAULT values outside a CREATE TABLE statement",
+                    ));
                 }
                 let name = plain_table(&c.name)?;
                 let schema = storable_schema(c.input.schema().as_arrow());
@@ -196,7 +200,7 @@ impl SqlConnection {
                     LogicalPlan::EmptyRelation(e) if !e.produce_one_row
                 );
                 if !has_rows {
-                    store.create_table_with_keys(&name, &schema, c.or_replace, &keys)?;
+                    store.create_table_full(&name, &schema, c.or_replace, &keys, &defaults)?;
                     return Ok(Outcome::Batches(Vec::new()));
                 }
                 if exists && !c.or_replace {
@@ -205,7 +209,7 @@ impl SqlConnection {
                 // CREATE TABLE … AS: fill a temporary table, then rename it into place in one
                 // manifest install, so the new table appears complete or not at all (and the
                 // query may read the table it replaces).
-                let tmp = store.create_staging_table_with_keys(&schema, &keys)?;
+                let tmp = store.create_staging_table_full(&schema, &keys, &defaults)?;
                 let r = match Box::pin(self.insert_plan(&tmp, c.input.as_ref().clone())).await {
                     Ok(_) => store.rename_table(&tmp, &name, c.or_replace).map_err(Error::from),
                     // A duplicate key names the table and key the user will see.
@@ -467,18 +471,66 @@ impl SqlConnection {
         }
         let mut changes = Vec::new();
         for op in ops {
+            // A change that follows the one below (a new column's default).
+            let mut then = None;
             changes.push(match op {
                 AlterTableOperation::AddColumn { column_def, if_not_exists, .. } => {
-                    let field = self.column_field(&column_def.to_string()).await?;
+                    use datafusion::sql::sqlparser::ast::{ColumnOption, Expr as SqlExpr, Value};
+                    // A DEFAULT is kept as text (and the column planned without it).
+                    let mut def = column_def.clone();
+                    let mut default = None;
+                    def.options.retain(|o| match &o.option {
+                        ColumnOption::Default(e) => {
+                            default = Some(e.clone());
+                            false
+                        }
+                        _ => true,
+                    });
+                    let field = self.column_field(&def.to_string()).await?;
                     let snap = store.snapshot();
-                    let exists = snap
-                        .table(&table)
-                        .map(|t| t.schema().index_of(field.name()).is_some())
-                        .unwrap_or(false);
+                    let t = snap.table(&table).ok();
+                    let exists = t.is_some_and(|t| t.schema().index_of(field.name()).is_some());
                     if exists && *if_not_exists {
                         continue;
                     }
-                    AlterColumn::Add(field)
+                    if let Some(d) = default {
+                        let null = matches!(&d, SqlExpr::Value(v) if v.value == Value::Null);
+                        if !null && t.is_some_and(|t| t.count() > 0) {
+                            return Err(Error::unsupported(format!(
+                                "ADD COLUMN {} DEFAULT {d} on a table with rows (the rows there \
+                                 would read NULL, not the default): add the column, then \
+                                 UPDATE and SET DEFAULT",
+                                field.name()
+                            )));
+                        }
+                        let column = field.name().clone();
+                        then = Some(AlterColumn::SetDefault {
+                            column,
+                            sql: (!null).then(|| d.to_string()),
+                        });
+                        AlterColumn::Add(field)
+                    } else {
+                        AlterColumn::Add(field)
+                    }
+                }
+                AlterTableOperation::AlterColumn { column_name, op } => {
+                    use datafusion::sql::sqlparser::ast::AlterColumnOperation as Op;
+                    let column = rewrite::ident_name(column_name, self.fold_case());
+                    match op {
+                        Op::SetDefault { value } => {
+                            // Checked now: a default that does not plan is refused.
+                            let empty = datafusion::common::DFSchema::empty();
+                            self.ctx()?.state().create_logical_expr(&value.to_string(), &empty)?;
+                            AlterColumn::SetDefault { column, sql: Some(value.to_string()) }
+                        }
+                        Op::DropDefault => AlterColumn::SetDefault { column, sql: None },
+                        other => {
+                            return Err(Error::unsupported(format!(
+                                "ALTER COLUMN … {other} (SET DEFAULT and DROP DEFAULT are \
+                                 supported)"
+                            )));
+                        }
+                    }
                 }
                 AlterTableOperation::DropColumn { column_names, if_exists, .. } => {
                     for c in column_names {
@@ -515,10 +567,12 @@ impl SqlConnection {
                 }
                 other => {
                     return Err(Error::unsupported(format!(
-                        "ALTER TABLE {other} (Basalt supports ADD / DROP / RENAME COLUMN)"
+                        "ALTER TABLE {other} (Basalt supports ADD / DROP / RENAME COLUMN, \
+                         ALTER COLUMN SET / DROP DEFAULT)"
                     )));
                 }
             });
+            changes.extend(then);
         }
         // One catalog change: every change takes effect, or none.
         if !changes.is_empty() {

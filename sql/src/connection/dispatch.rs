@@ -8,6 +8,26 @@ use datafusion::sql::sqlparser::ast::{OnConflictAction, OnInsert};
 
 use super::*;
 
+/// The `DEFAULT` clauses of a `CREATE TABLE`'s columns: column name (as the planner folds
+/// it) and the expression's SQL text.
+fn column_defaults(
+    ct: &datafusion::sql::sqlparser::ast::CreateTable,
+    fold: bool,
+) -> Vec<(String, String)> {
+    use datafusion::sql::sqlparser::ast::ColumnOption;
+    ct.columns
+        .iter()
+        .flat_map(|c| {
+            c.options.iter().filter_map(move |o| match &o.option {
+                ColumnOption::Default(e) => {
+                    Some((rewrite::ident_name(&c.name, fold), e.to_string()))
+                }
+                _ => None,
+            })
+        })
+        .collect()
+}
+
 /// The one-row result of a write statement: how many rows it changed.
 pub(super) fn dml_count(n: u64) -> Result<Vec<RecordBatch>> {
     RecordBatch::try_new(count_schema(), vec![Arc::new(UInt64Array::from(vec![n]))])
@@ -176,6 +196,10 @@ impl SqlConnection {
 
     pub(super) async fn run(&self, stmt: DfStatement, stream: bool) -> Result<Outcome> {
         if let DfStatement::Statement(s) = &stmt {
+            // Set for every CREATE TABLE (empty without defaults), before any planning.
+            if let Statement::CreateTable(ct) = s.as_ref() {
+                *self.create_defaults.lock() = column_defaults(ct, self.fold_case());
+            }
             if let Some(plan) = self.plan_ddl_directly(s)? {
                 return self.run_plan(plan, stream).await;
             }

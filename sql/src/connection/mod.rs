@@ -105,6 +105,9 @@ pub struct SqlConnection {
     /// way they change after [`SqlConnection::new`]); kept plans made under another
     /// generation are planned again.
     settings: std::sync::atomic::AtomicU64,
+    /// The `DEFAULT` clauses of the `CREATE TABLE` being run, as SQL text by column: taken
+    /// from its syntax tree (DataFusion's plan carries them only as planned expressions).
+    create_defaults: Mutex<Vec<(String, String)>>,
 }
 
 impl std::fmt::Debug for SqlConnection {
@@ -205,6 +208,7 @@ impl SqlConnection {
             reused_plans: std::sync::atomic::AtomicU64::new(0),
             planned: std::sync::atomic::AtomicU64::new(0),
             settings: std::sync::atomic::AtomicU64::new(0),
+            create_defaults: Mutex::new(Vec::new()),
         })
     }
 

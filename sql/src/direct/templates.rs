@@ -141,6 +141,10 @@ pub(super) fn insert_cells(i: &Insert, env: &Env<'_>) -> Option<InsertTemplate> 
     let TableObject::TableName(name) = table else { return None };
     let name = table_name(name, env)?;
     let snapshot = (env.table)(&name)?;
+    // Column defaults are planned SQL: such inserts go through DataFusion.
+    if !snapshot.column_defaults().is_empty() {
+        return None;
+    }
     let q = source.as_ref()?;
     let Query {
         with: None,

@@ -188,7 +188,7 @@ impl Store {
     /// install (readers see the old table or the new one, never neither).
     pub fn create_table_with(&self, name: &str, schema: &Schema, replace: bool) -> Result<()> {
         check_user_name(name)?;
-        self.create_table_named(name, schema, replace, &[])
+        self.create_table_named(name, schema, replace, &[], &[])
     }
 
     /// [`Store::create_table_with`] with a primary key, unique keys and indexes (created
@@ -200,8 +200,21 @@ impl Store {
         replace: bool,
         keys: &[keys::NewIndex],
     ) -> Result<()> {
+        self.create_table_full(name, schema, replace, keys, &[])
+    }
+
+    /// [`Store::create_table_with_keys`] with column defaults: column name and the SQL text
+    /// of its default expression (kept as text; the SQL layer plans it).
+    pub fn create_table_full(
+        &self,
+        name: &str,
+        schema: &Schema,
+        replace: bool,
+        keys: &[keys::NewIndex],
+        defaults: &[(String, String)],
+    ) -> Result<()> {
         check_user_name(name)?;
-        self.create_table_named(name, schema, replace, keys)
+        self.create_table_named(name, schema, replace, keys, defaults)
     }
 
     /// Creates a hidden *staging* table (its name, which starts with [`STAGING_PREFIX`], is
@@ -219,10 +232,21 @@ impl Store {
         schema: &Schema,
         keys: &[keys::NewIndex],
     ) -> Result<String> {
+        self.create_staging_table_full(schema, keys, &[])
+    }
+
+    /// [`Store::create_staging_table_with_keys`] with column defaults (see
+    /// [`Store::create_table_full`]).
+    pub fn create_staging_table_full(
+        &self,
+        schema: &Schema,
+        keys: &[keys::NewIndex],
+        defaults: &[(String, String)],
+    ) -> Result<String> {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let name = format!("{STAGING_PREFIX}{}_{n}", std::process::id());
-        self.create_table_named(&name, schema, false, keys)?;
+        self.create_table_named(&name, schema, false, keys, defaults)?;
         Ok(name)
     }
 
@@ -232,10 +256,18 @@ impl Store {
         schema: &Schema,
         replace: bool,
         specs: &[keys::NewIndex],
+        column_defaults: &[(String, String)],
     ) -> Result<()> {
         self.check_writable()?;
         check_name(name)?;
         let ts = TableSchema::from_user_schema(&keys::primary_key_not_null(schema, specs))?;
+        let mut defaults = Vec::with_capacity(column_defaults.len());
+        for (column, sql) in column_defaults {
+            let p = ts.index_of(column).filter(|&p| p > 0).ok_or_else(|| {
+                Error::ColumnNotFound { table: name.to_string(), column: column.clone() }
+            })?;
+            defaults.push((ts.column_id_at(p), sql.clone()));
+        }
         let _w = self.writer()?;
         let head = self.head.lock();
         let mut next = (**head).clone();
@@ -265,6 +297,7 @@ impl Store {
             index: Arc::new(IdIndex::default()),
             fts: None,
             indexes: defs.into(),
+            defaults: defaults.into(),
             keys: None,
             estimates: Arc::default(),
         };
@@ -466,9 +499,30 @@ impl Store {
                     schema.with_dropped(table, name)?
                 }
                 AlterColumn::Rename { from, to } => schema.with_renamed(table, from, to)?,
+                AlterColumn::SetDefault { .. } => schema,
             };
         }
         let mut nt = (*t).clone();
+        // Defaults of dropped columns go; the others follow their columns by id.
+        let mut defaults: Vec<(u32, String)> = t
+            .defaults
+            .iter()
+            .filter(|(c, _)| schema.position_of_id(*c).is_some())
+            .cloned()
+            .collect();
+        for change in changes {
+            if let AlterColumn::SetDefault { column, sql } = change {
+                let p = schema.index_of(column).filter(|&p| p > 0).ok_or_else(|| {
+                    Error::ColumnNotFound { table: table.to_string(), column: column.clone() }
+                })?;
+                let id = schema.column_id_at(p);
+                defaults.retain(|(c, _)| *c != id);
+                if let Some(sql) = sql {
+                    defaults.push((id, sql.clone()));
+                }
+            }
+        }
+        nt.defaults = defaults.into();
         nt.schema = Arc::new(schema);
         let id = nt.id;
         next.tables.insert(nt.name.clone(), Arc::new(nt));
@@ -574,6 +628,7 @@ pub(super) fn clone_table(t: &TableSnapshot) -> TableSnapshot {
         index: t.index.clone(),
         fts: t.fts.clone(),
         indexes: t.indexes.clone(),
+        defaults: t.defaults.clone(),
         keys: t.keys.clone(),
         estimates: Arc::default(),
     }

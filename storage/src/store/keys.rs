@@ -18,6 +18,9 @@
 //! has none, and the first write to a table with a unique key builds them from the table's
 //! rows (one scan of the key columns), so they cannot be stale or damaged after a crash.
 //!
+//! A table's column defaults live here too: SQL text by column id, kept and handed out,
+//! never evaluated (the SQL layer plans them).
+//!
 //! What this module must not do: change rows. Plain indexes (`CREATE INDEX`) are
 //! definitions only: they enforce nothing and have no set.
 
@@ -68,6 +71,17 @@ pub enum OnConflict {
 }
 
 impl TableSnapshot {
+    /// Column defaults: column name and the SQL text of its default expression.
+    pub fn column_defaults(&self) -> Vec<(String, String)> {
+        self.defaults
+            .iter()
+            .filter_map(|(c, sql)| {
+                let p = self.schema.position_of_id(*c)?;
+                Some((self.schema.full_schema().field(p).name().clone(), sql.clone()))
+            })
+            .collect()
+    }
+
     /// The table's primary key, unique keys and indexes, in creation order.
     pub fn indexes(&self) -> &[IndexDef] {
         &self.indexes

@@ -113,6 +113,14 @@ impl Default for StoreOptions {
 /// A schema change for [`Store::alter_table`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum AlterColumn {
+    /// Set (`Some`) or drop (`None`) a column's default: the SQL text of an expression the
+    /// SQL layer plans when a write leaves the column out.
+    SetDefault {
+        /// The column.
+        column: String,
+        /// The expression's SQL text.
+        sql: Option<String>,
+    },
     /// Add a column at the end.
     Add(Field),
     /// Drop a column.
@@ -253,6 +261,8 @@ pub struct TableSnapshot {
     fts: Option<Arc<manifest::FtsEntry>>,
     /// Its primary key, unique keys and indexes (see `keys`).
     indexes: Arc<[manifest::IndexDef]>,
+    /// Column defaults: column id and SQL text (the SQL layer plans them).
+    defaults: Arc<[(u32, String)]>,
     /// The sets enforcing its unique keys, once a write has built them (`None`: not built).
     keys: Option<keys::KeySets>,
     /// [`TableSnapshot::estimate_matches`] answers already worked out, so a query run again
@@ -438,6 +448,7 @@ impl DbSnapshot {
                 segments: t.segments.iter().map(|s| s.entry.clone()).collect(),
                 fts: t.fts.as_deref().cloned(),
                 indexes: t.indexes.to_vec(),
+                defaults: t.defaults.to_vec(),
             })
             .collect();
         tables.sort_by_key(|t| t.id);

@@ -438,6 +438,7 @@ pub(super) fn state_from_manifest(
             index,
             fts: t.fts.map(Arc::new),
             indexes: t.indexes.into(),
+            defaults: t.defaults.into(),
             keys: None,
             estimates: Arc::default(),
         };
