@@ -285,11 +285,13 @@ fn to_scalar(v: &Value) -> Result<ScalarValue> {
             );
             ScalarValue::FixedSizeList(Arc::new(a))
         }
-        Value::Decimal(_) | Value::Nested(_) => {
-            return Err(Error::Sql(basalt_sql::Error::Unsupported {
-                message: "decimal and nested values as statement parameters".into(),
-            }));
-        }
+        // An unscaled decimal without its type: the widest integer decimal.
+        Value::Decimal(d) => ScalarValue::Decimal128(Some(*d), 38, 0),
+        // Any other type as a one-element array (a decimal with its precision and scale,
+        // a list, a struct, …).
+        Value::Nested(a) => ScalarValue::try_from_array(a, 0).map_err(|e| {
+            Error::Sql(basalt_sql::Error::Sql { message: format!("parameter value: {e}") })
+        })?,
     })
 }
 
@@ -368,7 +370,11 @@ impl Watch {
             return Some(Error::Interrupted);
         }
         let (sleep, limit) = self.sleep.as_mut()?;
-        sleep.as_mut().poll(cx).is_ready().then_some(Error::Timeout { limit: *limit })
+        // The clock is read too: the timer alone fires late, or never, while every worker
+        // of the runtime is busy computing (its driver is not polled), and the statement's
+        // own polls go on.
+        let late = sleep.deadline() <= tokio::time::Instant::now();
+        (late || sleep.as_mut().poll(cx).is_ready()).then_some(Error::Timeout { limit: *limit })
     }
 
     /// Runs `f` unless the statement is stopped first.

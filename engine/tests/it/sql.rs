@@ -122,6 +122,29 @@ fn statements_the_direct_path_takes_are_neither_planned_nor_need_the_session() {
 }
 
 #[test]
+fn prepared_parameters_take_their_placeholders_types_when_exact() {
+    let db = Database::open_in_memory().unwrap();
+    let conn = db.connect();
+    conn.sql("CREATE TABLE m (d DECIMAL(10, 2), s SMALLINT, n BIGINT)").unwrap();
+    let ins = conn.prepare("INSERT INTO m VALUES ($1, $2, $3)").unwrap();
+    // Text as a literal would be; an integer into a narrower integer column.
+    ins.execute(&[Value::Str("2.25".into()), Value::Int(7), Value::Int(1)]).unwrap();
+    // A decimal with its own precision and scale, as a one-element array.
+    let dec: arrow::array::ArrayRef = std::sync::Arc::new(
+        arrow::array::Decimal128Array::from(vec![-1050]).with_precision_and_scale(5, 3).unwrap(),
+    );
+    ins.execute(&[Value::Nested(dec), Value::Null, Value::Int(2)]).unwrap();
+    // Out of the column's range: refused, nothing written.
+    assert!(ins.execute(&[Value::Null, Value::Int(70_000), Value::Int(3)]).is_err());
+    let sel = conn.prepare("SELECT count(*) FROM m WHERE d = $1").unwrap();
+    assert_eq!(one_u64(&sel.execute(&[Value::Str("2.25".into())]).unwrap()), 1);
+    assert_eq!(
+        rows(&conn.sql("SELECT CAST(d AS TEXT) || '/' || coalesce(CAST(s AS TEXT), '-') FROM m ORDER BY n").unwrap()),
+        vec!["-1.05/-", "2.25/7"]
+    );
+}
+
+#[test]
 fn prepared_statements_keyed_by_id_skip_classifying_and_agree_with_datafusion() {
     let db = Database::open_in_memory().unwrap();
     let conn = db.connect();

@@ -288,6 +288,7 @@ impl SqlConnection {
             }
             (None, None) => return Err(Error::sql("a prepared statement without a plan")),
         };
+        let params = coerce_params(&plan, params);
         if let Some(mode) = &prepared.on_conflict {
             let plan = plan.with_param_values(ParamValues::List(
                 params.into_iter().map(Into::into).collect(),
@@ -385,4 +386,38 @@ impl SqlConnection {
         let s = datafusion::physical_plan::execute_stream(physical, task)?;
         collect(s).await
     }
+}
+
+/// `params` cast to the types the plan infers for its placeholders, where the cast is exact:
+/// text converts as a literal would (`'2.25'` into a DECIMAL column), other values only when
+/// casting back gives the same value (an integer into a narrower integer column, yes; 2.5
+/// into an integer column, no). Used when the plan, not the direct path, runs a prepared
+/// statement; a value that does not cast is left for the usual type error.
+fn coerce_params(plan: &LogicalPlan, params: Vec<ScalarValue>) -> Vec<ScalarValue> {
+    if params.is_empty() {
+        return params;
+    }
+    let Ok(types) = plan.get_parameter_types() else { return params };
+    params
+        .into_iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let Some(Some(want)) = types.get(&format!("${}", i + 1)) else { return p };
+            let have = p.data_type();
+            if p.is_null() || &have == want {
+                return p;
+            }
+            let Ok(cast) = p.cast_to(want) else { return p };
+            let text = matches!(
+                have,
+                datafusion::arrow::datatypes::DataType::Utf8
+                    | datafusion::arrow::datatypes::DataType::LargeUtf8
+                    | datafusion::arrow::datatypes::DataType::Utf8View
+            );
+            if cast.is_null() || !(text || cast.cast_to(&have).is_ok_and(|back| back == p)) {
+                return p;
+            }
+            cast
+        })
+        .collect()
 }
