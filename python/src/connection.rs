@@ -4,7 +4,7 @@
 //! engine call. The DB-API surface (cursors, descriptions) is Python code built on this
 //! (`basalt/__init__.py`); this file must not format results for people.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -42,6 +42,8 @@ pub struct NativeConnection {
     /// Where the shared handle is registered (`None`: in memory).
     key: Option<OpenKey>,
     statements: Mutex<HashMap<String, basalt::Statement>>,
+    /// Texts `prepare` refused (scripts, DDL, transaction control): run as text at once.
+    unpreparable: Mutex<HashSet<String>>,
     closed: AtomicBool,
 }
 
@@ -133,6 +135,7 @@ impl NativeConnection {
             handles: RwLock::new(Some((db, conn))),
             key,
             statements: Mutex::new(HashMap::new()),
+            unpreparable: Mutex::new(HashSet::new()),
             closed: AtomicBool::new(false),
         }
     }
@@ -162,6 +165,51 @@ impl NativeConnection {
     /// The database handle shared by this connection, for the memory store.
     pub(crate) fn database(&self) -> PyResult<basalt::Database> {
         Ok(self.handles()?.0)
+    }
+
+    /// Runs a cached prepared statement; one whose tables changed shape since it was
+    /// prepared is prepared again once.
+    fn run_prepared(
+        &self,
+        conn: &basalt::Connection,
+        sql: &str,
+        values: &[Value],
+    ) -> basalt::Result<Vec<RecordBatch>> {
+        match self.statement(conn, sql)?.execute(values) {
+            Err(e) if e.to_string().contains("prepare it again") => {
+                self.statements.lock().remove(sql);
+                self.statement(conn, sql)?.execute(values)
+            }
+            r => r,
+        }
+    }
+
+    /// Runs text without parameters: one preparable statement through the statement cache
+    /// (its plan kept, as for statements with parameters); a script, DDL or transaction
+    /// control as SQL text. Texts found unpreparable are remembered as such.
+    fn run_text(&self, conn: &basalt::Connection, sql: &str) -> basalt::Result<Vec<RecordBatch>> {
+        if changes_catalog(sql) {
+            self.statements.lock().clear();
+            self.unpreparable.lock().clear();
+            return conn.sql(sql);
+        }
+        if self.unpreparable.lock().contains(sql) {
+            return conn.sql(sql);
+        }
+        match self.statement(conn, sql) {
+            Ok(_) => self.run_prepared(conn, sql, &[]),
+            Err(_) => {
+                // Scripts, DDL, transaction control — and errors, which running the text
+                // reports as it would have anyway.
+                let mut set = self.unpreparable.lock();
+                if set.len() >= CACHED_STATEMENTS {
+                    set.clear();
+                }
+                set.insert(sql.to_string());
+                drop(set);
+                conn.sql(sql)
+            }
+        }
     }
 
     fn table(&self, name: &str) -> PyResult<basalt::Table> {
@@ -252,12 +300,9 @@ impl NativeConnection {
             )));
         }
         let batches = if values.is_empty() && highest == 0 {
-            if changes_catalog(sql) {
-                self.statements.lock().clear();
-            }
-            py.detach(|| conn.sql(sql)).py_err()?
+            py.detach(|| self.run_text(&conn, sql)).py_err()?
         } else {
-            py.detach(|| self.statement(&conn, &text)?.execute(&values)).py_err()?
+            py.detach(|| self.run_prepared(&conn, &text, &values)).py_err()?
         };
         Ok(QueryResult::new(sql, batches))
     }

@@ -14,6 +14,13 @@ mod result;
 
 use pyo3::prelude::*;
 
+/// The extension's allocations (query memory, result buffers handed to pyarrow and freed by
+/// their release callback) come from mimalloc: glibc's malloc hands the large blocks of joins
+/// and aggregations back to the kernel after each query and faults them in again on the next
+/// (see `cli/src/alloc.rs`). Python's own objects keep Python's allocator.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// The native module.
 #[pymodule]
 fn _basalt(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -274,3 +274,23 @@ def test_persistence(tmp_path):
     con = basalt.connect(path)
     assert con.sql("SELECT count(*), max(s) FROM t").fetchone() == (10, "s9")
     assert con.tables() == ["t"]
+
+
+def test_statement_cache_follows_schema_and_data_changes(con):
+    with pytest.raises(basalt.ProgrammingError):
+        con.sql("SELECT * FROM later")
+    con.sql("CREATE TABLE later (a BIGINT)")
+    assert con.sql("SELECT * FROM later").fetchall() == []
+    other = con.duplicate()
+    other.sql("INSERT INTO later VALUES (1)")
+    assert con.sql("SELECT * FROM later").fetchall() == [(1,)]
+    # Another connection changes the table's shape: the kept statement is prepared again.
+    other.sql("ALTER TABLE later ADD COLUMN b TEXT")
+    other.sql("INSERT INTO later VALUES (2, 'x')")
+    r = con.sql("SELECT * FROM later ORDER BY a")
+    assert r.columns == ["a", "b"]
+    assert r.fetchall() == [(1, None), (2, "x")]
+    assert con.execute("SELECT b FROM later WHERE a = ?", [2]).fetchone() == ("x",)
+    other.sql("DROP TABLE later")
+    with pytest.raises(basalt.ProgrammingError):
+        con.sql("SELECT * FROM later ORDER BY a")
