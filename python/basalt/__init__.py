@@ -475,6 +475,12 @@ class Connection:
         script of several statements (the result is the last one's)."""
         return Result(self._native.execute(query, params))
 
+    def stream(self, query: str) -> _pa.RecordBatchReader:
+        """Runs a query (the last statement of a script) and returns a
+        ``pyarrow.RecordBatchReader`` that computes each batch as it is read, so a result
+        larger than memory can be processed; the statement timeout covers the reading."""
+        return _pa.RecordBatchReader.from_stream(self._native.stream(query))
+
     def execute(self, query: str, params: Optional[Sequence[Any]] = None) -> Cursor:
         """Runs SQL on a new cursor and returns the cursor (as ``sqlite3`` does)."""
         return self.cursor().execute(query, params)

@@ -24,8 +24,15 @@ pub fn export<'py>(
     schema: SchemaRef,
     batches: Vec<RecordBatch>,
 ) -> PyResult<Bound<'py, PyCapsule>> {
-    let reader = RecordBatchIterator::new(batches.into_iter().map(Ok), schema);
-    let stream = FFI_ArrowArrayStream::new(Box::new(reader));
+    export_reader(py, Box::new(RecordBatchIterator::new(batches.into_iter().map(Ok), schema)))
+}
+
+/// A capsule holding a stream over `reader`'s batches.
+pub fn export_reader<'py>(
+    py: Python<'py>,
+    reader: Box<dyn RecordBatchReader + Send>,
+) -> PyResult<Bound<'py, PyCapsule>> {
+    let stream = FFI_ArrowArrayStream::new(reader);
     // The consumer moves the stream out (leaving a released one behind); whatever is left is
     // released by the stream's own drop when the capsule is collected.
     PyCapsule::new_with_value(py, stream, STREAM)

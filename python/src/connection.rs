@@ -307,6 +307,18 @@ impl NativeConnection {
         Ok(QueryResult::new(sql, batches))
     }
 
+    /// Runs a query (or the last statement of a script) and returns its rows as a stream
+    /// that produces them as it is read.
+    fn stream(&self, py: Python<'_>, sql: &str) -> PyResult<crate::result::QueryStream> {
+        let (_, conn) = self.handles()?;
+        if changes_catalog(sql) {
+            self.statements.lock().clear();
+            self.unpreparable.lock().clear();
+        }
+        let rows = py.detach(|| conn.sql_stream(sql)).py_err()?;
+        Ok(crate::result::QueryStream::new(rows))
+    }
+
     /// Runs one statement once per parameter row, in one transaction (all or nothing).
     /// Returns the number of rows the statement changed in total.
     fn execute_many(&self, py: Python<'_>, sql: &str, rows: &Bound<'_, PyAny>) -> PyResult<u64> {

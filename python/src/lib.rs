@@ -27,6 +27,7 @@ fn _basalt(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     m.add_class::<connection::NativeConnection>()?;
     m.add_class::<result::QueryResult>()?;
+    m.add_class::<result::QueryStream>()?;
     m.add_class::<memory::NativeMemory>()?;
     m.add_class::<memory::NativeSubscription>()?;
     m.add_function(wrap_pyfunction!(connection::open, m)?)?;

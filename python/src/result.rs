@@ -3,13 +3,14 @@
 //! `fetchone` / `fetchmany` / `fetchall`, and the number of rows a write changed. It must not
 //! run statements.
 
-use arrow_array::{Array, RecordBatch, UInt64Array};
-use arrow_schema::{Schema, SchemaRef};
+use arrow_array::{Array, RecordBatch, RecordBatchReader, UInt64Array};
+use arrow_schema::{ArrowError, Schema, SchemaRef};
 use parking_lot::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyList};
 use std::sync::Arc;
 
+use crate::errors::InterfaceError;
 use crate::{arrow, convert};
 
 /// The rows a write statement's result reports (its one `UInt64` column summed).
@@ -128,5 +129,60 @@ impl QueryResult {
 
     fn __len__(&self) -> usize {
         self.rows
+    }
+}
+
+/// A query's rows as the engine produces them, read once (the native half of
+/// `Connection.stream`): its capsule hands the engine's result stream itself to the consumer,
+/// which pulls each batch when it wants it, so a result larger than memory can be read.
+#[pyclass(frozen, module = "basalt._basalt", name = "NativeStream")]
+pub struct QueryStream {
+    schema: SchemaRef,
+    rows: Mutex<Option<basalt::SqlRows>>,
+}
+
+impl QueryStream {
+    /// The stream of `rows`.
+    pub fn new(rows: basalt::SqlRows) -> QueryStream {
+        QueryStream { schema: rows.schema(), rows: Mutex::new(Some(rows)) }
+    }
+}
+
+/// The engine's result stream as an Arrow reader (errors keep the engine's message).
+struct RowsReader {
+    schema: SchemaRef,
+    rows: basalt::SqlRows,
+}
+
+impl Iterator for RowsReader {
+    type Item = Result<RecordBatch, ArrowError>;
+    fn next(&mut self) -> Option<Self::Item> {
+        Some(self.rows.next()?.map_err(|e| ArrowError::ExternalError(Box::new(e))))
+    }
+}
+
+impl RecordBatchReader for RowsReader {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+}
+
+#[pymethods]
+impl QueryStream {
+    /// The Arrow PyCapsule stream interface; a stream can be consumed once.
+    #[pyo3(signature = (requested_schema=None))]
+    fn __arrow_c_stream__<'py>(
+        &self,
+        py: Python<'py>,
+        requested_schema: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyCapsule>> {
+        let _ = requested_schema;
+        let rows = self
+            .rows
+            .lock()
+            .take()
+            .ok_or_else(|| InterfaceError::new_err("the stream was already read"))?;
+        let reader = RowsReader { schema: self.schema.clone(), rows };
+        arrow::export_reader(py, Box::new(reader))
     }
 }

@@ -141,3 +141,27 @@ def test_big_insert_goes_to_a_segment(tmp_path):
     con.close()
     con = basalt.connect(tmp_path / "big.db")
     assert con.sql("SELECT count(*), sum(a) FROM big").fetchone() == (n, n * (n - 1) // 2)
+
+
+def test_stream_reads_batches_as_they_are_computed(con):
+    reader = con.stream("SELECT x, x * 2 AS y FROM generate_series(1, 10000000) AS g(x)")
+    assert reader.schema.names == ["x", "y"]
+    first = reader.read_next_batch()
+    assert first.num_rows > 0
+    # Reading a few batches of ten million rows does not compute the rest.
+    total = first.num_rows
+    for _ in range(3):
+        total += reader.read_next_batch().num_rows
+    assert total < 10_000_000
+    reader.close()
+    con.sql("CREATE TABLE s AS SELECT * FROM generate_series(1, 100000) AS g(x)")
+    assert sum(b.num_rows for b in con.stream("SELECT * FROM s WHERE x % 2 = 0")) == 50000
+    native = con._native.stream("SELECT 1")
+    import pyarrow as pa
+
+    pa.RecordBatchReader.from_stream(native).read_all()
+    with pytest.raises(basalt.InterfaceError):
+        pa.RecordBatchReader.from_stream(native)
+    # Errors while reading carry the engine's message.
+    with pytest.raises(Exception, match="(?i)divide by zero"):
+        con.stream("SELECT 1 / (x - 5000) FROM s").read_all()
