@@ -610,6 +610,21 @@ impl Connection {
         self.cancel.watch(self.db.inner.statement_timeout, &self.db.inner.runtime)
     }
 
+    /// Makes Arrow data a read-only table of this connection only: SQL on this connection
+    /// sees `name` (joins with stored tables included) until [`Connection::unregister`] or
+    /// the connection's last clone is dropped; nothing is copied or persisted. A second
+    /// registration of the name replaces the first; a stored table or view of the same name
+    /// hides it.
+    pub fn register(&self, name: &str, schema: SchemaRef, batches: Vec<RecordBatch>) -> Result<()> {
+        Ok(self.sql_conn()?.register_batches(name, schema, batches)?)
+    }
+
+    /// Removes what [`Connection::register`] (or `CREATE TEMP VIEW`) made; false when
+    /// `name` was not registered.
+    pub fn unregister(&self, name: &str) -> Result<bool> {
+        Ok(self.sql_conn()?.unregister(name)?)
+    }
+
     /// Like [`Connection::sql`], with the last statement's rows streamed batch by batch
     /// (the query reads the data as of this call).
     pub fn sql_stream(&self, sql: &str) -> Result<SqlRows> {

@@ -538,6 +538,17 @@ class Connection:
             schema = _pa.table(self._native.table_schema(table)).schema
         return self._native.insert(table, _to_stream(data, schema))
 
+    def register(self, name: str, data: Any) -> None:
+        """Makes ``data`` (the same kinds :meth:`insert` takes) a read-only table of this
+        connection only, queried in place by SQL (joins with stored tables included) until
+        :meth:`unregister` or :meth:`close`. Arrow data is imported without a copy; a stored
+        table or view of the same name hides it."""
+        self._native.register(name, _to_stream(data))
+
+    def unregister(self, name: str) -> bool:
+        """Removes a registration; ``False`` when ``name`` was not registered."""
+        return self._native.unregister(name)
+
     def create_table(self, name: str, schema: _pa.Schema | Any) -> Table:
         """Creates a table from a pyarrow schema (or the schema of Arrow data)."""
         if isinstance(schema, _pa.Schema):

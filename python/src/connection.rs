@@ -4,9 +4,8 @@
 //! engine call. The DB-API surface (cursors, descriptions) is Python code built on this
 //! (`basalt/__init__.py`); this file must not format results for people.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use arrow_array::RecordBatch;
@@ -41,10 +40,9 @@ pub struct NativeConnection {
     handles: RwLock<Option<(basalt::Database, basalt::Connection)>>,
     /// Where the shared handle is registered (`None`: in memory).
     key: Option<OpenKey>,
-    statements: Mutex<HashMap<String, basalt::Statement>>,
-    /// Texts `prepare` refused (scripts, DDL, transaction control): run as text at once.
-    unpreparable: Mutex<HashSet<String>>,
-    closed: AtomicBool,
+    /// Texts run before: their prepared statement, or `None` when `prepare` refused the
+    /// text (a script, DDL, transaction control), which then runs as text at once.
+    statements: Mutex<HashMap<String, Option<basalt::Statement>>>,
 }
 
 fn parse_durability(s: &str) -> PyResult<Durability> {
@@ -135,8 +133,6 @@ impl NativeConnection {
             handles: RwLock::new(Some((db, conn))),
             key,
             statements: Mutex::new(HashMap::new()),
-            unpreparable: Mutex::new(HashSet::new()),
-            closed: AtomicBool::new(false),
         }
     }
 
@@ -148,18 +144,31 @@ impl NativeConnection {
             .ok_or_else(|| InterfaceError::new_err("the connection is closed"))
     }
 
-    /// A prepared statement for `sql` (already rewritten), from the cache or made now.
-    fn statement(&self, conn: &basalt::Connection, sql: &str) -> basalt::Result<basalt::Statement> {
+    /// A prepared statement for `sql` (already rewritten), from the cache or made now;
+    /// `None` when `prepare` refuses the text (remembered as such).
+    fn statement(
+        &self,
+        conn: &basalt::Connection,
+        sql: &str,
+    ) -> basalt::Result<Option<basalt::Statement>> {
         if let Some(s) = self.statements.lock().get(sql) {
             return Ok(s.clone());
         }
-        let s = conn.prepare(sql)?;
+        let (s, out) = match conn.prepare(sql) {
+            Ok(s) => (Some(s.clone()), Ok(Some(s))),
+            Err(e) => (None, Err(e)),
+        };
         let mut cache = self.statements.lock();
         if cache.len() >= CACHED_STATEMENTS {
             cache.clear();
         }
-        cache.insert(sql.to_string(), s.clone());
-        Ok(s)
+        cache.insert(sql.to_string(), s);
+        out
+    }
+
+    /// Forgets every kept statement (the catalog or the connection's names changed).
+    fn forget_statements(&self) {
+        self.statements.lock().clear();
     }
 
     /// The database handle shared by this connection, for the memory store.
@@ -167,48 +176,39 @@ impl NativeConnection {
         Ok(self.handles()?.0)
     }
 
-    /// Runs a cached prepared statement; one whose tables changed shape since it was
-    /// prepared is prepared again once.
+    /// Runs a cached prepared statement (with parameters, so it must prepare); one whose
+    /// tables changed shape since it was prepared is prepared again once.
     fn run_prepared(
         &self,
         conn: &basalt::Connection,
         sql: &str,
         values: &[Value],
     ) -> basalt::Result<Vec<RecordBatch>> {
-        match self.statement(conn, sql)?.execute(values) {
+        let run = || match self.statement(conn, sql)? {
+            Some(s) => s.execute(values),
+            // Refused before (by an earlier text run): prepare again for its error.
+            None => conn.prepare(sql)?.execute(values),
+        };
+        match run() {
             Err(e) if e.to_string().contains("prepare it again") => {
                 self.statements.lock().remove(sql);
-                self.statement(conn, sql)?.execute(values)
+                run()
             }
             r => r,
         }
     }
 
     /// Runs text without parameters: one preparable statement through the statement cache
-    /// (its plan kept, as for statements with parameters); a script, DDL or transaction
-    /// control as SQL text. Texts found unpreparable are remembered as such.
+    /// (its plan kept, as for statements with parameters); a script, DDL, transaction
+    /// control — or a text that fails to prepare, whose error running it reports — as text.
     fn run_text(&self, conn: &basalt::Connection, sql: &str) -> basalt::Result<Vec<RecordBatch>> {
         if changes_catalog(sql) {
-            self.statements.lock().clear();
-            self.unpreparable.lock().clear();
-            return conn.sql(sql);
-        }
-        if self.unpreparable.lock().contains(sql) {
+            self.forget_statements();
             return conn.sql(sql);
         }
         match self.statement(conn, sql) {
-            Ok(_) => self.run_prepared(conn, sql, &[]),
-            Err(_) => {
-                // Scripts, DDL, transaction control — and errors, which running the text
-                // reports as it would have anyway.
-                let mut set = self.unpreparable.lock();
-                if set.len() >= CACHED_STATEMENTS {
-                    set.clear();
-                }
-                set.insert(sql.to_string());
-                drop(set);
-                conn.sql(sql)
-            }
+            Ok(Some(_)) => self.run_prepared(conn, sql, &[]),
+            Ok(None) | Err(_) => conn.sql(sql),
         }
     }
 
@@ -217,15 +217,11 @@ impl NativeConnection {
     }
 
     fn release(&self) {
-        if self.closed.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        if let Some((_, conn)) = self.handles.write().take()
-            && conn.in_transaction()
-        {
+        let Some((_, conn)) = self.handles.write().take() else { return };
+        if conn.in_transaction() {
             let _ = conn.rollback();
         }
-        self.statements.lock().clear();
+        self.forget_statements();
         if let Some(key) = &self.key {
             let mut open = OPEN.lock();
             if let Some(map) = open.as_mut()
@@ -312,8 +308,7 @@ impl NativeConnection {
     fn stream(&self, py: Python<'_>, sql: &str) -> PyResult<crate::result::QueryStream> {
         let (_, conn) = self.handles()?;
         if changes_catalog(sql) {
-            self.statements.lock().clear();
-            self.unpreparable.lock().clear();
+            self.forget_statements();
         }
         let rows = py.detach(|| conn.sql_stream(sql)).py_err()?;
         Ok(crate::result::QueryStream::new(rows))
@@ -334,10 +329,9 @@ impl NativeConnection {
                 conn.begin()?;
             }
             let run = || -> basalt::Result<u64> {
-                let stmt = self.statement(&conn, &text)?;
                 let mut n = 0;
                 for r in &rows {
-                    n += crate::result::changed_rows(&stmt.execute(r)?);
+                    n += crate::result::changed_rows(&self.run_prepared(&conn, &text, r)?);
                 }
                 Ok(n)
             };
@@ -417,7 +411,7 @@ impl NativeConnection {
     /// True once closed.
     #[getter]
     fn closed(&self) -> bool {
-        self.closed.load(Ordering::Acquire)
+        self.handles.read().is_none()
     }
 
     /// Writes memtables to segments and empties the log.
@@ -464,6 +458,23 @@ impl NativeConnection {
         }
         py.detach(|| t.insert_batches(&batches)).py_err()?;
         Ok(n as u64)
+    }
+
+    /// Makes Arrow data (any `__arrow_c_stream__` source) a read-only table of this
+    /// connection only, queried in place (the batches are imported, not copied).
+    fn register(&self, py: Python<'_>, name: &str, data: &Bound<'_, PyAny>) -> PyResult<()> {
+        let (_, conn) = self.handles()?;
+        let (schema, batches) = arrow::import(data)?;
+        // Kept statements may name what this replaces.
+        self.forget_statements();
+        py.detach(|| conn.register(name, schema, batches)).py_err()
+    }
+
+    /// Removes a registration; false when `name` was not registered.
+    fn unregister(&self, name: &str) -> PyResult<bool> {
+        let (_, conn) = self.handles()?;
+        self.forget_statements();
+        conn.unregister(name).py_err()
     }
 
     /// Creates a table from an Arrow schema source (`__arrow_c_stream__` data whose schema
@@ -534,7 +545,7 @@ impl NativeConnection {
         for query in qs {
             let mut values = extra.clone();
             values.push(Value::Vector(query.to_vec()));
-            let batches = py.detach(|| self.statement(&conn, &sql)?.execute(&values)).py_err()?;
+            let batches = py.detach(|| self.run_prepared(&conn, &sql, &values)).py_err()?;
             let mut ids = Vec::new();
             let mut dists = Vec::new();
             for b in &batches {
@@ -656,7 +667,7 @@ impl NativeConnection {
     /// Restores the database to a named checkpoint.
     fn restore(&self, py: Python<'_>, name: &str) -> PyResult<()> {
         let (db, _) = self.handles()?;
-        self.statements.lock().clear();
+        self.forget_statements();
         py.detach(|| db.restore(name)).py_err()
     }
 

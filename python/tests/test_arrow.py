@@ -165,3 +165,28 @@ def test_stream_reads_batches_as_they_are_computed(con):
     # Errors while reading carry the engine's message.
     with pytest.raises(Exception, match="(?i)divide by zero"):
         con.stream("SELECT 1 / (x - 5000) FROM s").read_all()
+
+
+def test_register_queries_python_data_in_place(con):
+    con.sql("CREATE TABLE orders (id BIGINT, city TEXT)")
+    con.sql("INSERT INTO orders VALUES (1, 'Oslo'), (2, 'Rome'), (3, 'Oslo')")
+    con.register("cities", pa.table({"city": ["Oslo", "Rome"], "pop": [700_000, 2_800_000]}))
+    q = "SELECT o.id, c.pop FROM orders o JOIN cities c USING (city) ORDER BY o.id"
+    assert con.sql(q).fetchall() == [(1, 700_000), (2, 2_800_000), (3, 700_000)]
+    # Registering again replaces the data (a kept statement does not see the old one).
+    con.register("cities", {"city": ["Oslo"], "pop": [1]})
+    assert con.sql(q).fetchall() == [(1, 1), (3, 1)]
+    pd = pytest.importorskip("pandas")
+    con.register("frame", pd.DataFrame({"x": [1, 2, 3]}))
+    assert con.execute("SELECT sum(x) FROM frame WHERE x > ?", [1]).fetchone() == (5,)
+    # Connection-local and read-only.
+    assert "cities" not in con.tables()
+    other = con.duplicate()
+    with pytest.raises(basalt.ProgrammingError):
+        other.sql("SELECT * FROM cities")
+    with pytest.raises(basalt.Error):
+        con.sql("INSERT INTO cities VALUES ('Paris', 2)")
+    assert con.unregister("cities") is True
+    assert con.unregister("cities") is False
+    with pytest.raises(basalt.ProgrammingError):
+        con.sql(q)

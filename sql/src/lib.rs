@@ -75,6 +75,7 @@ pub mod pool;
 mod prepare;
 pub mod provider;
 pub mod pushdown;
+mod registered;
 pub mod rewrite;
 pub mod rules;
 pub mod script;

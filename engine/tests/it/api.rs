@@ -474,3 +474,34 @@ fn defaults_fill_columns_the_api_leaves_out() {
     let r = t.get(b).unwrap().unwrap();
     assert_eq!((r.get("age"), r.get("tag")), (Some(&Value::Int(7)), Some(&Value::Null)));
 }
+
+#[test]
+fn registered_batches_are_connection_local_read_only_tables() {
+    let db = Database::open_in_memory().unwrap();
+    let conn = db.connect();
+    conn.sql("CREATE TABLE orders (id BIGINT, city TEXT)").unwrap();
+    conn.sql("INSERT INTO orders VALUES (1, 'Oslo'), (2, 'Rome'), (3, 'Oslo')").unwrap();
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("city", DataType::Utf8, false),
+        Field::new("pop", DataType::Int32, false),
+    ]));
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(StringArray::from(vec!["Oslo", "Rome"])),
+            Arc::new(Int32Array::from(vec![7, 28])),
+        ],
+    )
+    .unwrap();
+    conn.register("cities", schema, vec![batch.clone(), batch]).unwrap();
+    let b = conn.sql("SELECT sum(c.pop) FROM orders o JOIN cities c ON o.city = c.city").unwrap();
+    let total = arrow_cast::display::array_value_to_string(b[0].column(0), 0).unwrap();
+    assert_eq!(total, "84");
+    // Other connections do not see it; writes to it are refused; the catalog does not list it.
+    assert!(db.connect().sql("SELECT * FROM cities").is_err());
+    assert!(conn.sql("INSERT INTO cities VALUES ('Paris', 2)").is_err());
+    assert_eq!(db.list_tables(), vec!["orders".to_string()]);
+    assert!(conn.unregister("cities").unwrap());
+    assert!(!conn.unregister("cities").unwrap());
+    assert!(conn.sql("SELECT * FROM cities").is_err());
+}

@@ -399,6 +399,33 @@ impl SqlConnection {
         Ok(())
     }
 
+    /// Makes `batches` a table of this connection only: `name` in SQL (read-only, see
+    /// `registered.rs`) until
+    /// [`SqlConnection::unregister`] or the connection closes, replacing an earlier
+    /// registration of the name. A stored table or view of the same name hides it. The
+    /// batches are read in two partitions, so scans use both cores.
+    pub fn register_batches(
+        &self,
+        name: &str,
+        schema: SchemaRef,
+        batches: Vec<RecordBatch>,
+    ) -> Result<()> {
+        let mut parts = vec![Vec::new(), Vec::new()];
+        for (i, b) in batches.into_iter().enumerate() {
+            parts[i % 2].push(b);
+        }
+        let table = datafusion::datasource::MemTable::try_new(schema, parts)?;
+        self.schema.deregister_table(name)?;
+        self.schema
+            .register_table(name.to_string(), Arc::new(crate::registered::Registered(table)))?;
+        Ok(())
+    }
+
+    /// Removes a connection-local table or temporary view; false when there was none.
+    pub fn unregister(&self, name: &str) -> Result<bool> {
+        Ok(self.schema.deregister_table(name)?.is_some())
+    }
+
     /// `DROP TABLE` / `DROP VIEW`: `IF EXISTS` turns "not found" into nothing done.
     pub(super) fn drop_object(
         &self,
