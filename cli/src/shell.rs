@@ -663,6 +663,9 @@ fn schema_sql(db: &Database, name: &str) -> Result<String, CliError> {
             _ => {}
         }
     }
+    for (n, sql) in t.check_constraints()? {
+        cols.push(format!("  CONSTRAINT {} CHECK ({sql})", ident(&n)));
+    }
     let mut s = format!("CREATE TABLE {} (\n{}\n);", ident(name), cols.join(",\n"));
     for k in indexes.iter().filter(|k| k.kind == basalt::IndexKind::Index) {
         s.push_str(&format!(

@@ -60,9 +60,17 @@ impl Error {
         }
     }
 
-    /// True when a write was refused because it would break a primary or unique key.
+    /// True when a write was refused because it would break a constraint: a primary or
+    /// unique key, a CHECK constraint or NOT NULL.
     pub fn is_constraint_violation(&self) -> bool {
-        matches!(self.as_storage(), Some(basalt_storage::Error::UniqueViolation { .. }))
+        matches!(
+            self.as_storage(),
+            Some(
+                basalt_storage::Error::UniqueViolation { .. }
+                    | basalt_storage::Error::CheckViolation { .. }
+                    | basalt_storage::Error::NullViolation { .. }
+            )
+        )
     }
 
     /// True for errors that mean on-disk data is damaged.

@@ -232,6 +232,9 @@ impl Database {
     /// The handle of an opened store.
     fn on_store(store: Arc<Store>, path: Option<PathBuf>, options: &Options) -> Database {
         let spill = Self::spill_dir(path.as_deref(), options);
+        // Storage checks every written row against the tables' CHECK constraints through
+        // the SQL layer's evaluator.
+        store.set_check_evaluator(Arc::new(basalt_sql::checks::Evaluator::default()));
         Database {
             inner: Arc::new(Inner {
                 store,
@@ -844,6 +847,13 @@ impl Table {
     /// The table's column defaults: column name and the SQL text of its default.
     pub fn column_defaults(&self) -> Result<Vec<(String, String)>> {
         Ok(self.snap()?.column_defaults())
+    }
+
+    /// The table's CHECK constraints: name and condition (SQL text, columns quoted), in
+    /// creation order. Every write is checked against them; a row that makes one FALSE is
+    /// refused with [`StorageError::CheckViolation`].
+    pub fn check_constraints(&self) -> Result<Vec<(String, String)>> {
+        Ok(self.snap()?.checks().iter().map(|c| (c.name.clone(), c.sql.clone())).collect())
     }
 
     /// `batches` with the columns they leave out that have a default filled with it (the

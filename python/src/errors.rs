@@ -120,9 +120,11 @@ fn storage(s: &StorageError, msg: String) -> PyErr {
         return InternalError::new_err(msg);
     }
     match s {
-        S::UniqueViolation { .. } => IntegrityError::new_err(msg),
-        S::NullViolation { .. }
-        | S::TypeMismatch { .. }
+        // NOT NULL is a constraint too (sqlite3 and psycopg raise IntegrityError).
+        S::UniqueViolation { .. } | S::NullViolation { .. } | S::CheckViolation { .. } => {
+            IntegrityError::new_err(msg)
+        }
+        S::TypeMismatch { .. }
         | S::VectorDimension { .. }
         | S::VectorQuery { .. }
         | S::InvalidInput { .. }

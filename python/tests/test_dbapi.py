@@ -165,8 +165,13 @@ def test_errors_are_typed(con):
         con.sql("SELEC 1")
     with pytest.raises(basalt.ProgrammingError):
         con.sql("SELECT * FROM missing")
-    with pytest.raises(basalt.DataError):
+    with pytest.raises(basalt.IntegrityError, match="NOT NULL"):
         con.sql("INSERT INTO e VALUES (2, NULL)")
+    con.sql("ALTER TABLE e ADD CONSTRAINT small CHECK (n < 100)")
+    with pytest.raises(basalt.IntegrityError, match="check constraint small"):
+        con.sql("INSERT INTO e VALUES (3, 100)")
+    with pytest.raises(basalt.IntegrityError, match="check constraint small"):
+        con.table("e").insert_row(id=4, n=500)
     with pytest.raises(basalt.DataError):
         con.sql("SELECT CAST('x' AS INT)")
     # Nothing of a failed statement was written.

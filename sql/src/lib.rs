@@ -59,6 +59,7 @@ macro_rules! leaf_exec {
 mod bare_columns;
 pub mod binding;
 pub mod catalog;
+pub mod checks;
 mod codes;
 pub mod connection;
 mod constant;

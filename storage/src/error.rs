@@ -230,6 +230,16 @@ pub enum Error {
         #[source]
         source: basalt_fts::Error,
     },
+    /// A written row makes a CHECK constraint FALSE.
+    #[error("new row for table '{table}' violates check constraint {constraint}: {condition}")]
+    CheckViolation {
+        /// The table.
+        table: String,
+        /// The constraint's name.
+        constraint: String,
+        /// Its condition, as SQL.
+        condition: String,
+    },
     /// A NULL was given for a NOT NULL column (or a required column was missing).
     #[error("table '{table}', column '{column}' is NOT NULL but a null (or no value) was given")]
     NullViolation {

@@ -39,15 +39,15 @@ pub use basalt_vector::stored::round_row as round_vector;
 pub use encoding::{Cell, CompressionPolicy, DecodeMode, reads_cells};
 pub use error::{Error, Result};
 pub use io::{FaultFs, FaultKind, MemFs, OsFs, Vfs};
-pub use manifest::{IndexDef, IndexKind};
+pub use manifest::{CheckDef, IndexDef, IndexKind};
 pub use predicate::{CmpOp, InValues, Predicate, RowFilter, RowFilterFn, Scalar};
 pub use quantized::machine_memory;
 pub use segment::{ROW_GROUP_ROWS, SEGMENT_FORMAT_VERSION, WriteOptions};
 pub use session::{ReadView, Session, WriteStatement};
 pub use store::{
-    AlterColumn, ChunkMetadata, ColumnSummary, CommitEvent, CommitHook, CompactionReport,
-    DbSnapshot, IdRange, NewIndex, OnConflict, RowLocation, RowValue, Scan, ScanUnit, Store,
-    StoreOptions, TableSnapshot, UnitMetadata, VectorSearch,
+    AlterColumn, CheckEvaluator, ChunkMetadata, ColumnSummary, CommitEvent, CommitHook,
+    CompactionReport, DbSnapshot, IdRange, NewCheck, NewIndex, OnConflict, RowLocation, RowValue,
+    Scan, ScanUnit, Store, StoreOptions, TableSnapshot, UnitMetadata, VectorSearch, name_checks,
 };
 pub use txn::{Savepoint, Transaction};
 pub use types::{ID_COLUMN, TableSchema, VECTOR_FORM_KEY, stored_form, vector_field, vector_type};

@@ -64,7 +64,7 @@ use crate::io::{SlotFile, Vfs};
 use crate::types::{ColumnDef, TableSchema};
 
 /// Current manifest format version.
-pub const MANIFEST_FORMAT_VERSION: u32 = 5;
+pub const MANIFEST_FORMAT_VERSION: u32 = 6;
 /// Oldest manifest format version still read.
 pub const MANIFEST_OLDEST_VERSION: u32 = 1;
 /// File name of the manifest inside the database directory.
@@ -116,6 +116,20 @@ pub struct TableEntry {
     pub indexes: Vec<IndexDef>,
     /// Column defaults: column id and the SQL text of the default expression.
     pub defaults: Vec<(u32, String)>,
+    /// CHECK constraints, in creation order.
+    pub checks: Vec<CheckDef>,
+}
+
+/// A CHECK constraint as the manifest records it: a condition every row must not make
+/// FALSE (TRUE and NULL pass). Storage keeps the text; the SQL layer evaluates it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckDef {
+    /// Its name, unique among the table's constraints.
+    pub name: String,
+    /// The condition's SQL text, every column written as a quoted identifier.
+    pub sql: String,
+    /// The columns it reads, by column id (dropping or renaming them is refused).
+    pub columns: Vec<u32>,
 }
 
 /// What an [`IndexDef`] is.
@@ -294,6 +308,18 @@ impl Manifest {
             b.u32(*column);
             b.str(sql);
         }
+        let checks: Vec<(u64, &CheckDef)> =
+            self.tables.iter().flat_map(|t| t.checks.iter().map(move |c| (t.id, c))).collect();
+        b.u32(checks.len() as u32);
+        for (table_id, c) in checks {
+            b.u64(table_id);
+            b.str(&c.name);
+            b.str(&c.sql);
+            b.u32(c.columns.len() as u32);
+            for id in &c.columns {
+                b.u32(*id);
+            }
+        }
         let body = b.finish();
         let mut out = Vec::with_capacity(body.len() + 24);
         out.extend_from_slice(MAGIC);
@@ -386,6 +412,7 @@ impl Manifest {
                 fts: None,
                 indexes: Vec::new(),
                 defaults: Vec::new(),
+                checks: Vec::new(),
             });
         }
         if version >= 2 {
@@ -461,6 +488,28 @@ impl Manifest {
                     return Err(d.err(format!("default of unknown column {column}")));
                 }
                 t.defaults.push((column, sql));
+            }
+        }
+        if version >= 6 {
+            let n = d.count(24, "check count")?;
+            for _ in 0..n {
+                let table_id = d.u64("check table id")?;
+                let name = d.str("check name")?.to_string();
+                let sql = d.str("check text")?.to_string();
+                let ncols = d.count(4, "check column count")?;
+                let mut columns = Vec::with_capacity(ncols);
+                for _ in 0..ncols {
+                    columns.push(d.u32("check column id")?);
+                }
+                let Some(t) = m.tables.iter_mut().find(|t| t.id == table_id) else {
+                    return Err(d.err(format!("check '{name}' of unknown table {table_id}")));
+                };
+                if columns.iter().any(|c| t.schema.position_of_id(*c).is_none()) {
+                    return Err(
+                        d.err(format!("check '{name}' names a column table {table_id} lacks"))
+                    );
+                }
+                t.checks.push(CheckDef { name, sql, columns });
             }
         }
         d.finish("manifest")?;
@@ -587,6 +636,11 @@ mod tests {
                     IndexDef { name: "t_b_a".into(), kind: IndexKind::Index, columns: vec![2, 1] },
                 ],
                 defaults: vec![(2, "'x' || 'y'".into())],
+                checks: vec![CheckDef {
+                    name: "t_a_check".into(),
+                    sql: "\"a\" > 0 AND \"b\" <> ''".into(),
+                    columns: vec![1, 2],
+                }],
             }],
             views: vec![("v".into(), "SELECT a FROM t WHERE b = 'x'".into())],
             log_kept: true,
@@ -616,39 +670,49 @@ mod tests {
 
     #[test]
     fn older_versions_are_read() {
-        let with_keys = sample();
-        let mut m = sample();
+        let with_checks = sample();
+        let mut with_keys = sample();
+        for t in &mut with_keys.tables {
+            t.checks.clear();
+        }
+        // A version-5 body is the version-6 body without the trailing check section.
+        let checks = with_checks.encode().len() - with_keys.encode().len() + 4;
+        assert_eq!(
+            Manifest::decode(&older(&with_checks, 5, checks), Path::new("M")).unwrap(),
+            with_keys
+        );
+        let mut m = with_keys.clone();
         for t in &mut m.tables {
             t.indexes.clear();
             t.defaults.clear();
         }
         // A version-4 body is the version-5 body without the trailing key and default
-        // sections.
-        let keys = with_keys.encode().len() - m.encode().len() + 8;
+        // sections (and, from version 6, the check count after them).
+        let keys = with_keys.encode().len() - m.encode().len() + 12;
         assert_eq!(Manifest::decode(&older(&with_keys, 4, keys), Path::new("M")).unwrap(), m);
         // A version-3 body is the version-4 body without the trailing flags (no promise
         // about the log).
         let mut v3 = m.clone();
         v3.log_kept = false;
-        assert_eq!(Manifest::decode(&older(&m, 3, 12), Path::new("M")).unwrap(), v3);
+        assert_eq!(Manifest::decode(&older(&m, 3, 16), Path::new("M")).unwrap(), v3);
         m.log_kept = false;
         for t in &mut m.tables {
             t.fts = None;
         }
         // A version-2 body is the version-3 body without the trailing index count; a
         // version-1 body also lacks the view count before it.
-        assert_eq!(Manifest::decode(&older(&m, 2, 16), Path::new("M")).unwrap(), m);
+        assert_eq!(Manifest::decode(&older(&m, 2, 20), Path::new("M")).unwrap(), m);
         m.views.clear();
-        assert_eq!(Manifest::decode(&older(&m, 1, 20), Path::new("M")).unwrap(), m);
+        assert_eq!(Manifest::decode(&older(&m, 1, 24), Path::new("M")).unwrap(), m);
         // A version from the future is refused, not guessed at.
-        let mut v6 = m.encode();
-        v6[8] = 6;
-        let n = v6.len() - 4;
-        let c = crc(&v6[..n]);
-        v6[n..].copy_from_slice(&c.to_le_bytes());
+        let mut v7 = m.encode();
+        v7[8] = 7;
+        let n = v7.len() - 4;
+        let c = crc(&v7[..n]);
+        v7[n..].copy_from_slice(&c.to_le_bytes());
         assert!(matches!(
-            Manifest::decode(&v6, Path::new("M")),
-            Err(Error::UnsupportedFormatVersion { found: 6, .. })
+            Manifest::decode(&v7, Path::new("M")),
+            Err(Error::UnsupportedFormatVersion { found: 7, .. })
         ));
     }
 

@@ -349,8 +349,11 @@ impl Transaction {
                 .map_err(|e| Error::arrow(format!("insert into '{table}'"), e))?,
             );
         }
-        // Unique keys: checked against every live row and each other before anything
-        // else changes.
+        // CHECK constraints, then unique keys (against every live row and each other),
+        // before anything else changes.
+        for b in &full {
+            store.check_rows(t, b)?;
+        }
         t.change_keys(&[], &[], &full)?;
         t.set_next_row_id(first + total);
         if total as usize >= bulk {
@@ -390,6 +393,11 @@ impl Transaction {
         }
         let full = placeholder_rows(t, table, batches)?;
         let (keep, doomed) = t.resolve_conflicts(&full, mode)?;
+        // The rows to insert pass the CHECK constraints before a replaced row is deleted
+        // (skipped rows are not checked; the insert checks the kept ones again).
+        for b in filter_rows(table, &full, &keep)? {
+            store.check_rows(t, &b)?;
+        }
         let kept = filter_rows(table, batches, &keep)?;
         if !doomed.is_empty() {
             self.delete(store, table, &doomed)?;
@@ -537,6 +545,7 @@ impl Transaction {
         full_cols.extend(t.conform_update(values, old)?);
         let batch = RecordBatch::try_new(t.schema().full_schema().clone(), full_cols)
             .map_err(|e| Error::arrow(format!("update '{table}'"), e))?;
+        store.check_rows(&t, &batch)?;
         let wt = self.write_table(store, table)?;
         // `wt` holds the same state as `t`, so the locations still apply. Keys change only
         // when a key column is given (the rows keep their `_id`s).

@@ -410,6 +410,60 @@ fn keys_refuse_duplicates_through_the_api() {
     assert!(t.insert_row(Row::new().set("name", "Cy")).unwrap_err().is_constraint_violation());
 }
 
+/// CHECK constraints hold for the table API (inserts, updates, bulk batches) and for
+/// prepared statements, across connections and a reopen.
+#[test]
+fn check_constraints_hold_for_every_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    db.sql("CREATE TABLE acct (owner TEXT NOT NULL, balance BIGINT CHECK (balance >= 0))").unwrap();
+    let t = db.table("acct").unwrap();
+    assert_eq!(
+        t.check_constraints().unwrap(),
+        vec![("acct_balance_check".to_string(), "\"balance\" >= 0".to_string())]
+    );
+    let id = t.insert_row(Row::new().set("owner", "ann").set("balance", 10i64)).unwrap();
+    let e = t.insert_row(Row::new().set("owner", "bob").set("balance", -1i64)).unwrap_err();
+    assert!(e.is_constraint_violation(), "{e}");
+    assert!(
+        matches!(e.as_storage(), Some(StorageError::CheckViolation { constraint, .. }) if constraint == "acct_balance_check"),
+        "{e}"
+    );
+    assert!(t.update(id, Row::new().set("balance", -5i64)).unwrap_err().is_constraint_violation());
+    // A bulk batch with one bad row among many writes nothing.
+    let n = 50_000;
+    let owners: Vec<String> = (0..n).map(|i| format!("o{i}")).collect();
+    let balances: Vec<i64> = (0..n).map(|i| if i == n - 7 { -3 } else { i as i64 }).collect();
+    let batch = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![
+            Field::new("owner", DataType::Utf8, false),
+            Field::new("balance", DataType::Int64, true),
+        ])),
+        vec![
+            Arc::new(StringArray::from(owners)),
+            Arc::new(basalt::arrow::array::Int64Array::from(balances)),
+        ],
+    )
+    .unwrap();
+    assert!(t.insert(&batch).unwrap_err().is_constraint_violation());
+    assert_eq!(t.count().unwrap(), 1);
+    // A prepared statement on another connection.
+    let c = db.connect();
+    let stmt = c.prepare("UPDATE acct SET balance = balance - $1 WHERE owner = 'ann'").unwrap();
+    stmt.execute(&[Value::Int(4)]).unwrap();
+    assert!(stmt.execute(&[Value::Int(7)]).unwrap_err().is_constraint_violation());
+    drop((t, stmt, c));
+    drop(db);
+    let db = Database::open(dir.path()).unwrap();
+    let t = db.table("acct").unwrap();
+    assert_eq!(t.count().unwrap(), 1);
+    let e = t.insert_row(Row::new().set("owner", "cy").set("balance", -9i64)).unwrap_err();
+    assert!(e.is_constraint_violation(), "{e}");
+    let b = db.sql("SELECT balance FROM acct").unwrap();
+    let v = b[0].column(0).as_any().downcast_ref::<basalt::arrow::array::Int64Array>().unwrap();
+    assert_eq!(v.value(0), 6);
+}
+
 /// Upserts through the table API and prepared statements.
 #[test]
 fn upserts_through_the_api_and_prepared_statements() {

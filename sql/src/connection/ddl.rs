@@ -190,6 +190,12 @@ impl SqlConnection {
                 let name = plain_table(&c.name)?;
                 let schema = storable_schema(c.input.schema().as_arrow());
                 let keys = table_keys(&c.constraints, &schema)?;
+                // Named now: a CREATE TABLE … AS fills a staging table renamed into place.
+                let checks = basalt_storage::name_checks(
+                    &name,
+                    &std::mem::take(&mut *self.create_checks.lock()),
+                );
+                crate::checks::validate(&name, &schema, &checks)?;
                 let store = self.binding.session().lock().store().clone();
                 let exists = store.snapshot().table(&name).is_ok();
                 if exists && c.if_not_exists {
@@ -200,7 +206,14 @@ impl SqlConnection {
                     LogicalPlan::EmptyRelation(e) if !e.produce_one_row
                 );
                 if !has_rows {
-                    store.create_table_full(&name, &schema, c.or_replace, &keys, &defaults)?;
+                    store.create_table_full(
+                        &name,
+                        &schema,
+                        c.or_replace,
+                        &keys,
+                        &defaults,
+                        &checks,
+                    )?;
                     return Ok(Outcome::Batches(Vec::new()));
                 }
                 if exists && !c.or_replace {
@@ -209,7 +222,7 @@ impl SqlConnection {
                 // CREATE TABLE … AS: fill a temporary table, then rename it into place in one
                 // manifest install, so the new table appears complete or not at all (and the
                 // query may read the table it replaces).
-                let tmp = store.create_staging_table_full(&schema, &keys, &defaults)?;
+                let tmp = store.create_staging_table_full(&schema, &keys, &defaults, &checks)?;
                 let r = match Box::pin(self.insert_plan(&tmp, c.input.as_ref().clone())).await {
                     Ok(_) => store.rename_table(&tmp, &name, c.or_replace).map_err(Error::from),
                     // A duplicate key names the table and key the user will see.
@@ -231,6 +244,16 @@ impl SqlConnection {
                         }
                         .into())
                     }
+                    Err(Error::Storage(basalt_storage::Error::CheckViolation {
+                        table,
+                        constraint,
+                        condition,
+                    })) if table == tmp => Err(basalt_storage::Error::CheckViolation {
+                        table: name.clone(),
+                        constraint,
+                        condition,
+                    }
+                    .into()),
                     Err(e) => Err(e),
                 };
                 if r.is_err() {
@@ -586,6 +609,35 @@ impl SqlConnection {
                     store.rename_table(&table, &to, false)?;
                     return Ok(());
                 }
+                AlterTableOperation::AddConstraint {
+                    constraint: datafusion::sql::sqlparser::ast::TableConstraint::Check(k),
+                    ..
+                } => {
+                    let snap = store.snapshot();
+                    let t = snap.table(&table)?;
+                    let user = t.schema().user_schema();
+                    let names: Vec<String> =
+                        user.fields().iter().map(|f| f.name().clone()).collect();
+                    let fold = self.fold_case();
+                    let c = crate::checks::new_check(k.name.as_ref(), &k.expr, &names, fold)?;
+                    crate::checks::validate(&table, &user, std::slice::from_ref(&c))?;
+                    AlterColumn::AddCheck(c)
+                }
+                AlterTableOperation::DropConstraint { if_exists, name, .. } => {
+                    let name = rewrite::ident_name(name, self.fold_case());
+                    let snap = store.snapshot();
+                    let t = snap.table(&table)?;
+                    if !t.checks().iter().any(|c| c.name == name) {
+                        if *if_exists {
+                            continue;
+                        }
+                        return Err(Error::unsupported(format!(
+                            "DROP CONSTRAINT {name}: table '{table}' has no check constraint \
+                             of that name (keys are dropped with DROP INDEX)"
+                        )));
+                    }
+                    AlterColumn::DropCheck(name)
+                }
                 AlterTableOperation::RenameColumn { old_column_name, new_column_name } => {
                     AlterColumn::Rename {
                         from: rewrite::ident_name(old_column_name, self.fold_case()),
@@ -595,7 +647,8 @@ impl SqlConnection {
                 other => {
                     return Err(Error::unsupported(format!(
                         "ALTER TABLE {other} (Basalt supports ADD / DROP / RENAME COLUMN, \
-                         ALTER COLUMN SET / DROP DEFAULT)"
+                         ALTER COLUMN SET / DROP DEFAULT, ADD CONSTRAINT … CHECK, DROP \
+                         CONSTRAINT)"
                     )));
                 }
             });

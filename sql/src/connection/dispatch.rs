@@ -194,12 +194,16 @@ impl SqlConnection {
         Ok(Box::pin(crate::prepare::plan_prepared(&state, stmt)).await?)
     }
 
-    pub(super) async fn run(&self, stmt: DfStatement, stream: bool) -> Result<Outcome> {
+    pub(super) async fn run(&self, mut stmt: DfStatement, stream: bool) -> Result<Outcome> {
+        // Set for every CREATE TABLE (empty without defaults or checks), before any
+        // planning; the checks leave the statement (DataFusion refuses them).
+        if let DfStatement::Statement(s) = &mut stmt
+            && let Statement::CreateTable(ct) = s.as_mut()
+        {
+            *self.create_defaults.lock() = column_defaults(ct, self.fold_case());
+            *self.create_checks.lock() = crate::checks::take_checks(ct, self.fold_case())?;
+        }
         if let DfStatement::Statement(s) = &stmt {
-            // Set for every CREATE TABLE (empty without defaults), before any planning.
-            if let Statement::CreateTable(ct) = s.as_ref() {
-                *self.create_defaults.lock() = column_defaults(ct, self.fold_case());
-            }
             if let Some(plan) = self.plan_ddl_directly(s)? {
                 return self.run_plan(plan, stream).await;
             }

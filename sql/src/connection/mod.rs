@@ -108,6 +108,9 @@ pub struct SqlConnection {
     /// The `DEFAULT` clauses of the `CREATE TABLE` being run, as SQL text by column: taken
     /// from its syntax tree (DataFusion's plan carries them only as planned expressions).
     create_defaults: Mutex<Vec<(String, String)>>,
+    /// The CHECK constraints of the `CREATE TABLE` being run (taken out of its syntax tree:
+    /// DataFusion's planner refuses them).
+    create_checks: Mutex<Vec<basalt_storage::NewCheck>>,
 }
 
 impl std::fmt::Debug for SqlConnection {
@@ -209,6 +212,7 @@ impl SqlConnection {
             planned: std::sync::atomic::AtomicU64::new(0),
             settings: std::sync::atomic::AtomicU64::new(0),
             create_defaults: Mutex::new(Vec::new()),
+            create_checks: Mutex::new(Vec::new()),
         })
     }
 

@@ -188,7 +188,7 @@ impl Store {
     /// install (readers see the old table or the new one, never neither).
     pub fn create_table_with(&self, name: &str, schema: &Schema, replace: bool) -> Result<()> {
         check_user_name(name)?;
-        self.create_table_named(name, schema, replace, &[], &[])
+        self.create_table_named(name, schema, replace, &[], &[], &[])
     }
 
     /// [`Store::create_table_with`] with a primary key, unique keys and indexes (created
@@ -200,11 +200,12 @@ impl Store {
         replace: bool,
         keys: &[keys::NewIndex],
     ) -> Result<()> {
-        self.create_table_full(name, schema, replace, keys, &[])
+        self.create_table_full(name, schema, replace, keys, &[], &[])
     }
 
-    /// [`Store::create_table_with_keys`] with column defaults: column name and the SQL text
-    /// of its default expression (kept as text; the SQL layer plans it).
+    /// [`Store::create_table_with_keys`] with column defaults (column name and the SQL text
+    /// of its default expression, kept as text; the SQL layer plans it) and CHECK
+    /// constraints (see `checks`).
     pub fn create_table_full(
         &self,
         name: &str,
@@ -212,9 +213,10 @@ impl Store {
         replace: bool,
         keys: &[keys::NewIndex],
         defaults: &[(String, String)],
+        checks: &[NewCheck],
     ) -> Result<()> {
         check_user_name(name)?;
-        self.create_table_named(name, schema, replace, keys, defaults)
+        self.create_table_named(name, schema, replace, keys, defaults, checks)
     }
 
     /// Creates a hidden *staging* table (its name, which starts with [`STAGING_PREFIX`], is
@@ -232,21 +234,23 @@ impl Store {
         schema: &Schema,
         keys: &[keys::NewIndex],
     ) -> Result<String> {
-        self.create_staging_table_full(schema, keys, &[])
+        self.create_staging_table_full(schema, keys, &[], &[])
     }
 
-    /// [`Store::create_staging_table_with_keys`] with column defaults (see
-    /// [`Store::create_table_full`]).
+    /// [`Store::create_staging_table_with_keys`] with column defaults and CHECK
+    /// constraints (see [`Store::create_table_full`]; unnamed checks are named after the
+    /// staging table: give names to keep them stable across the rename).
     pub fn create_staging_table_full(
         &self,
         schema: &Schema,
         keys: &[keys::NewIndex],
         defaults: &[(String, String)],
+        checks: &[NewCheck],
     ) -> Result<String> {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let name = format!("{STAGING_PREFIX}{}_{n}", std::process::id());
-        self.create_table_named(&name, schema, false, keys, defaults)?;
+        self.create_table_named(&name, schema, false, keys, defaults, checks)?;
         Ok(name)
     }
 
@@ -257,6 +261,7 @@ impl Store {
         replace: bool,
         specs: &[keys::NewIndex],
         column_defaults: &[(String, String)],
+        new_checks: &[NewCheck],
     ) -> Result<()> {
         self.check_writable()?;
         check_name(name)?;
@@ -268,6 +273,7 @@ impl Store {
             })?;
             defaults.push((ts.column_id_at(p), sql.clone()));
         }
+        let checks = checks::define_checks(name, &ts, &[], new_checks)?;
         let _w = self.writer()?;
         let head = self.head.lock();
         let mut next = (**head).clone();
@@ -298,6 +304,7 @@ impl Store {
             fts: None,
             indexes: defs.into(),
             defaults: defaults.into(),
+            checks: checks.into(),
             keys: None,
             estimates: Arc::default(),
         };
@@ -496,10 +503,16 @@ impl Store {
                             ),
                         });
                     }
+                    refuse_check_column(&t, &schema, table, name, "drop")?;
                     schema.with_dropped(table, name)?
                 }
-                AlterColumn::Rename { from, to } => schema.with_renamed(table, from, to)?,
-                AlterColumn::SetDefault { .. } => schema,
+                AlterColumn::Rename { from, to } => {
+                    refuse_check_column(&t, &schema, table, from, "rename")?;
+                    schema.with_renamed(table, from, to)?
+                }
+                AlterColumn::SetDefault { .. }
+                | AlterColumn::AddCheck(_)
+                | AlterColumn::DropCheck(_) => schema,
             };
         }
         let mut nt = (*t).clone();
@@ -523,6 +536,31 @@ impl Store {
             }
         }
         nt.defaults = defaults.into();
+        let mut checks = t.checks.to_vec();
+        for change in changes {
+            match change {
+                AlterColumn::AddCheck(c) => {
+                    let new =
+                        checks::define_checks(table, &schema, &checks, std::slice::from_ref(c))?;
+                    // The rows already there must pass it (read under the writer lock, so
+                    // no write comes between).
+                    self.check_existing_rows(&t, &new)?;
+                    checks.extend(new);
+                }
+                AlterColumn::DropCheck(name) => {
+                    let before = checks.len();
+                    checks.retain(|c| &c.name != name);
+                    if checks.len() == before {
+                        return Err(Error::InvalidInput {
+                            table: table.to_string(),
+                            reason: format!("no check constraint '{name}'"),
+                        });
+                    }
+                }
+                _ => {}
+            }
+        }
+        nt.checks = checks.into();
         nt.schema = Arc::new(schema);
         let id = nt.id;
         next.tables.insert(nt.name.clone(), Arc::new(nt));
@@ -629,7 +667,30 @@ pub(super) fn clone_table(t: &TableSnapshot) -> TableSnapshot {
         fts: t.fts.clone(),
         indexes: t.indexes.clone(),
         defaults: t.defaults.clone(),
+        checks: t.checks.clone(),
         keys: t.keys.clone(),
         estimates: Arc::default(),
     }
+}
+
+/// Refuses to `what` (drop or rename) column `name` of `schema` while a check of `t` reads
+/// it: the check's text names the column.
+fn refuse_check_column(
+    t: &TableSnapshot,
+    schema: &TableSchema,
+    table: &str,
+    name: &str,
+    what: &str,
+) -> Result<()> {
+    if let Some(c) = schema.index_of(name).and_then(|p| t.check_reading(schema, p)) {
+        return Err(Error::InvalidInput {
+            table: table.to_string(),
+            reason: format!(
+                "cannot {what} column '{name}': check constraint {} reads it (drop the \
+                 constraint first)",
+                c.name
+            ),
+        });
+    }
+    Ok(())
 }

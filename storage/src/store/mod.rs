@@ -28,7 +28,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use arrow_array::{
-    Array, ArrayRef, FixedSizeListArray, Float32Array, RecordBatch, UInt64Array, new_null_array,
+    Array, ArrayRef, FixedSizeListArray, Float32Array, RecordBatch, UInt64Array, new_empty_array,
+    new_null_array,
 };
 use arrow_buffer::BooleanBuffer;
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
@@ -132,6 +133,10 @@ pub enum AlterColumn {
         /// New name.
         to: String,
     },
+    /// Add a CHECK constraint (refused when a row already there breaks it).
+    AddCheck(NewCheck),
+    /// Drop a CHECK constraint by name.
+    DropCheck(String),
 }
 
 /// A range of assigned `_id`s, `first..=last` (empty when `count == 0`).
@@ -263,6 +268,8 @@ pub struct TableSnapshot {
     indexes: Arc<[manifest::IndexDef]>,
     /// Column defaults: column id and SQL text (the SQL layer plans them).
     defaults: Arc<[(u32, String)]>,
+    /// CHECK constraints (the SQL layer evaluates them, see `checks`).
+    checks: Arc<[manifest::CheckDef]>,
     /// The sets enforcing its unique keys, once a write has built them (`None`: not built).
     keys: Option<keys::KeySets>,
     /// [`TableSnapshot::estimate_matches`] answers already worked out, so a query run again
@@ -449,6 +456,7 @@ impl DbSnapshot {
                 fts: t.fts.as_deref().cloned(),
                 indexes: t.indexes.to_vec(),
                 defaults: t.defaults.to_vec(),
+                checks: t.checks.to_vec(),
             })
             .collect();
         tables.sort_by_key(|t| t.id);
@@ -494,6 +502,8 @@ pub struct Store {
     /// The writer token: held by one auto-commit write or one write transaction at a time.
     writer_lock: Arc<WriterLock>,
     hook: RwLock<Option<HookSlot>>,
+    /// What evaluates CHECK constraints (installed by the SQL layer; see `checks`).
+    check_evaluator: RwLock<Option<Arc<dyn checks::CheckEvaluator>>>,
     /// Files named by checkpoints: never deleted while a checkpoint names them.
     pins: RwLock<std::collections::BTreeSet<PathBuf>>,
     /// Open full-text indexes.
@@ -551,6 +561,7 @@ impl Drop for Store {
 
 mod catalog;
 mod checkpoints;
+mod checks;
 mod conform;
 mod feeds;
 mod fts;
@@ -564,6 +575,7 @@ mod tests;
 mod view;
 mod write;
 
+pub use self::checks::{CheckEvaluator, NewCheck, name_checks};
 pub use self::keys::{NewIndex, OnConflict};
 pub use self::knn::VectorSearch;
 #[cfg(test)]

@@ -107,6 +107,7 @@ impl Store {
             lock: Mutex::new(lock),
             writer_lock: Arc::new(WriterLock::default()),
             hook: RwLock::new(None),
+            check_evaluator: RwLock::new(None),
             pins: RwLock::new(Default::default()),
             fts: fts::Registry::default(),
             pending: Mutex::new(PendingCatalog::default()),
@@ -439,6 +440,7 @@ pub(super) fn state_from_manifest(
             fts: t.fts.map(Arc::new),
             indexes: t.indexes.into(),
             defaults: t.defaults.into(),
+            checks: t.checks.into(),
             keys: None,
             estimates: Arc::default(),
         };

@@ -767,6 +767,10 @@ impl TableSnapshot {
             )
             .map_err(|e| Error::arrow("gather rows", e))
         };
+        if locs.is_empty() {
+            let columns = schema.fields().iter().map(|f| new_empty_array(f.data_type())).collect();
+            return batch(columns, 0);
+        }
         if let [_] = locs {
             return batch(self.columns_at(locs, projection)?, 1);
         }

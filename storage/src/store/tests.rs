@@ -2748,3 +2748,88 @@ fn row_filters_in_a_conjunction_read_only_the_undecided_rows() {
     let want = (0..70_300).filter(|i| i % 5 != 0 && ![0, 3].contains(&(i % 63))).count();
     assert_eq!(n, want);
 }
+
+/// Fails rows whose `age` (column 2) is below 18, whatever the condition's text says.
+#[derive(Debug)]
+struct AdultsOnly;
+
+impl CheckEvaluator for AdultsOnly {
+    fn first_violated(
+        &self,
+        checks: &[crate::manifest::CheckDef],
+        rows: &RecordBatch,
+    ) -> std::result::Result<Option<usize>, String> {
+        let age = rows.column(2).as_any().downcast_ref::<Int64Array>().ok_or("age")?;
+        let bad = age.iter().any(|a| a.is_some_and(|a| a < 18));
+        Ok((bad && !checks.is_empty()).then_some(0))
+    }
+}
+
+#[test]
+fn check_constraints_are_kept_and_every_write_goes_through_the_evaluator() {
+    let fs = Arc::new(MemFs::new());
+    let store = mem_store(&fs);
+    let check = NewCheck { name: None, sql: "\"age\" >= 18".into(), columns: vec!["age".into()] };
+    store.create_table_full("t", &schema(), false, &[], &[], &[check]).unwrap();
+    // No evaluator installed: a table with checks refuses writes instead of skipping them.
+    let e = store.insert("t", &[rows(0, 3)]).unwrap_err();
+    assert!(e.to_string().contains("nothing here evaluates them"), "{e}");
+    store.set_check_evaluator(Arc::new(AdultsOnly));
+    store.insert("t", &[rows(0, 3)]).unwrap();
+    let minor = |n: i64| {
+        RecordBatch::try_new(
+            Arc::new(Schema::new(vec![
+                Field::new("name", DataType::Utf8, false),
+                Field::new("age", DataType::Int64, true),
+            ])),
+            vec![Arc::new(StringArray::from(vec!["kid"])), Arc::new(Int64Array::from(vec![n]))],
+        )
+        .unwrap()
+    };
+    let e = store.insert("t", &[minor(5)]).unwrap_err();
+    assert!(
+        matches!(&e, Error::CheckViolation { constraint, .. } if constraint == "t_age_check"),
+        "{e}"
+    );
+    // Updates are checked on the whole new row; bulk inserts too.
+    let age = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![Field::new("age", DataType::Int64, true)])),
+        vec![Arc::new(Int64Array::from(vec![3]))],
+    )
+    .unwrap();
+    assert!(matches!(store.update("t", &[2], &age), Err(Error::CheckViolation { .. })));
+    let mut big = rows(100, 30_000);
+    let cols = big.columns().to_vec();
+    let mut ages: Vec<Option<i64>> =
+        cols[1].as_any().downcast_ref::<Int64Array>().unwrap().iter().collect();
+    ages[29_000] = Some(2);
+    big = RecordBatch::try_new(
+        big.schema(),
+        vec![cols[0].clone(), Arc::new(Int64Array::from(ages)), cols[2].clone()],
+    )
+    .unwrap();
+    assert!(matches!(store.insert("t", &[big]), Err(Error::CheckViolation { .. })));
+    assert_eq!(store.snapshot().table("t").unwrap().count(), 3);
+    // The column it reads cannot go; adding a check the rows break is refused.
+    let e = store.alter_table("t", &AlterColumn::Drop("age".into())).unwrap_err();
+    assert!(e.to_string().contains("t_age_check reads it"), "{e}");
+    store.insert("t", &[rows(5, 1)]).unwrap();
+    drop(store);
+    // Kept across a reopen (the log replays rows without checking them again).
+    let store = mem_store(&fs);
+    let snap = store.snapshot();
+    let t = snap.table("t").unwrap();
+    assert_eq!(t.count(), 4);
+    assert_eq!(t.checks().len(), 1);
+    assert_eq!(t.checks()[0].sql, "\"age\" >= 18");
+    store.set_check_evaluator(Arc::new(AdultsOnly));
+    assert!(store.insert("t", &[minor(1)]).is_err());
+    store.alter_table("t", &AlterColumn::DropCheck("t_age_check".into())).unwrap();
+    store.insert("t", &[minor(1)]).unwrap();
+    let again =
+        NewCheck { name: Some("adults".into()), sql: "x".into(), columns: vec!["age".into()] };
+    assert!(matches!(
+        store.alter_table("t", &AlterColumn::AddCheck(again)),
+        Err(Error::CheckViolation { .. })
+    ));
+}
