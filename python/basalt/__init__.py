@@ -301,8 +301,25 @@ class Table:
         return self._con.insert(self.name, data)
 
     def count(self) -> int:
-        """The number of rows."""
-        return self._con.sql(f"SELECT count(*) FROM {_quote(self.name)}").fetchone()[0]
+        """The number of rows (kept by the table: no scan)."""
+        return self._con._native.count_rows(self.name)
+
+    def insert_row(self, values: Optional[dict] = None, **columns: Any) -> int:
+        """Inserts one row given as ``{column: value}`` (or keyword arguments); columns left
+        out take their default or NULL. Returns the new row's ``_id``."""
+        return self._con._native.insert_row(self.name, {**(values or {}), **columns})
+
+    def update(self, id: int, values: Optional[dict] = None, **columns: Any) -> bool:
+        """Sets the given columns of the row with this ``_id`` (the others keep their
+        values); ``False`` when there is no such row."""
+        return self._con._native.update_row(self.name, int(id), {**(values or {}), **columns})
+
+    def delete(self, ids: Sequence[int] | int) -> int:
+        """Deletes the rows with these ``_id`` values (missing ones ignored), as one
+        commit; returns how many were deleted."""
+        if isinstance(ids, int):
+            ids = [ids]
+        return self._con._native.delete_rows(self.name, [int(i) for i in ids])
 
     def get(self, ids: Sequence[int] | int, columns: Optional[Sequence[str]] = None) -> Result:
         """Rows by ``_id`` (in the order given; missing ids left out)."""
@@ -361,10 +378,6 @@ class Table:
 
     def __repr__(self) -> str:
         return f"<basalt.Table {self.name}>"
-
-
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 class Cursor:

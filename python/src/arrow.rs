@@ -148,7 +148,8 @@ pub fn fit(table: &str, target: &Schema, batches: Vec<RecordBatch>) -> PyResult<
                     ))
                 })?
             };
-            fields.push(t.as_ref().clone());
+            // Nullable here: the engine checks NOT NULL itself and names the column.
+            fields.push(t.as_ref().clone().with_nullable(true));
             columns.push(col);
         }
         let schema = Arc::new(Schema::new(fields));

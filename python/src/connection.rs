@@ -248,6 +248,56 @@ fn changes_catalog(sql: &str) -> bool {
     matches!(word.as_str(), "CREATE" | "DROP" | "ALTER" | "SET" | "RESET")
 }
 
+/// `executemany` of a plain `INSERT … VALUES ($1, …)` as one insert of all its rows
+/// through the table API (one batch, one commit instead of a statement per row). `None`
+/// when that does not apply — an unknown table or column, a parameter count that does not
+/// match, or a value the table API does not take as it is (text for a date, a float for an
+/// integer, …) — and then nothing was written: the statement runs row by row, as SQL casts.
+fn insert_rows(
+    conn: &basalt::Connection,
+    p: &params::PlainInsert,
+    rows: &[Vec<Value>],
+) -> basalt::Result<Option<u64>> {
+    // Unquoted names fold to lower case, as the engine's SQL does by default.
+    let name = |(n, quoted): &(String, bool)| if *quoted { n.clone() } else { n.to_lowercase() };
+    let Ok(t) = conn.table(&name(&p.table)) else { return Ok(None) };
+    let schema = t.schema()?;
+    let columns: Vec<String> = if p.columns.is_empty() {
+        schema.fields().iter().map(|f| f.name().clone()).filter(|n| n != "_id").collect()
+    } else {
+        p.columns.iter().map(name).collect()
+    };
+    if columns.len() != p.params
+        || columns.iter().any(|c| c == "_id" || schema.field_with_name(c).is_err())
+        || rows.iter().any(|r| r.len() != p.params)
+    {
+        return Ok(None);
+    }
+    let rows: Vec<basalt::Row> = rows
+        .iter()
+        .map(|r| {
+            columns.iter().zip(r).fold(basalt::Row::new(), |row, (c, v)| row.set(c, v.clone()))
+        })
+        .collect();
+    match t.insert_rows(&rows) {
+        Ok(ids) => Ok(Some(ids.count)),
+        // Refused before anything was written: a value to cast as SQL would.
+        Err(basalt::Error::InvalidValue { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// A row from a dict of column name → value.
+fn row(values: &Bound<'_, PyDict>) -> PyResult<basalt::Row> {
+    let mut row = basalt::Row::new();
+    for (k, v) in values.iter() {
+        let name: String =
+            k.extract().map_err(|_| bad_arg("a row's keys are column names (str)"))?;
+        row = row.set(&name, convert::param(&v)?);
+    }
+    Ok(row)
+}
+
 /// A vector from little-endian float32 bytes.
 fn floats(bytes: &[u8]) -> PyResult<Vec<f32>> {
     if !bytes.len().is_multiple_of(4) {
@@ -323,12 +373,18 @@ impl NativeConnection {
             .try_iter()?
             .map(|r| convert::params(Some(&r?)))
             .collect::<PyResult<Vec<Vec<Value>>>>()?;
+        let plain = params::plain_insert(&text);
         py.detach(|| {
             let own = !conn.in_transaction();
             if own {
                 conn.begin()?;
             }
             let run = || -> basalt::Result<u64> {
+                if let Some(p) = &plain
+                    && let Some(n) = insert_rows(&conn, p, &rows)?
+                {
+                    return Ok(n);
+                }
                 let mut n = 0;
                 for r in &rows {
                     n += crate::result::changed_rows(&self.run_prepared(&conn, &text, r)?);
@@ -656,6 +712,38 @@ impl NativeConnection {
             })
             .py_err()?;
         Ok(QueryResult::new("SELECT", vec![batch]))
+    }
+
+    /// Inserts one row given as column → value; returns its `_id`.
+    fn insert_row(&self, py: Python<'_>, table: &str, values: &Bound<'_, PyDict>) -> PyResult<u64> {
+        let t = self.table(table)?;
+        let row = row(values)?;
+        py.detach(|| t.insert_row(row)).py_err()
+    }
+
+    /// Sets the given columns on the row with this `_id`; false when there is none.
+    fn update_row(
+        &self,
+        py: Python<'_>,
+        table: &str,
+        id: u64,
+        values: &Bound<'_, PyDict>,
+    ) -> PyResult<bool> {
+        let t = self.table(table)?;
+        let row = row(values)?;
+        py.detach(|| t.update(id, row)).py_err()
+    }
+
+    /// Deletes the rows with these `_id`s (missing ones ignored); returns how many.
+    fn delete_rows(&self, py: Python<'_>, table: &str, ids: Vec<u64>) -> PyResult<u64> {
+        let t = self.table(table)?;
+        py.detach(|| t.delete_many(&ids)).py_err()
+    }
+
+    /// The number of rows of a table (no scan: the table keeps its count).
+    fn count_rows(&self, py: Python<'_>, table: &str) -> PyResult<u64> {
+        let t = self.table(table)?;
+        py.detach(|| t.count()).py_err()
     }
 
     /// Saves a named checkpoint of the database.

@@ -85,6 +85,121 @@ fn numeric_marker(b: &[u8], i: usize) -> bool {
     !matches!(before, Some(c) if c.is_ascii_alphanumeric() || matches!(c, b'_' | b']' | b')' | b':' | b'\'' | b'"'))
 }
 
+/// A plain insert of one row of parameters, as `executemany` can load in one batch:
+/// `INSERT INTO table [(columns)] VALUES ($1, $2, …, $n)` (the text after [`rewrite`]),
+/// nothing else (no expressions, `ON CONFLICT`, `RETURNING`, `SELECT`). Returns the table
+/// and the named columns (empty: the table's columns in order) as written, each with
+/// whether it was quoted; `None` for any other statement.
+pub fn plain_insert(sql: &str) -> Option<PlainInsert> {
+    let mut p = Lexer { s: sql.trim().trim_end_matches(';').trim_end(), at: 0 };
+    p.word("INSERT")?;
+    p.word("INTO")?;
+    let table = p.ident()?;
+    let mut columns = Vec::new();
+    if p.punct('(') {
+        loop {
+            columns.push(p.ident()?);
+            if p.punct(')') {
+                break;
+            }
+            p.punct(',').then_some(())?;
+        }
+    }
+    p.word("VALUES")?;
+    p.punct('(').then_some(())?;
+    let mut n = 0;
+    loop {
+        n += 1;
+        p.skip_ws();
+        let rest = &p.s[p.at..];
+        let digits = rest.strip_prefix('$')?;
+        let len = digits.bytes().take_while(u8::is_ascii_digit).count();
+        (digits[..len].parse::<usize>().ok()? == n).then_some(())?;
+        p.at += 1 + len;
+        if p.punct(')') {
+            break;
+        }
+        p.punct(',').then_some(())?;
+    }
+    p.skip_ws();
+    (p.at == p.s.len() && (columns.is_empty() || columns.len() == n)).then_some(PlainInsert {
+        table,
+        columns,
+        params: n,
+    })
+}
+
+/// What [`plain_insert`] recognised.
+#[derive(Debug, PartialEq, Eq)]
+pub struct PlainInsert {
+    /// The table: its name and whether it was quoted.
+    pub table: (String, bool),
+    /// The named columns (empty: all, in order).
+    pub columns: Vec<(String, bool)>,
+    /// How many parameters (`$1` … `$n`, in order).
+    pub params: usize,
+}
+
+struct Lexer<'a> {
+    s: &'a str,
+    at: usize,
+}
+
+impl Lexer<'_> {
+    fn skip_ws(&mut self) {
+        let rest = &self.s[self.at..];
+        self.at += rest.len() - rest.trim_start().len();
+    }
+
+    /// A keyword (any case) followed by a non-word character.
+    fn word(&mut self, w: &str) -> Option<()> {
+        self.skip_ws();
+        let rest = &self.s.as_bytes()[self.at..];
+        let ok = rest.len() >= w.len()
+            && rest[..w.len()].eq_ignore_ascii_case(w.as_bytes())
+            && rest.get(w.len()).is_none_or(|c| !(c.is_ascii_alphanumeric() || *c == b'_'));
+        ok.then(|| self.at += w.len())
+    }
+
+    fn punct(&mut self, c: char) -> bool {
+        self.skip_ws();
+        let hit = self.s[self.at..].starts_with(c);
+        if hit {
+            self.at += c.len_utf8();
+        }
+        hit
+    }
+
+    /// A bare name (letters, digits, `_`; not starting with a digit) or a `"quoted"` one.
+    fn ident(&mut self) -> Option<(String, bool)> {
+        self.skip_ws();
+        let rest = &self.s[self.at..];
+        if let Some(q) = rest.strip_prefix('"') {
+            let mut name = String::new();
+            let mut chars = q.char_indices();
+            while let Some((i, c)) = chars.next() {
+                if c == '"' {
+                    if q[i + 1..].starts_with('"') {
+                        name.push('"');
+                        chars.next();
+                        continue;
+                    }
+                    self.at += 1 + i + 1;
+                    return (!name.is_empty()).then_some((name, true));
+                }
+                name.push(c);
+            }
+            return None;
+        }
+        let len = rest.bytes().take_while(|c| c.is_ascii_alphanumeric() || *c == b'_').count();
+        if len == 0 || rest.as_bytes()[0].is_ascii_digit() {
+            return None;
+        }
+        self.at += len;
+        Some((rest[..len].to_string(), false))
+    }
+}
+
 /// The first word of a statement, upper-cased (`SELECT`, `INSERT`, …).
 pub fn first_word(sql: &str) -> String {
     sql.trim_start()

@@ -110,7 +110,7 @@ def test_insert_from_python_rows(con):
         con.insert("r", {"id": [9], "nope": [1]})
     with pytest.raises(basalt.DataError):
         con.insert("r", pa.table({"id": ["not a number"]}))
-    with pytest.raises(basalt.DataError):
+    with pytest.raises(basalt.IntegrityError):
         con.insert("r", pa.table({"id": pa.array([None, 7], pa.int64())}))
     assert con.sql("SELECT count(*) FROM r").fetchone() == (5,)
     with pytest.raises(TypeError):
@@ -132,6 +132,31 @@ def test_create_table_from_schema(con):
     assert con.tables() == ["cs"]
     with pytest.raises(basalt.ProgrammingError):
         con.create_table("cs", pa.schema([("a", pa.int64())]))
+
+
+def test_rows_by_id_through_the_table_api(con):
+    con.sql("CREATE TABLE p (name TEXT NOT NULL, age INT, score DOUBLE DEFAULT 1.5)")
+    t = con.table("p")
+    a = t.insert_row({"name": "ann", "age": 30})
+    b = t.insert_row(name="bob", age=41, score=2.0)
+    assert b != a and t.count() == 2
+    assert t.get(a).fetchall() == [(a, "ann", 30, 1.5)]
+    assert t.update(b, age=42) is True
+    assert t.update(10**9, age=1) is False
+    assert con.sql("SELECT name, age, score FROM p WHERE _id = ?", [b]).fetchone() == ("bob", 42, 2.0)
+    with pytest.raises(basalt.IntegrityError):
+        t.insert_row(age=5)  # NOT NULL name
+    with pytest.raises(basalt.ProgrammingError):
+        t.insert_row(nope=1)
+    assert t.count() == 2
+    assert t.delete([a, 10**9]) == 1
+    assert t.delete(a) == 0
+    assert t.count() == 1
+    # Inside a transaction the row API takes part in it.
+    con.begin()
+    t.insert_row(name="cy")
+    con.rollback()
+    assert t.count() == 1
 
 
 def test_big_insert_goes_to_a_segment(tmp_path):

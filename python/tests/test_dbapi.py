@@ -110,6 +110,32 @@ def test_executemany_is_atomic(con):
     assert con.sql("SELECT count(*) FROM k").fetchone() == (100,)
 
 
+def test_executemany_inserts_take_every_spelling(con):
+    # A plain INSERT of parameters loads all rows at once; other forms run row by row.
+    # Both give the same rows, casts and defaults.
+    con.sql('CREATE TABLE m (id BIGINT, "Name" TEXT, d DATE, x DOUBLE, n INT DEFAULT 7)')
+    rows = [(i, f"n{i}", datetime.date(2024, 1, 1 + i), i * 0.5) for i in range(5)]
+    assert con.executemany('insert into M (id, "Name", d, x) values (?, ?, ?, ?);', rows).rowcount == 5
+    assert con.executemany('INSERT INTO m (id, "Name", d, x) VALUES (?, ?, ?, ? + 1)', rows).rowcount == 5
+    # Text for a date and an integer for a double: cast as SQL casts them.
+    assert con.executemany("INSERT INTO m (id, d, x) VALUES (?, ?, ?)", [(9, "2024-02-03", 3)]).rowcount == 1
+    assert con.executemany("INSERT INTO m VALUES ($1, $2, $3, $4, $5)", [(10, "z", None, 1.0, 1)]).rowcount == 1
+    got = con.sql('SELECT id, "Name", d, x, n FROM m ORDER BY id, x').fetchall()
+    assert got[:2] == [(0, "n0", datetime.date(2024, 1, 1), 0.0, 7), (0, "n0", datetime.date(2024, 1, 1), 1.0, 7)]
+    assert got[-2:] == [(9, None, datetime.date(2024, 2, 3), 3.0, 7), (10, "z", None, 1.0, 1)]
+    assert len(got) == 12
+    with pytest.raises(basalt.DataError):
+        con.executemany("INSERT INTO m (id, x) VALUES (?, ?)", [(11, 1.0), (12, "not a number")])
+    with pytest.raises(basalt.ProgrammingError):
+        con.executemany("INSERT INTO m (id, nope) VALUES (?, ?)", [(11, 1)])
+    assert con.sql("SELECT count(*) FROM m").fetchone() == (12,)
+    # Inside a transaction the rows are part of it.
+    con.begin()
+    con.executemany("INSERT INTO m (id) VALUES (?)", [(20,), (21,)])
+    con.rollback()
+    assert con.sql("SELECT count(*) FROM m").fetchone() == (12,)
+
+
 def test_transactions(con):
     con.sql("CREATE TABLE tx (a BIGINT)")
     other = con.duplicate()
