@@ -159,6 +159,10 @@ impl NativeTables for CatalogNames {
         let t = self.view.table(name).ok()?;
         Some(t.schema().user_schema().fields().iter().map(|f| f.name().clone()).collect())
     }
+    fn column_default(&self, table: &str, column: &str) -> Option<String> {
+        let t = self.view.table(table).ok()?;
+        t.column_defaults().into_iter().find(|(c, _)| c == column).map(|(_, sql)| sql)
+    }
     fn fold_case(&self) -> bool {
         self.lower_idents
     }

@@ -42,6 +42,8 @@ pub trait NativeTables {
     fn is_native(&self, name: &str) -> bool;
     /// The user columns of a native table, in order.
     fn user_columns(&self, name: &str) -> Option<Vec<String>>;
+    /// The SQL text of a native table's column default, if it has one.
+    fn column_default(&self, table: &str, column: &str) -> Option<String>;
     /// Whether unquoted identifiers are folded to lower case (DataFusion's
     /// `enable_ident_normalization`).
     fn fold_case(&self) -> bool;
@@ -59,8 +61,57 @@ pub fn rewrite(stmt: &mut Statement, tables: &dyn NativeTables) {
         ins.columns =
             cols.into_iter().map(|c| ObjectName::from(vec![Ident::with_quote('"', c)])).collect();
     }
+    if let Statement::Insert(ins) = stmt {
+        defaults_in_values(ins, tables);
+    }
     let mut v = Rewriter { tables, ctes: Vec::new() };
     let _ = stmt.visit(&mut v);
+}
+
+/// `DEFAULT` written as a value of an `INSERT … VALUES` row (a bare, unquoted `DEFAULT`
+/// identifier, which the parser reads as a column name) becomes the column's default
+/// expression, or NULL when it has none, as in SQLite and PostgreSQL. Applies to native
+/// tables with a known column list (given, or filled in above).
+fn defaults_in_values(
+    ins: &mut datafusion::sql::sqlparser::ast::Insert,
+    tables: &dyn NativeTables,
+) {
+    use datafusion::sql::sqlparser::ast::{Expr, SetExpr, Value};
+    let is_default = |e: &Expr| matches!(e, Expr::Identifier(i) if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("default"));
+    let Some(source) = ins.source.as_mut() else { return };
+    let SetExpr::Values(values) = source.body.as_mut() else { return };
+    if !values.rows.iter().flat_map(|r| r.content.iter()).any(is_default) {
+        return;
+    }
+    let TableObject::TableName(name) = &ins.table else { return };
+    let fold = tables.fold_case();
+    let Some(table) = table_name(name, fold) else { return };
+    if !tables.is_native(&table) {
+        return;
+    }
+    let columns: Vec<String> = ins
+        .columns
+        .iter()
+        .map(|c| {
+            c.0.last().and_then(|p| p.as_ident()).map(|i| normalise(i, fold)).unwrap_or_default()
+        })
+        .collect();
+    for row in &mut values.rows {
+        for (i, e) in row.content.iter_mut().enumerate() {
+            if !is_default(e) {
+                continue;
+            }
+            let Some(column) = columns.get(i) else { continue };
+            let parsed = tables.column_default(&table, column).and_then(|sql| {
+                let dialect = datafusion::sql::sqlparser::dialect::GenericDialect {};
+                datafusion::sql::sqlparser::parser::Parser::new(&dialect)
+                    .try_with_sql(&sql)
+                    .and_then(|mut p| p.parse_expr())
+                    .ok()
+            });
+            *e = parsed.unwrap_or_else(|| Expr::value(Value::Null));
+        }
+    }
 }
 
 /// The normalised name of a one-part (or `public.`/`datafusion.public.`) table name.
