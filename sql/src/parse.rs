@@ -33,18 +33,28 @@ pub(crate) fn parse(
     let name = options.sql_parser.dialect.to_string();
     let dialect = datafusion::sql::sqlparser::dialect::dialect_from_str(&name)
         .ok_or_else(|| Error::sql(format!("unknown SQL dialect '{name}'")))?;
-    let run = |sql: &str| -> Result<Vec<DfStatement>> {
+    let run_with = |d: &dyn datafusion::sql::sqlparser::dialect::Dialect,
+                    sql: &str|
+     -> Result<Vec<DfStatement>> {
         let mut parser = datafusion::sql::parser::DFParserBuilder::new(sql)
-            .with_dialect(dialect.as_ref())
+            .with_dialect(d)
             .with_recursion_limit(options.sql_parser.recursion_limit.get())
             .build()?;
         Ok(parser.parse_statements()?.into_iter().collect())
     };
+    let run = |sql: &str| run_with(dialect.as_ref(), sql);
     let mut statements = match run(sql) {
         Ok(s) => s,
         // Only text the parser refused is looked at again.
         Err(e) => match sqlite_forms(dialect.as_ref(), sql) {
             Some(text) => run(&text).map_err(|_| e)?,
+            // PostgreSQL's `INSERT INTO t AS alias …` (the alias an `ON CONFLICT DO
+            // UPDATE` names the existing row by), which only PostgreSQL's dialect reads:
+            // the text is parsed with it when the session's generic dialect refused it.
+            None if name.eq_ignore_ascii_case("generic") && insert_alias(sql) => {
+                let pg = datafusion::sql::sqlparser::dialect::PostgreSqlDialect {};
+                run_with(&pg, sql).map_err(|_| e)?
+            }
             None => return Err(e),
         },
     };
@@ -52,6 +62,16 @@ pub(crate) fn parse(
         crate::depth::shape(s)?;
     }
     Ok(statements)
+}
+
+/// Whether the text has `INSERT INTO <name> AS` (a table alias), outside quotes.
+fn insert_alias(sql: &str) -> bool {
+    let words: Vec<String> = sql
+        .split(|c: char| c.is_whitespace() || c == ';' || c == '(')
+        .filter(|w| !w.is_empty())
+        .map(str::to_ascii_uppercase)
+        .collect();
+    words.windows(4).any(|w| w[0] == "INSERT" && w[1] == "INTO" && w[3] == "AS")
 }
 
 /// SQLite forms the parser does not take, as what they mean: `x IN ()` (an empty list:

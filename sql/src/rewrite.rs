@@ -63,6 +63,9 @@ pub fn rewrite(stmt: &mut Statement, tables: &dyn NativeTables) {
     }
     if let Statement::Insert(ins) = stmt {
         defaults_in_values(ins, tables);
+        // `INSERT INTO t AS alias`: only `ON CONFLICT … DO UPDATE` (run apart, before
+        // planning) refers to the alias; DataFusion's planner refuses it.
+        ins.table_alias = None;
     }
     let mut v = Rewriter { tables, ctes: Vec::new() };
     let _ = stmt.visit(&mut v);
