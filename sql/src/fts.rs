@@ -266,7 +266,7 @@ pub struct IdSet {
 }
 
 impl IdSet {
-    fn expr(ids: Arc<[u64]>, label: String) -> Expr {
+    pub(crate) fn expr(ids: Arc<[u64]>, label: String) -> Expr {
         let f = IdSet {
             signature: Signature::exact(vec![DataType::UInt64], Volatility::Immutable),
             ids,

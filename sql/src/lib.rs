@@ -70,6 +70,7 @@ pub mod exec;
 pub mod files;
 pub mod fts;
 pub mod functions;
+mod index_lookup;
 pub mod ndjson;
 mod parse;
 pub mod pool;

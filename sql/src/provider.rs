@@ -179,11 +179,16 @@ impl NativeTable {
                 }
             }
         }
+        let mut index = None;
         if self.binding.pushdown()
-            && let Some(e) = key_lookup(&snapshot, filters)
-            && let Some(p) = pushdown::exact(&e, &self.schema)
+            && let Some(l) = crate::index_lookup::index_lookup(&snapshot, filters, &|| {
+                let p = and_all(pushed.clone())?;
+                snapshot.estimate_matches(&p, &snapshot.scan_units()).ok()
+            })
+            && let Some(p) = pushdown::exact(&l.filter, &self.schema)
         {
             pushed.push(p);
+            index = Some(l.index);
         }
         let wanted = columns.len();
         let mut columns = columns;
@@ -205,6 +210,10 @@ impl NativeTable {
             limit,
             target_partitions(state),
         )?;
+        let scan = match index {
+            Some(name) => scan.with_index(name),
+            None => scan,
+        };
         let scan: Arc<dyn ExecutionPlan> = Arc::new(scan);
         let Some(filter) = rest.into_iter().reduce(Expr::and) else { return Ok(scan) };
         let schema = self.df_schema(&scan.schema())?;
@@ -239,64 +248,6 @@ fn unqualify(e: Expr) -> Result<Expr> {
 
 fn target_partitions(state: &dyn DfSession) -> usize {
     state.config().target_partitions().max(1)
-}
-
-/// The row a query's filters pin by a unique key, as `_id = id`: used when the filters
-/// give every column of a primary or unique key as `column = constant` and the snapshot's
-/// key sets can answer (see `TableSnapshot::find_by_key`). The scan then reads only the
-/// row groups whose `_id` range holds it; the key's own conditions stay in the scan, so
-/// the answer is the same. No row has the key: `_id = 0` (ids start at 1: nothing).
-fn key_lookup(snapshot: &TableSnapshot, filters: &[Expr]) -> Option<Expr> {
-    use datafusion::arrow::compute::{CastOptions, cast_with_options};
-    use datafusion::common::ScalarValue;
-    use datafusion::logical_expr::utils::split_conjunction;
-    use datafusion::logical_expr::{BinaryExpr, Operator, col, lit};
-    if !snapshot.indexes().iter().any(|d| d.kind.is_unique()) {
-        return None;
-    }
-    let mut fixed: std::collections::HashMap<&str, &ScalarValue> = std::collections::HashMap::new();
-    for f in filters {
-        for c in split_conjunction(f) {
-            if let Expr::BinaryExpr(BinaryExpr { left, op: Operator::Eq, right }) = c
-                && let (Expr::Column(column), Expr::Literal(v, _))
-                | (Expr::Literal(v, _), Expr::Column(column)) = (left.as_ref(), right.as_ref())
-            {
-                fixed.insert(column.name.as_str(), v);
-            }
-        }
-    }
-    let schema = snapshot.schema();
-    let strict = CastOptions { safe: false, ..Default::default() };
-    'keys: for (i, d) in snapshot.indexes().iter().enumerate() {
-        if !d.kind.is_unique() {
-            continue;
-        }
-        let mut key = Vec::with_capacity(d.columns.len());
-        for &c in &d.columns {
-            let Some(p) = schema.position_of_id(c) else { continue 'keys };
-            let field = schema.full_schema().field(p);
-            let Some(v) = fixed.get(field.name().as_str()) else { continue 'keys };
-            // The constant as the column stores it, only when that loses nothing.
-            let Ok(a) = v.to_array() else { continue 'keys };
-            let Ok(stored) = cast_with_options(&a, field.data_type(), &strict) else {
-                continue 'keys;
-            };
-            let same = cast_with_options(&stored, &v.data_type(), &strict)
-                .ok()
-                .and_then(|back| ScalarValue::try_from_array(&back, 0).ok())
-                .is_some_and(|back| back == **v);
-            if !same {
-                continue 'keys;
-            }
-            key.push(stored);
-        }
-        match snapshot.find_by_key(i, &key) {
-            Ok(Some(Some(id))) => return Some(col(ID_COLUMN).eq(lit(id))),
-            Ok(Some(None)) => return Some(col(ID_COLUMN).eq(lit(0u64))),
-            _ => continue,
-        }
-    }
-    None
 }
 
 #[async_trait]

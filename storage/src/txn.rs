@@ -549,9 +549,8 @@ impl Transaction {
         let wt = self.write_table(store, table)?;
         // `wt` holds the same state as `t`, so the locations still apply. Keys change only
         // when a key column is given (the rows keep their `_id`s).
-        if wt.touches_unique_key(|p| {
-            p > 0 && given(wt.schema().full_schema().field(p).name()).is_some()
-        }) {
+        if wt.touches_index(|p| p > 0 && given(wt.schema().full_schema().field(p).name()).is_some())
+        {
             wt.change_keys(&locs, &found, std::slice::from_ref(&batch))?;
         }
         for loc in locs {

@@ -58,6 +58,8 @@ pub struct ScanExec {
     metrics: ExecutionPlanMetricsSet,
     /// [`ScanExec::estimate`], worked out once (it samples rows when there is a filter).
     estimates: Arc<std::sync::OnceLock<Statistics>>,
+    /// The key or index whose lookup gave the predicate's `_id`s, for plans.
+    index: Option<String>,
 }
 
 impl ScanExec {
@@ -99,7 +101,14 @@ impl ScanExec {
             hints: Vec::new(),
             metrics: ExecutionPlanMetricsSet::new(),
             estimates: Arc::default(),
+            index: None,
         })
+    }
+
+    /// Names the key or index a lookup used to find the predicate's `_id`s (shown in plans).
+    pub(crate) fn with_index(mut self, name: String) -> Self {
+        self.index = Some(name);
+        self
     }
 
     /// Whether the scan holds filters of parent operators (dynamic filters among them).
@@ -306,6 +315,9 @@ impl DisplayAs for ScanExec {
                 write!(f, "BasaltScan: table={}, projection=[{}]", self.table, cols.join(", "))?;
                 if let Some(p) = &self.predicate {
                     write!(f, ", filter={p}")?;
+                }
+                if let Some(i) = &self.index {
+                    write!(f, ", index={i}")?;
                 }
                 if let Some(l) = self.limit {
                     write!(f, ", limit={l}")?;

@@ -306,6 +306,7 @@ impl Store {
             defaults: defaults.into(),
             checks: checks.into(),
             keys: None,
+            read_keys: Arc::default(),
             estimates: Arc::default(),
         };
         next.tables.insert(t.name.clone(), Arc::new(t));
@@ -669,6 +670,7 @@ pub(super) fn clone_table(t: &TableSnapshot) -> TableSnapshot {
         defaults: t.defaults.clone(),
         checks: t.checks.clone(),
         keys: t.keys.clone(),
+        read_keys: Arc::default(),
         estimates: Arc::default(),
     }
 }

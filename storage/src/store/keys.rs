@@ -14,15 +14,24 @@
 //! an update that swaps two rows' keys is allowed, one that leaves two rows with one key is
 //! refused, and a refused write changes nothing.
 //!
+//! Plain indexes (`CREATE INDEX`) have a set too, of every row (rows with NULLs in the key
+//! included, so a lookup by a prefix of the columns finds them), enforcing nothing; so do
+//! the unique keys, whose uniqueness check skips keys holding a NULL. Lookups by equality on
+//! a prefix of a definition's columns and a range on the next one
+//! ([`TableSnapshot::index_candidates`]) walk the set in key order.
+//!
 //! The sets are not stored. A snapshot opened from the manifest (or replayed from the log)
-//! has none, and the first write to a table with a unique key builds them from the table's
-//! rows (one scan of the key columns), so they cannot be stale or damaged after a crash.
+//! has none, and the first write to a table with a key or index builds them from the
+//! table's rows (one scan of the key columns), so they cannot be stale or damaged after a
+//! crash. A lookup on a snapshot without them builds them for that snapshot (kept with it,
+//! shared by the readers of that state); such read-built sets may still hold rows deleted
+//! since (a delete on a table whose sets are not built leaves them alone), never miss a
+//! row, so lookups return candidates that the caller's filters confirm.
 //!
 //! A table's column defaults live here too: SQL text by column id, kept and handed out,
 //! never evaluated (the SQL layer plans them).
 //!
-//! What this module must not do: change rows. Plain indexes (`CREATE INDEX`) are
-//! definitions only: they enforce nothing and have no set.
+//! What this module must not do: change rows.
 
 use std::ops::Bound;
 
@@ -35,11 +44,14 @@ use crate::manifest::{IndexDef, IndexKind};
 /// One entry of a key set: the key's row-format bytes, then the `_id` (big-endian).
 type Entry = Arc<[u8]>;
 
-/// The key sets of a table, one per definition (`None` for plain indexes).
+/// The key sets of a table, one per definition.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct KeySets {
-    sets: Vec<Option<imbl::OrdSet<Entry>>>,
+    sets: Vec<imbl::OrdSet<Entry>>,
 }
+
+/// The sets a reader built for a snapshot that had none (see the module docs).
+pub(crate) type ReadSets = Arc<std::sync::OnceLock<Arc<KeySets>>>;
 
 /// A key or index to create, its columns by name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,30 +112,31 @@ impl TableSnapshot {
             .collect()
     }
 
-    /// Whether a change to these full-schema positions can change a unique key.
-    pub(crate) fn touches_unique_key(&self, positions: impl Fn(usize) -> bool) -> bool {
-        self.indexes.iter().filter(|d| d.kind.is_unique()).any(|d| {
+    /// Whether a change to these full-schema positions can change a key or index.
+    pub(crate) fn touches_index(&self, positions: impl Fn(usize) -> bool) -> bool {
+        self.indexes.iter().any(|d| {
             d.columns.iter().any(|&c| self.schema.position_of_id(c).is_some_and(&positions))
         })
     }
 
-    /// Builds the key sets from the rows when they are not built yet; fails with
-    /// [`Error::UniqueViolation`] when the rows break a unique key.
-    pub(crate) fn ensure_keys(&mut self) -> Result<()> {
-        if self.keys.is_some() || !self.indexes.iter().any(|d| d.kind.is_unique()) {
-            return Ok(());
-        }
-        let mut keys = KeySets {
-            sets: self.indexes.iter().map(|d| d.kind.is_unique().then(imbl::OrdSet::new)).collect(),
-        };
+    /// Full-schema positions of `_id` and of every definition's columns.
+    fn key_projection(&self) -> Result<Vec<usize>> {
         let mut projection = vec![0];
-        for d in self.indexes.iter().filter(|d| d.kind.is_unique()) {
+        for d in self.indexes.iter() {
             for p in self.key_positions(d)? {
                 if !projection.contains(&p) {
                     projection.push(p);
                 }
             }
         }
+        Ok(projection)
+    }
+
+    /// The sets of the rows of this state; with `check`, fails with
+    /// [`Error::UniqueViolation`] when the rows break a unique key.
+    fn build_sets(&self, check: bool) -> Result<KeySets> {
+        let mut keys = KeySets { sets: self.indexes.iter().map(|_| imbl::OrdSet::new()).collect() };
+        let projection = self.key_projection()?;
         let snap = Arc::new(catalog::clone_table(self));
         for batch in snap.scan(&projection)? {
             let batch = batch?;
@@ -134,35 +147,38 @@ impl TableSnapshot {
             for (i, &p) in projection.iter().enumerate() {
                 full[p] = Some(batch.column(i).clone());
             }
-            self.add_rows(&mut keys, &full)?;
+            self.add_rows(&mut keys, &full, check)?;
         }
-        self.keys = Some(keys);
+        Ok(keys)
+    }
+
+    /// Builds the key sets from the rows when they are not built yet; fails with
+    /// [`Error::UniqueViolation`] when the rows break a unique key.
+    pub(crate) fn ensure_keys(&mut self) -> Result<()> {
+        if self.keys.is_some() || self.indexes.is_empty() {
+            return Ok(());
+        }
+        self.keys = Some(self.build_sets(true)?);
         Ok(())
     }
 
     /// Applies a change to the key sets: the rows at `removed` (locations on this state, with
     /// their `_id`s) leave, the full-schema rows `added` come in. Checked as a whole; on
-    /// error nothing changed. A table without unique keys costs nothing.
+    /// error nothing changed. A table without keys or indexes costs nothing.
     pub(crate) fn change_keys(
         &mut self,
         removed: &[RowLocation],
         removed_ids: &[u64],
         added: &[RecordBatch],
     ) -> Result<()> {
-        if !self.indexes.iter().any(|d| d.kind.is_unique()) {
+        if self.indexes.is_empty() {
             return Ok(());
         }
         self.ensure_keys()?;
         let Some(mut keys) = self.keys.clone() else { return Ok(()) };
         if !removed.is_empty() {
-            let mut projection: Vec<usize> = Vec::new();
-            for d in self.indexes.iter().filter(|d| d.kind.is_unique()) {
-                for p in self.key_positions(d)? {
-                    if !projection.contains(&p) {
-                        projection.push(p);
-                    }
-                }
-            }
+            let mut projection = self.key_projection()?;
+            projection.remove(0);
             let cols = self.columns_at(removed, &projection)?;
             let mut full: Vec<Option<ArrayRef>> =
                 vec![None; self.schema.full_schema().fields().len()];
@@ -170,26 +186,23 @@ impl TableSnapshot {
                 full[p] = Some(cols[i].clone());
             }
             for (d, set) in self.indexes.iter().zip(keys.sets.iter_mut()) {
-                let Some(set) = set else { continue };
                 let encoded = encode(self, d, &full)?;
                 for (r, &id) in removed_ids.iter().enumerate() {
-                    if let Some(key) = encoded.key(r) {
-                        set.remove(&entry(key, id)[..]);
-                    }
+                    set.remove(&entry(encoded.bytes(r), id)[..]);
                 }
             }
         }
         for b in added {
             let full: Vec<Option<ArrayRef>> = b.columns().iter().cloned().map(Some).collect();
-            self.add_rows(&mut keys, &full)?;
+            self.add_rows(&mut keys, &full, true)?;
         }
         self.keys = Some(keys);
         Ok(())
     }
 
-    /// Adds rows (full-schema columns; `_id` and the key columns present) to `keys`,
-    /// refusing a key some row already has.
-    fn add_rows(&self, keys: &mut KeySets, full: &[Option<ArrayRef>]) -> Result<()> {
+    /// Adds rows (full-schema columns; `_id` and the key columns present) to `keys`; with
+    /// `check`, refusing a unique key some row already has.
+    fn add_rows(&self, keys: &mut KeySets, full: &[Option<ArrayRef>], check: bool) -> Result<()> {
         let ids = full
             .first()
             .and_then(|c| c.as_ref())
@@ -200,14 +213,16 @@ impl TableSnapshot {
             })?
             .clone();
         for (d, set) in self.indexes.iter().zip(keys.sets.iter_mut()) {
-            let Some(set) = set else { continue };
             let encoded = encode(self, d, full)?;
+            let unique = check && d.kind.is_unique();
             for (r, id) in ids.values().iter().enumerate() {
-                let Some(key) = encoded.key(r) else { continue };
-                if holder_in(set, key).is_some() {
+                if unique
+                    && let Some(key) = encoded.key(r)
+                    && holder_in(set, key).is_some()
+                {
                     return Err(self.violation(d, &encoded, r));
                 }
-                set.insert(entry(key, *id));
+                set.insert(entry(encoded.bytes(r), *id));
             }
         }
         Ok(())
@@ -249,7 +264,7 @@ impl TableSnapshot {
     /// The `_id` of the live row whose key under definition `d` (position in
     /// [`TableSnapshot::indexes`]) is `key`, if any. The key sets must be built.
     fn holder(&self, d: usize, key: &[u8]) -> Option<u64> {
-        holder_in(self.keys.as_ref()?.sets.get(d)?.as_ref()?, key)
+        holder_in(self.keys.as_ref()?.sets.get(d)?, key)
     }
 
     /// Position in [`TableSnapshot::indexes`] of the unique key over exactly `cols` (in
@@ -421,6 +436,135 @@ impl TableSnapshot {
     }
 }
 
+/// A range of one key column's values, for [`TableSnapshot::index_candidates`]: each bound
+/// a one-row array of the column's type.
+pub type KeyRange = (Bound<ArrayRef>, Bound<ArrayRef>);
+
+impl TableSnapshot {
+    /// Whether lookups on this state find the key sets built (by a write, or by an earlier
+    /// lookup); otherwise the first [`TableSnapshot::index_candidates`] builds them.
+    pub fn index_sets_built(&self) -> bool {
+        self.keys.is_some() || self.read_keys.get().is_some()
+    }
+
+    /// The `_id`s of the rows whose key under definition `def` (a position in
+    /// [`TableSnapshot::indexes`]) starts with `prefix` (one one-row array per leading key
+    /// column, of the columns' types) and, with `range`, whose next key column lies in it;
+    /// sorted. Candidates: rows deleted since the sets were built may be among them, so the
+    /// caller still applies its conditions; no matching row is missing. NULL never equals a
+    /// prefix value; a range may return rows with a NULL in its column. `None` when more
+    /// than `limit` rows match (a scan is cheaper), or the arguments do not fit the
+    /// definition.
+    ///
+    /// Builds the sets for this snapshot first when it has none (one scan of the key
+    /// columns, kept for later lookups on this state).
+    pub fn index_candidates(
+        &self,
+        def: usize,
+        prefix: &[ArrayRef],
+        range: Option<&KeyRange>,
+        limit: usize,
+    ) -> Result<Option<Vec<u64>>> {
+        let Some(d) = self.indexes.get(def) else { return Ok(None) };
+        let width = prefix.len() + usize::from(range.is_some());
+        if width == 0 || width > d.columns.len() {
+            return Ok(None);
+        }
+        let positions = self.key_positions(d)?;
+        let types: Vec<DataType> = positions[..width]
+            .iter()
+            .map(|&p| self.schema.full_schema().field(p).data_type().clone())
+            .collect();
+        let fits = |a: &ArrayRef, t: &DataType| a.len() == 1 && a.data_type() == t;
+        if prefix.iter().zip(&types).any(|(a, t)| !fits(a, t) || a.is_null(0)) {
+            return Ok(None);
+        }
+        // The bytes of `prefix` followed by `last`: a prefix of the entries that have them
+        // (the row format concatenates the columns' encodings).
+        let encode_prefix = |last: Option<&ArrayRef>| -> Result<Vec<u8>> {
+            let mut columns: Vec<ArrayRef> = prefix.iter().cloned().map(canonical).collect();
+            columns.extend(last.cloned().map(canonical));
+            if columns.is_empty() {
+                return Ok(Vec::new());
+            }
+            let fields = columns.iter().map(|c| SortField::new(c.data_type().clone())).collect();
+            let err = |e| Error::arrow(format!("index '{}' of '{}'", d.name, self.name), e);
+            let rows =
+                RowConverter::new(fields).map_err(err)?.convert_columns(&columns).map_err(err)?;
+            Ok(rows.row(0).data().to_vec())
+        };
+        let bound = |b: &Bound<ArrayRef>| -> Result<Option<Bound<Vec<u8>>>> {
+            Ok(Some(match b {
+                Bound::Unbounded => Bound::Unbounded,
+                Bound::Included(v) | Bound::Excluded(v) => {
+                    if !fits(v, &types[width - 1]) || v.is_null(0) {
+                        return Ok(None);
+                    }
+                    let e = encode_prefix(Some(v))?;
+                    if matches!(b, Bound::Included(_)) {
+                        Bound::Included(e)
+                    } else {
+                        Bound::Excluded(e)
+                    }
+                }
+            }))
+        };
+        let (lower, upper) = match range {
+            Some((lo, hi)) => match (bound(lo)?, bound(hi)?) {
+                (Some(lo), Some(hi)) => (lo, hi),
+                _ => return Ok(None),
+            },
+            None => (Bound::Unbounded, Bound::Unbounded),
+        };
+        let base = encode_prefix(None)?;
+        let built;
+        let sets: &KeySets = match &self.keys {
+            Some(k) => k,
+            None => {
+                built = match self.read_keys.get() {
+                    Some(k) => k.clone(),
+                    None => {
+                        let k = Arc::new(self.build_sets(false)?);
+                        let _ = self.read_keys.set(k.clone());
+                        k
+                    }
+                };
+                &built
+            }
+        };
+        let Some(set) = sets.sets.get(def) else { return Ok(None) };
+        let start: &[u8] = match &lower {
+            Bound::Included(e) | Bound::Excluded(e) => e,
+            Bound::Unbounded => &base,
+        };
+        let mut ids = Vec::new();
+        for e in set.range::<_, [u8]>((Bound::Included(start), Bound::Unbounded)) {
+            let key = &e[..e.len().saturating_sub(8)];
+            if !key.starts_with(&base) {
+                break;
+            }
+            if let Bound::Excluded(lo) = &lower
+                && key.starts_with(lo)
+            {
+                continue;
+            }
+            match &upper {
+                Bound::Included(hi) if key > &hi[..] && !key.starts_with(hi) => break,
+                Bound::Excluded(hi) if key >= &hi[..] => break,
+                _ => {}
+            }
+            if ids.len() == limit {
+                return Ok(None);
+            }
+            if let Ok(id) = e[key.len()..].try_into() {
+                ids.push(u64::from_be_bytes(id));
+            }
+        }
+        ids.sort_unstable();
+        Ok(Some(ids))
+    }
+}
+
 /// A definition's key columns of some rows, in row format.
 struct Encoded {
     columns: Vec<ArrayRef>,
@@ -428,8 +572,13 @@ struct Encoded {
 }
 
 impl Encoded {
-    /// Row `r`'s key bytes; `None` when one of its key columns is NULL (such rows are not
-    /// in a unique key's set: NULLs are distinct from each other).
+    /// Row `r`'s key bytes, NULLs included (what its set entry starts with).
+    fn bytes(&self, r: usize) -> &[u8] {
+        self.rows.row(r).data()
+    }
+
+    /// Row `r`'s key bytes for uniqueness; `None` when one of its key columns is NULL
+    /// (NULLs are distinct from each other, so such a key conflicts with nothing).
     fn key(&self, r: usize) -> Option<&[u8]> {
         if self.columns.iter().any(|c| c.is_null(r)) {
             return None;
@@ -958,5 +1107,154 @@ mod tests {
         drop(s);
         let s = open(&fs);
         assert_eq!(s.snapshot().table("t").unwrap().find_by_key(0, &k(2)).unwrap(), None);
+    }
+
+    /// Rows of a table with a plain index over (k, name), as (_id, k, name).
+    fn live(store: &Store) -> Vec<(u64, Option<i64>, Option<String>)> {
+        let t = store.snapshot().table("ix").unwrap().clone();
+        let mut out = Vec::new();
+        for b in t.scan(&[0, 1, 2]).unwrap() {
+            let b = b.unwrap();
+            let ids = b.column(0).as_any().downcast_ref::<UInt64Array>().unwrap().clone();
+            let k = b.column(1).as_any().downcast_ref::<Int64Array>().unwrap().clone();
+            let n = b.column(2).as_any().downcast_ref::<StringArray>().unwrap().clone();
+            for r in 0..b.num_rows() {
+                out.push((
+                    ids.value(r),
+                    k.is_valid(r).then(|| k.value(r)),
+                    n.is_valid(r).then(|| n.value(r).to_string()),
+                ));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn index_lookups_find_every_matching_row() {
+        let fs = MemFs::new();
+        let s = open(&fs);
+        let schema = Schema::new(vec![
+            Field::new("k", DataType::Int64, true),
+            Field::new("name", DataType::Utf8, true),
+        ]);
+        let ix = NewIndex {
+            name: Some("ix_k_name".into()),
+            kind: IndexKind::Index,
+            columns: vec!["k".into(), "name".into()],
+        };
+        let mut s = s;
+        s.create_table_with_keys("ix", &schema, false, &[ix]).unwrap();
+        let mut seed = 7u64;
+        let mut next = move |n: u64| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        };
+        let names = ["a", "b", "c", "d"];
+        let int = |v: i64| Arc::new(Int64Array::from(vec![v])) as ArrayRef;
+        let text = |v: &str| Arc::new(StringArray::from(vec![v])) as ArrayRef;
+        for round in 0..6 {
+            let n = 40;
+            let k: Vec<Option<i64>> =
+                (0..n).map(|_| (next(8) != 0).then(|| next(12) as i64 - 2)).collect();
+            let nm: Vec<&str> = (0..n).map(|_| names[next(4) as usize]).collect();
+            s.insert("ix", &[rows(&k, &nm).with_schema(Arc::new(schema.clone())).unwrap()])
+                .unwrap();
+            let ids: Vec<u64> = live(&s).iter().map(|r| r.0).filter(|_| next(5) == 0).collect();
+            s.delete("ix", &ids).unwrap();
+            if round % 2 == 1 {
+                // Reopened: a lookup builds the sets from the rows, then deletes follow
+                // (sets built by reads may keep deleted rows; never miss live ones).
+                drop(s);
+                s = open(&fs);
+                let t = s.snapshot().table("ix").unwrap().clone();
+                assert!(t.keys.is_none());
+                assert!(t.index_candidates(0, &[int(1)], None, usize::MAX).unwrap().is_some());
+                let gone: Vec<u64> =
+                    live(&s).iter().map(|r| r.0).filter(|_| next(6) == 0).collect();
+                s.delete("ix", &gone).unwrap();
+            }
+            let t = s.snapshot().table("ix").unwrap().clone();
+            let rows_now = live(&s);
+            let b = |v: i64, inc: bool| {
+                if inc { Bound::Included(int(v)) } else { Bound::Excluded(int(v)) }
+            };
+            for q in 0..200 {
+                let lo = next(14) as i64 - 3;
+                let hi = lo + next(6) as i64;
+                let (li, hi_inc) = (next(2) == 0, next(2) == 0);
+                let (range, want): (KeyRange, Vec<u64>) = match q % 4 {
+                    0 => (
+                        (b(lo, li), Bound::Unbounded),
+                        rows_now
+                            .iter()
+                            .filter(|r| r.1.is_some_and(|k| if li { k >= lo } else { k > lo }))
+                            .map(|r| r.0)
+                            .collect(),
+                    ),
+                    1 => (
+                        (Bound::Unbounded, b(hi, hi_inc)),
+                        rows_now
+                            .iter()
+                            .filter(|r| r.1.is_some_and(|k| if hi_inc { k <= hi } else { k < hi }))
+                            .map(|r| r.0)
+                            .collect(),
+                    ),
+                    _ => (
+                        (b(lo, li), b(hi, hi_inc)),
+                        rows_now
+                            .iter()
+                            .filter(|r| {
+                                r.1.is_some_and(|k| {
+                                    (if li { k >= lo } else { k > lo })
+                                        && (if hi_inc { k <= hi } else { k < hi })
+                                })
+                            })
+                            .map(|r| r.0)
+                            .collect(),
+                    ),
+                };
+                let got = t.index_candidates(0, &[], Some(&range), usize::MAX).unwrap().unwrap();
+                assert!(
+                    want.iter().all(|id| got.binary_search(id).is_ok()),
+                    "{q}: {want:?} ⊄ {got:?}"
+                );
+                // Equality on k, then a range of names.
+                let kv = next(12) as i64 - 2;
+                let want: Vec<u64> = rows_now
+                    .iter()
+                    .filter(|r| {
+                        r.1 == Some(kv) && r.2.as_deref().is_some_and(|n| n > "a" && n <= "c")
+                    })
+                    .map(|r| r.0)
+                    .collect();
+                let range = (Bound::Excluded(text("a")), Bound::Included(text("c")));
+                let got =
+                    t.index_candidates(0, &[int(kv)], Some(&range), usize::MAX).unwrap().unwrap();
+                assert!(want.iter().all(|id| got.binary_search(id).is_ok()));
+                // Built on a write: exact.
+                if t.keys.is_some() {
+                    let all: Vec<u64> = rows_now
+                        .iter()
+                        .filter(|r| {
+                            r.1 == Some(kv) && r.2.as_deref().is_some_and(|n| n > "a" && n <= "c")
+                        })
+                        .map(|r| r.0)
+                        .collect();
+                    assert_eq!(got, all);
+                }
+                let eq = rows_now.iter().filter(|r| r.1 == Some(kv)).count();
+                let got = t.index_candidates(0, &[int(kv)], None, usize::MAX).unwrap().unwrap();
+                assert!(got.len() >= eq);
+                if eq > 0 {
+                    assert_eq!(t.index_candidates(0, &[int(kv)], None, eq - 1).unwrap(), None);
+                }
+            }
+            // A wrong type or too many columns: no answer.
+            assert_eq!(t.index_candidates(0, &[text("1")], None, 10).unwrap(), None);
+            assert_eq!(
+                t.index_candidates(0, &[int(1), text("a"), int(2)], None, 10).unwrap(),
+                None
+            );
+        }
     }
 }

@@ -272,6 +272,8 @@ pub struct TableSnapshot {
     checks: Arc<[manifest::CheckDef]>,
     /// The sets enforcing its unique keys, once a write has built them (`None`: not built).
     keys: Option<keys::KeySets>,
+    /// Sets built by a lookup on this state while `keys` was `None` (see `keys`).
+    read_keys: keys::ReadSets,
     /// [`TableSnapshot::estimate_matches`] answers already worked out, so a query run again
     /// samples nothing (a write starts a new snapshot with none).
     estimates: Arc<parking_lot::Mutex<std::collections::HashMap<(String, u64), u64>>>,
@@ -330,6 +332,7 @@ impl TableSnapshot {
         // Replayed rows were checked when they were written; the sets are built again from
         // the rows on the next write.
         self.keys = None;
+        self.read_keys = Arc::default();
         self.memtable.push(batch)
     }
 
@@ -576,7 +579,7 @@ mod view;
 mod write;
 
 pub use self::checks::{CheckEvaluator, NewCheck, name_checks};
-pub use self::keys::{NewIndex, OnConflict};
+pub use self::keys::{KeyRange, NewIndex, OnConflict};
 pub use self::knn::VectorSearch;
 #[cfg(test)]
 use self::read::*;

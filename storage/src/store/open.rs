@@ -442,6 +442,7 @@ pub(super) fn state_from_manifest(
             defaults: t.defaults.into(),
             checks: t.checks.into(),
             keys: None,
+            read_keys: Arc::default(),
             estimates: Arc::default(),
         };
         tables.insert(snap.name.clone(), Arc::new(snap));
