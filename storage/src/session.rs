@@ -8,9 +8,11 @@
 
 use std::sync::Arc;
 
+use arrow_schema::Schema;
+
 use crate::error::{Error, Result};
 pub use crate::store::ReadView;
-use crate::store::{Store, TableSnapshot};
+use crate::store::{AlterColumn, NewCheck, NewIndex, Store, TableSnapshot};
 use crate::txn::{Savepoint, Transaction};
 use crate::wal::Durability;
 
@@ -159,6 +161,104 @@ impl Session {
         match self.txn.as_mut() {
             Some(t) => t.statement(&self.store, f),
             None => self.store.autocommit(self.durability(), f),
+        }
+    }
+}
+
+/// Catalog changes (DDL): inside the open transaction — seen by it at once, by others when
+/// it commits, together with its rows (see [`Transaction::create_table_full`]) — or
+/// auto-committed without one.
+impl Session {
+    /// [`Store::create_table_full`].
+    pub fn create_table_full(
+        &mut self,
+        name: &str,
+        schema: &Schema,
+        replace: bool,
+        keys: &[NewIndex],
+        defaults: &[(String, String)],
+        checks: &[NewCheck],
+    ) -> Result<()> {
+        match self.txn.as_mut() {
+            Some(t) => {
+                t.create_table_full(&self.store, name, schema, replace, keys, defaults, checks)
+            }
+            None => self.store.create_table_full(name, schema, replace, keys, defaults, checks),
+        }
+    }
+
+    /// [`Store::create_staging_table_full`]: returns the staging table's name.
+    pub fn create_staging_table_full(
+        &mut self,
+        schema: &Schema,
+        keys: &[NewIndex],
+        defaults: &[(String, String)],
+        checks: &[NewCheck],
+    ) -> Result<String> {
+        match self.txn.as_mut() {
+            Some(t) => t.create_staging_table_full(&self.store, schema, keys, defaults, checks),
+            None => self.store.create_staging_table_full(schema, keys, defaults, checks),
+        }
+    }
+
+    /// [`Store::rename_table`].
+    pub fn rename_table(&mut self, from: &str, to: &str, replace: bool) -> Result<()> {
+        match self.txn.as_mut() {
+            Some(t) => t.rename_table(&self.store, from, to, replace),
+            None => self.store.rename_table(from, to, replace),
+        }
+    }
+
+    /// [`Store::drop_table`].
+    pub fn drop_table(&mut self, name: &str) -> Result<()> {
+        match self.txn.as_mut() {
+            Some(t) => t.drop_table(&self.store, name),
+            None => self.store.drop_table(name),
+        }
+    }
+
+    /// [`Store::create_view`].
+    pub fn create_view(&mut self, name: &str, sql: &str, replace: bool) -> Result<()> {
+        match self.txn.as_mut() {
+            Some(t) => t.create_view(&self.store, name, sql, replace),
+            None => self.store.create_view(name, sql, replace),
+        }
+    }
+
+    /// [`Store::drop_view`].
+    pub fn drop_view(&mut self, name: &str) -> Result<()> {
+        match self.txn.as_mut() {
+            Some(t) => t.drop_view(&self.store, name),
+            None => self.store.drop_view(name),
+        }
+    }
+
+    /// [`Store::alter_table_all`].
+    pub fn alter_table_all(&mut self, table: &str, changes: &[AlterColumn]) -> Result<()> {
+        match self.txn.as_mut() {
+            Some(t) => t.alter_table_all(&self.store, table, changes),
+            None => self.store.alter_table_all(table, changes),
+        }
+    }
+
+    /// [`Store::create_index`].
+    pub fn create_index(
+        &mut self,
+        table: &str,
+        spec: &NewIndex,
+        if_not_exists: bool,
+    ) -> Result<()> {
+        match self.txn.as_mut() {
+            Some(t) => t.create_index(&self.store, table, spec, if_not_exists),
+            None => self.store.create_index(table, spec, if_not_exists),
+        }
+    }
+
+    /// [`Store::drop_index`].
+    pub fn drop_index(&mut self, name: &str) -> Result<()> {
+        match self.txn.as_mut() {
+            Some(t) => t.drop_index(&self.store, name),
+            None => self.store.drop_index(name),
         }
     }
 }

@@ -34,7 +34,12 @@ use arrow_array::{ArrayRef, RecordBatch, UInt64Array};
 
 use crate::error::{Error, Result};
 use crate::predicate::Predicate;
-use crate::store::{CommitEvent, DbSnapshot, IdRange, OnConflict, Store, TableSnapshot};
+use arrow_schema::Schema;
+
+use crate::store::{
+    AlterColumn, CommitEvent, DbSnapshot, Effect, IdRange, NewCheck, NewIndex, OnConflict, Store,
+    TableSnapshot, check_user_name,
+};
 use crate::types::ID_COLUMN;
 use crate::wal::{Durability, Op};
 use crate::writer::WriterToken;
@@ -44,13 +49,21 @@ use crate::writer::WriterToken;
 /// its owner (the engine's `Connection` does this on drop).
 #[derive(Debug)]
 pub struct Transaction {
+    /// What it reads: the begin snapshot, the head once it is the writer, then its own
+    /// catalog changes (DDL) on top.
     snapshot: Arc<DbSnapshot>,
+    /// The head when it became the writer (its catalog changes' base).
+    base: Option<Arc<DbSnapshot>>,
     writer: Option<WriterToken>,
     tables: BTreeMap<Arc<str>, Arc<TableSnapshot>>,
     ops: Vec<Op>,
     spilled: Vec<PathBuf>,
     bulk: Vec<(u64, IdRange)>,
     durability: Durability,
+    /// How many catalog changes it made (0: commit needs no manifest install).
+    ddl: usize,
+    /// Tables it dropped or replaced: their files go once it commits.
+    dropped: Vec<Arc<TableSnapshot>>,
 }
 
 /// A point inside a transaction to roll back to ([`Transaction::savepoint`]).
@@ -61,6 +74,9 @@ pub struct Savepoint {
     spilled: usize,
     bulk: usize,
     snapshot: Arc<DbSnapshot>,
+    writer: bool,
+    ddl: usize,
+    dropped: usize,
 }
 
 impl Store {
@@ -69,12 +85,15 @@ impl Store {
     pub fn begin(&self, durability: Durability) -> Result<Transaction> {
         Ok(Transaction {
             snapshot: self.snapshot(),
+            base: None,
             writer: None,
             tables: BTreeMap::new(),
             ops: Vec::new(),
             spilled: Vec::new(),
             bulk: Vec::new(),
             durability,
+            ddl: 0,
+            dropped: Vec::new(),
         })
     }
 
@@ -134,6 +153,17 @@ impl Store {
         self.check_writable()?;
         let tables = std::mem::take(&mut txn.tables);
         let ops = std::mem::take(&mut txn.ops);
+        if txn.ddl > 0 {
+            let next = txn.snapshot.overlaid(&tables);
+            self.apply_catalog_commit(next, &ops, &txn.bulk)?;
+            txn.spilled.clear(); // now owned by the manifest
+            for t in txn.dropped.drain(..) {
+                // Garbage now; the next writer open removes what this misses.
+                self.remove_files_of(&t);
+            }
+            let event = CommitEvent { lsn: None, ops, bulk_inserts: std::mem::take(&mut txn.bulk) };
+            return Ok((None, Some(event)));
+        }
         if ops.is_empty() && txn.spilled.is_empty() {
             return Ok((None, None));
         }
@@ -217,6 +247,7 @@ impl Transaction {
         self.writer = Some(store.acquire_writer()?);
         // Writes apply to the newest committed state.
         self.snapshot = store.head_snapshot();
+        self.base = Some(self.snapshot.clone());
         Ok(())
     }
 
@@ -227,6 +258,9 @@ impl Transaction {
         }
         self.tables.clear();
         self.ops.clear();
+        // Dropped tables keep their files: the drop did not happen.
+        self.dropped.clear();
+        self.ddl = 0;
     }
 
     /// Runs one statement atomically inside the transaction: if `f` fails, every change it
@@ -252,6 +286,9 @@ impl Transaction {
             spilled: self.spilled.len(),
             bulk: self.bulk.len(),
             snapshot: self.snapshot.clone(),
+            writer: self.writer.is_some(),
+            ddl: self.ddl,
+            dropped: self.dropped.len(),
         }
     }
 
@@ -263,9 +300,15 @@ impl Transaction {
         for p in self.spilled.drain(mark.spilled.min(self.spilled.len())..) {
             store.remove_unreferenced(&p);
         }
-        if self.tables.is_empty() && self.ops.is_empty() && self.spilled.is_empty() {
-            self.snapshot = mark.snapshot;
-        }
+        self.dropped.truncate(mark.dropped);
+        self.ddl = mark.ddl;
+        // The catalog as it was at the mark. A transaction that became the writer since
+        // keeps reading the head it became the writer at (the mark's snapshot may be older:
+        // writes based on it would undo others' commits).
+        self.snapshot = match (&self.base, mark.writer) {
+            (Some(base), false) => base.clone(),
+            _ => mark.snapshot,
+        };
     }
 
     /// Makes this transaction the writer now (waiting up to the lock timeout), moving its
@@ -273,6 +316,126 @@ impl Transaction {
     /// `UPDATE … SET x = x + 1`) must read the state its writes apply to.
     pub fn ensure_writer(&mut self, store: &Store) -> Result<()> {
         self.become_writer(store)
+    }
+
+    /// Applies a catalog change to this transaction's own catalog (made the writer first):
+    /// visible to it at once, to others when it commits, undone by a rollback.
+    fn catalog_change(
+        &mut self,
+        store: &Store,
+        edit: impl FnOnce(&Store, &mut DbSnapshot) -> Result<Effect>,
+    ) -> Result<()> {
+        store.check_writable()?;
+        self.become_writer(store)?;
+        let mut next = self.snapshot.overlaid(&self.tables);
+        let e = edit(store, &mut next)?;
+        if e.unchanged {
+            return Ok(());
+        }
+        self.snapshot = Arc::new(next);
+        self.tables.clear();
+        self.dropped.extend(e.dropped);
+        self.ddl += 1;
+        Ok(())
+    }
+
+    /// [`Store::create_table_full`] inside this transaction.
+    #[allow(clippy::too_many_arguments)]
+    pub fn create_table_full(
+        &mut self,
+        store: &Store,
+        name: &str,
+        schema: &Schema,
+        replace: bool,
+        keys: &[NewIndex],
+        defaults: &[(String, String)],
+        checks: &[NewCheck],
+    ) -> Result<()> {
+        check_user_name(name)?;
+        self.catalog_change(store, |s, next| {
+            s.create_table_edit(next, name, schema, replace, keys, defaults, checks)
+        })
+    }
+
+    /// [`Store::create_staging_table_full`] inside this transaction: returns its name.
+    pub fn create_staging_table_full(
+        &mut self,
+        store: &Store,
+        schema: &Schema,
+        keys: &[NewIndex],
+        defaults: &[(String, String)],
+        checks: &[NewCheck],
+    ) -> Result<String> {
+        let name = crate::store::staging_name();
+        self.catalog_change(store, |s, next| {
+            s.create_table_edit(next, &name, schema, false, keys, defaults, checks)
+        })?;
+        Ok(name)
+    }
+
+    /// [`Store::rename_table`] inside this transaction.
+    pub fn rename_table(
+        &mut self,
+        store: &Store,
+        from: &str,
+        to: &str,
+        replace: bool,
+    ) -> Result<()> {
+        check_user_name(to)?;
+        self.catalog_change(store, |s, next| s.rename_table_edit(next, from, to, replace))
+    }
+
+    /// [`Store::drop_table`] inside this transaction (its files go when it commits).
+    pub fn drop_table(&mut self, store: &Store, name: &str) -> Result<()> {
+        self.catalog_change(store, |s, next| s.drop_table_edit(next, name))
+    }
+
+    /// [`Store::create_view`] inside this transaction.
+    pub fn create_view(
+        &mut self,
+        store: &Store,
+        name: &str,
+        sql: &str,
+        replace: bool,
+    ) -> Result<()> {
+        check_user_name(name)?;
+        self.catalog_change(store, |s, next| s.create_view_edit(next, name, sql, replace))
+    }
+
+    /// [`Store::drop_view`] inside this transaction.
+    pub fn drop_view(&mut self, store: &Store, name: &str) -> Result<()> {
+        self.catalog_change(store, |s, next| s.drop_view_edit(next, name))
+    }
+
+    /// [`Store::alter_table_all`] inside this transaction. The table's rows in memory are
+    /// written to a segment of its private copy first (rows keep the schema they were
+    /// written under).
+    pub fn alter_table_all(
+        &mut self,
+        store: &Store,
+        table: &str,
+        changes: &[AlterColumn],
+    ) -> Result<()> {
+        let t = self.write_table(store, table)?;
+        let paths = store.spill_memtable(t)?;
+        self.spilled.extend(paths);
+        self.catalog_change(store, |s, next| s.alter_table_edit(next, table, changes))
+    }
+
+    /// [`Store::create_index`] inside this transaction.
+    pub fn create_index(
+        &mut self,
+        store: &Store,
+        table: &str,
+        spec: &NewIndex,
+        if_not_exists: bool,
+    ) -> Result<()> {
+        self.catalog_change(store, |s, next| s.create_index_edit(next, table, spec, if_not_exists))
+    }
+
+    /// [`Store::drop_index`] inside this transaction.
+    pub fn drop_index(&mut self, store: &Store, name: &str) -> Result<()> {
+        self.catalog_change(store, |s, next| s.drop_index_edit(next, name))
     }
 
     /// The snapshot this transaction reads (before its own writes).
@@ -295,7 +458,7 @@ impl Transaction {
 
     /// Whether the transaction has written anything.
     pub fn has_writes(&self) -> bool {
-        !self.ops.is_empty() || !self.spilled.is_empty()
+        !self.ops.is_empty() || !self.spilled.is_empty() || self.ddl > 0
     }
 
     fn write_table(&mut self, store: &Store, name: &str) -> Result<&mut TableSnapshot> {

@@ -739,3 +739,72 @@ fn killed_writer_leaves_every_statement_whole() {
     }
     println!("killed writer model: {} tables, counter {counter}, {vectors} vectors", tables.len());
 }
+
+/// A child runs transactions that create a table, fill it, add to a running total table
+/// and sometimes drop an older table, all in one `BEGIN … COMMIT`; it is SIGKILLed at
+/// pseudo-random points. Afterwards every table `tN` holds its 50 rows or does not exist,
+/// the total table lists exactly the tables created (dropped ones included), and every
+/// acknowledged transaction is there.
+#[test]
+fn killed_ddl_transactions_are_all_or_nothing() {
+    const TEST: &str = "process::killed_ddl_transactions_are_all_or_nothing";
+    if std::env::var(ROLE).as_deref() == Ok("txn-ddl") {
+        let db = Database::open(std::env::var(DIR).unwrap()).unwrap();
+        let conn = db.connect();
+        conn.sql("CREATE TABLE IF NOT EXISTS made (n BIGINT)").unwrap();
+        let start = conn.sql("SELECT coalesce(max(n), 0) FROM made").unwrap();
+        let start = start[0]
+            .column(0)
+            .as_any()
+            .downcast_ref::<basalt::arrow::array::Int64Array>()
+            .unwrap()
+            .value(0);
+        for i in start + 1.. {
+            conn.sql("BEGIN").unwrap();
+            conn.sql(&format!(
+                "CREATE TABLE t{i} AS SELECT value AS v FROM generate_series(1, 50)"
+            ))
+            .unwrap();
+            conn.sql(&format!("INSERT INTO made VALUES ({i})")).unwrap();
+            if i % 3 == 0 {
+                conn.sql(&format!("DROP TABLE t{}", i - 2)).unwrap();
+            }
+            conn.sql("COMMIT").unwrap();
+            println!("@@acked {i}");
+            std::io::stdout().flush().unwrap();
+        }
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+    for round in 0..crash_rounds() {
+        let kill_after = 3 + xorshift(&mut seed) % 40;
+        let acked = kill_after_acks(TEST, "txn-ddl", dir.path(), kill_after);
+        let db = Database::open(dir.path()).unwrap();
+        let made = db.sql("SELECT n FROM made ORDER BY n").unwrap();
+        let made: Vec<i64> = made
+            .iter()
+            .flat_map(|b| {
+                let c = b.column(0).as_any().downcast_ref::<basalt::arrow::array::Int64Array>();
+                c.unwrap().values().to_vec()
+            })
+            .collect();
+        let last = made.last().copied().unwrap_or(0);
+        assert!(last as u64 >= acked, "round {round}: acknowledged {acked} lost");
+        assert_eq!(made, (1..=last).collect::<Vec<_>>(), "round {round}");
+        for t in db.list_tables().iter().filter(|t| t.starts_with('t')) {
+            let n: i64 = t[1..].parse().unwrap();
+            assert!(n <= last, "round {round}: {t} without its row in made");
+            assert_eq!(db.table(t).unwrap().count().unwrap(), 50, "round {round}: {t}");
+        }
+        for n in 1..=last {
+            let dropped = n + 2 <= last && (n + 2) % 3 == 0;
+            assert_eq!(
+                db.list_tables().contains(&format!("t{n}")),
+                !dropped,
+                "round {round}: t{n} of {last}"
+            );
+        }
+        db.close().unwrap();
+    }
+}

@@ -173,7 +173,6 @@ impl SqlConnection {
     pub(super) async fn run_plan_once(&self, plan: LogicalPlan, stream: bool) -> Result<Outcome> {
         match plan {
             LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(c)) => {
-                self.no_ddl_in_transaction()?;
                 if c.or_replace && c.if_not_exists {
                     return Err(Error::sql("'IF NOT EXISTS' cannot coexist with 'REPLACE'"));
                 }
@@ -196,8 +195,8 @@ impl SqlConnection {
                     &std::mem::take(&mut *self.create_checks.lock()),
                 );
                 crate::checks::validate(&name, &schema, &checks)?;
-                let store = self.binding.session().lock().store().clone();
-                let exists = store.snapshot().table(&name).is_ok();
+                let session = self.binding.session();
+                let exists = session.lock().table(&name).is_ok();
                 if exists && c.if_not_exists {
                     return Ok(Outcome::Batches(Vec::new()));
                 }
@@ -206,7 +205,7 @@ impl SqlConnection {
                     LogicalPlan::EmptyRelation(e) if !e.produce_one_row
                 );
                 if !has_rows {
-                    store.create_table_full(
+                    session.lock().create_table_full(
                         &name,
                         &schema,
                         c.or_replace,
@@ -222,9 +221,12 @@ impl SqlConnection {
                 // CREATE TABLE … AS: fill a temporary table, then rename it into place in one
                 // manifest install, so the new table appears complete or not at all (and the
                 // query may read the table it replaces).
-                let tmp = store.create_staging_table_full(&schema, &keys, &defaults, &checks)?;
+                let tmp =
+                    session.lock().create_staging_table_full(&schema, &keys, &defaults, &checks)?;
                 let r = match Box::pin(self.insert_plan(&tmp, c.input.as_ref().clone())).await {
-                    Ok(_) => store.rename_table(&tmp, &name, c.or_replace).map_err(Error::from),
+                    Ok(_) => {
+                        session.lock().rename_table(&tmp, &name, c.or_replace).map_err(Error::from)
+                    }
                     // A duplicate key names the table and key the user will see.
                     Err(Error::Storage(basalt_storage::Error::UniqueViolation {
                         table,
@@ -257,7 +259,7 @@ impl SqlConnection {
                     Err(e) => Err(e),
                 };
                 if r.is_err() {
-                    let _ = store.drop_table(&tmp);
+                    let _ = session.lock().drop_table(&tmp);
                 }
                 r.map(|()| Outcome::Batches(Vec::new()))
             }
@@ -315,7 +317,6 @@ impl SqlConnection {
         cv: &datafusion::sql::sqlparser::ast::CreateView,
         stmt: DfStatement,
     ) -> Result<()> {
-        self.no_ddl_in_transaction()?;
         if cv.materialized {
             return Err(Error::unsupported("materialized views"));
         }
@@ -324,9 +325,8 @@ impl SqlConnection {
         if cv.temporary {
             return self.create_temporary_view(cv, &name, stmt).await;
         }
-        let store = self.binding.session().lock().store().clone();
-        let snap = store.snapshot();
-        if cv.if_not_exists && snap.views().contains_key(&name) {
+        let session = self.binding.session();
+        if cv.if_not_exists && session.lock().read_view()?.views().contains_key(&name) {
             return Ok(());
         }
         // Plan it now: a view that does not plan is refused at CREATE time.
@@ -338,7 +338,7 @@ impl SqlConnection {
             let cols: Vec<String> = cv.columns.iter().map(|c| c.name.to_string()).collect();
             format!("SELECT * FROM ({query}) AS {}({})", cv.name, cols.join(", "))
         };
-        Ok(store.create_view(&name, &sql, cv.or_replace)?)
+        Ok(session.lock().create_view(&name, &sql, cv.or_replace)?)
     }
 
     /// `CREATE [UNIQUE] INDEX [IF NOT EXISTS] [name] ON t (col [ASC|DESC], …)`: a unique
@@ -348,7 +348,6 @@ impl SqlConnection {
         ci: &datafusion::sql::sqlparser::ast::CreateIndex,
     ) -> Result<()> {
         use datafusion::sql::sqlparser::ast::Expr;
-        self.no_ddl_in_transaction()?;
         if ci.predicate.is_some() {
             return Err(Error::unsupported("partial indexes (CREATE INDEX … WHERE)"));
         }
@@ -376,18 +375,17 @@ impl SqlConnection {
             })
             .collect::<Result<Vec<_>>>()?;
         let kind = if ci.unique { IndexKind::Unique } else { IndexKind::Index };
-        let store = self.binding.session().lock().store().clone();
-        Ok(store.create_index(&table, &NewIndex { name, kind, columns }, ci.if_not_exists)?)
+        let spec = NewIndex { name, kind, columns };
+        Ok(self.binding.session().lock().create_index(&table, &spec, ci.if_not_exists)?)
     }
 
     /// `DROP INDEX [IF EXISTS] name, …` (a primary key or unique key by its name too).
     pub(super) fn drop_indexes(&self, names: &[ObjectName], if_exists: bool) -> Result<()> {
-        self.no_ddl_in_transaction()?;
-        let store = self.binding.session().lock().store().clone();
         for n in names {
             let name = rewrite::table_name_of(n, self.fold_case())
                 .ok_or_else(|| Error::sql(format!("DROP INDEX: bad index name {n}")))?;
-            match store.drop_index(&name) {
+            let r = self.binding.session().lock().drop_index(&name);
+            match r {
                 Err(basalt_storage::Error::IndexNotFound { .. }) if if_exists => {}
                 r => r?,
             }
@@ -454,12 +452,11 @@ impl SqlConnection {
         &self,
         name: &TableReference,
         if_exists: bool,
-        drop: impl FnOnce(&basalt_storage::Store, &str) -> basalt_storage::Result<()>,
+        drop: impl FnOnce(&mut basalt_storage::Session, &str) -> basalt_storage::Result<()>,
     ) -> Result<Outcome> {
-        self.no_ddl_in_transaction()?;
         let name = plain_table(name)?;
-        let store = self.binding.session().lock().store().clone();
-        match drop(&store, &name) {
+        let r = drop(&mut self.binding.session().lock(), &name);
+        match r {
             Ok(()) => Ok(Outcome::Batches(Vec::new())),
             Err(
                 basalt_storage::Error::TableNotFound { .. }
@@ -469,10 +466,11 @@ impl SqlConnection {
         }
     }
 
-    pub(super) fn no_ddl_in_transaction(&self) -> Result<()> {
+    /// Refuses full-text index DDL inside a transaction (it commits on its own).
+    pub(super) fn no_fts_ddl_in_transaction(&self) -> Result<()> {
         if self.binding.session().lock().in_transaction() {
             return Err(Error::unsupported(
-                "DDL inside a transaction (COMMIT or ROLLBACK first); DDL commits on its own",
+                "full-text index DDL inside a transaction (COMMIT or ROLLBACK first)",
             ));
         }
         Ok(())
@@ -509,11 +507,10 @@ impl SqlConnection {
         ops: &[AlterTableOperation],
         if_exists: bool,
     ) -> Result<()> {
-        self.no_ddl_in_transaction()?;
         let table = rewrite::table_name_of(name, self.fold_case())
             .ok_or_else(|| Error::sql(format!("ALTER TABLE: bad table name {name}")))?;
-        let store = self.binding.session().lock().store().clone();
-        if store.snapshot().table(&table).is_err() {
+        let session = self.binding.session();
+        if session.lock().table(&table).is_err() {
             if if_exists {
                 return Ok(());
             }
@@ -537,8 +534,8 @@ impl SqlConnection {
                         _ => true,
                     });
                     let field = self.column_field(&def.to_string()).await?;
-                    let snap = store.snapshot();
-                    let t = snap.table(&table).ok();
+                    let t = session.lock().table(&table).ok();
+                    let t = t.as_ref();
                     let exists = t.is_some_and(|t| t.schema().index_of(field.name()).is_some());
                     if exists && *if_not_exists {
                         continue;
@@ -585,8 +582,8 @@ impl SqlConnection {
                 AlterTableOperation::DropColumn { column_names, if_exists, .. } => {
                     for c in column_names {
                         let c = rewrite::ident_name(c, self.fold_case());
-                        let snap = store.snapshot();
-                        let exists = snap
+                        let exists = session
+                            .lock()
                             .table(&table)
                             .map(|t| t.schema().index_of(&c).is_some())
                             .unwrap_or(false);
@@ -606,15 +603,14 @@ impl SqlConnection {
                             "RENAME TO together with other changes in one ALTER TABLE",
                         ));
                     }
-                    store.rename_table(&table, &to, false)?;
+                    session.lock().rename_table(&table, &to, false)?;
                     return Ok(());
                 }
                 AlterTableOperation::AddConstraint {
                     constraint: datafusion::sql::sqlparser::ast::TableConstraint::Check(k),
                     ..
                 } => {
-                    let snap = store.snapshot();
-                    let t = snap.table(&table)?;
+                    let t = session.lock().table(&table)?;
                     let user = t.schema().user_schema();
                     let names: Vec<String> =
                         user.fields().iter().map(|f| f.name().clone()).collect();
@@ -625,8 +621,7 @@ impl SqlConnection {
                 }
                 AlterTableOperation::DropConstraint { if_exists, name, .. } => {
                     let name = rewrite::ident_name(name, self.fold_case());
-                    let snap = store.snapshot();
-                    let t = snap.table(&table)?;
+                    let t = session.lock().table(&table)?;
                     if !t.checks().iter().any(|c| c.name == name) {
                         if *if_exists {
                             continue;
@@ -656,7 +651,7 @@ impl SqlConnection {
         }
         // One catalog change: every change takes effect, or none.
         if !changes.is_empty() {
-            store.alter_table_all(&table, &changes)?;
+            session.lock().alter_table_all(&table, &changes)?;
         }
         Ok(())
     }

@@ -337,7 +337,7 @@ impl SqlConnection {
         match stmt {
             Stmt::Df(s) => self.run(s, stream).await,
             Stmt::Fts(d) => {
-                self.no_ddl_in_transaction()?;
+                self.no_fts_ddl_in_transaction()?;
                 let store = self.binding.session().lock().store().clone();
                 crate::fts::run_ddl(&store, &d)?;
                 Ok(Outcome::Batches(Vec::new()))

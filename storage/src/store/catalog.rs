@@ -247,9 +247,7 @@ impl Store {
         defaults: &[(String, String)],
         checks: &[NewCheck],
     ) -> Result<String> {
-        static NEXT: AtomicU64 = AtomicU64::new(1);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let name = format!("{STAGING_PREFIX}{}_{n}", std::process::id());
+        let name = staging_name();
         self.create_table_named(&name, schema, false, keys, defaults, checks)?;
         Ok(name)
     }
@@ -265,6 +263,23 @@ impl Store {
     ) -> Result<()> {
         self.check_writable()?;
         check_name(name)?;
+        self.catalog_change(|s, next| {
+            s.create_table_edit(next, name, schema, replace, specs, column_defaults, new_checks)
+        })
+    }
+
+    /// The catalog part of [`Store::create_table_named`].
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn create_table_edit(
+        &self,
+        next: &mut DbSnapshot,
+        name: &str,
+        schema: &Schema,
+        replace: bool,
+        specs: &[keys::NewIndex],
+        column_defaults: &[(String, String)],
+        new_checks: &[NewCheck],
+    ) -> Result<Effect> {
         let ts = TableSchema::from_user_schema(&keys::primary_key_not_null(schema, specs))?;
         let mut defaults = Vec::with_capacity(column_defaults.len());
         for (column, sql) in column_defaults {
@@ -274,10 +289,7 @@ impl Store {
             defaults.push((ts.column_id_at(p), sql.clone()));
         }
         let checks = checks::define_checks(name, &ts, &[], new_checks)?;
-        let _w = self.writer()?;
-        let head = self.head.lock();
-        let mut next = (**head).clone();
-        let old = replaced_table(&next, name, replace)?;
+        let old = replaced_table(next, name, replace)?;
         // Names of the replaced table's indexes are free again.
         let replaced = old.as_ref().map(|o| o.id);
         if next.index_table(name).is_some_and(|t| Some(t.id) != replaced) {
@@ -310,27 +322,42 @@ impl Store {
             estimates: Arc::default(),
         };
         next.tables.insert(t.name.clone(), Arc::new(t));
-        self.install_replacing(head, next, old, &[id])
+        Ok(Effect { depends: vec![id], dropped: old.into_iter().collect(), ..Effect::default() })
     }
 
-    /// Installs the catalog change `next` (see [`Store::install_catalog`]), then deletes the
-    /// files of the table it replaced (if any). Replacing a table that has files makes the
-    /// install synced: the synced manifest must never name a deleted file.
-    pub(super) fn install_replacing(
+    /// Applies the catalog change `edit` to a copy of the head and installs it, auto-
+    /// committed (see [`Store::install_catalog`]), then deletes the files of the tables it
+    /// dropped or replaced. Dropping a table that has files makes the install synced: the
+    /// synced manifest must never name a deleted file.
+    pub(super) fn catalog_change(
+        &self,
+        edit: impl FnOnce(&Store, &mut DbSnapshot) -> Result<Effect>,
+    ) -> Result<()> {
+        let _w = self.writer()?;
+        self.catalog_change_locked(self.head.lock(), edit)
+    }
+
+    /// [`Store::catalog_change`] for a caller holding the writer token and the head.
+    fn catalog_change_locked(
         &self,
         mut head: parking_lot::MutexGuard<'_, Arc<DbSnapshot>>,
-        next: DbSnapshot,
-        replaced: Option<Arc<TableSnapshot>>,
-        depends: &[u64],
+        edit: impl FnOnce(&Store, &mut DbSnapshot) -> Result<Effect>,
     ) -> Result<()> {
-        if replaced.as_ref().is_some_and(|t| has_files(t)) {
-            self.install(&mut head, next, false)?;
+        let mut next = (**head).clone();
+        let e = edit(self, &mut next)?;
+        if e.unchanged {
+            return Ok(());
+        }
+        if e.dropped.iter().any(|t| has_files(t)) {
+            self.install(&mut head, next, e.absorbed)?;
         } else {
-            self.install_catalog(&mut head, next, false, depends)?;
+            self.install_catalog(&mut head, next, e.absorbed, &e.depends)?;
         }
         drop(head);
-        if let Some(old) = replaced {
-            self.remove_files_of(&old);
+        // The tables are gone once the manifest is installed; their files are garbage now.
+        // A failure here leaves orphans that the next writer open removes.
+        for t in &e.dropped {
+            self.remove_files_of(t);
         }
         Ok(())
     }
@@ -340,14 +367,22 @@ impl Store {
     pub fn rename_table(&self, from: &str, to: &str, replace: bool) -> Result<()> {
         self.check_writable()?;
         check_user_name(to)?;
-        let _w = self.writer()?;
-        let head = self.head.lock();
-        let mut next = (**head).clone();
+        self.catalog_change(|s, next| s.rename_table_edit(next, from, to, replace))
+    }
+
+    /// The catalog part of [`Store::rename_table`].
+    pub(crate) fn rename_table_edit(
+        &self,
+        next: &mut DbSnapshot,
+        from: &str,
+        to: &str,
+        replace: bool,
+    ) -> Result<Effect> {
         if from == to {
             next.tables.get(from).ok_or_else(|| Error::TableNotFound { table: from.into() })?;
-            return Ok(());
+            return Ok(Effect { unchanged: true, ..Effect::default() });
         }
-        let old = replaced_table(&next, to, replace)?;
+        let old = replaced_table(next, to, replace)?;
         if next.index_table(to).is_some_and(|t| old.as_ref().is_none_or(|o| o.id != t.id)) {
             return Err(Error::IndexExists { index: to.to_string() });
         }
@@ -378,7 +413,7 @@ impl Store {
             t.indexes = defs.into();
         }
         next.tables.insert(t.name.clone(), Arc::new(t));
-        self.install_replacing(head, next, old, &[])
+        Ok(Effect { dropped: old.into_iter().collect(), ..Effect::default() })
     }
 
     /// Creates a view: a name for the SQL text of a query (storage keeps the text; the SQL
@@ -386,9 +421,17 @@ impl Store {
     pub fn create_view(&self, name: &str, sql: &str, replace: bool) -> Result<()> {
         self.check_writable()?;
         check_user_name(name)?;
-        let _w = self.writer()?;
-        let mut head = self.head.lock();
-        let mut next = (**head).clone();
+        self.catalog_change(|s, next| s.create_view_edit(next, name, sql, replace))
+    }
+
+    /// The catalog part of [`Store::create_view`].
+    pub(crate) fn create_view_edit(
+        &self,
+        next: &mut DbSnapshot,
+        name: &str,
+        sql: &str,
+        replace: bool,
+    ) -> Result<Effect> {
         if next.tables.contains_key(name) {
             return Err(Error::TableExists { table: name.to_string() });
         }
@@ -399,41 +442,35 @@ impl Store {
             return Err(Error::ViewExists { view: name.to_string() });
         }
         next.views.insert(name.to_string(), sql.to_string());
-        self.install_catalog(&mut head, next, false, &[])
+        Ok(Effect::default())
     }
 
     /// Drops a view.
     pub fn drop_view(&self, name: &str) -> Result<()> {
         self.check_writable()?;
-        let _w = self.writer()?;
-        let mut head = self.head.lock();
-        let mut next = (**head).clone();
+        self.catalog_change(|s, next| s.drop_view_edit(next, name))
+    }
+
+    /// The catalog part of [`Store::drop_view`].
+    pub(crate) fn drop_view_edit(&self, next: &mut DbSnapshot, name: &str) -> Result<Effect> {
         if next.views.remove(name).is_none() {
             return Err(Error::ViewNotFound { view: name.to_string() });
         }
-        self.install_catalog(&mut head, next, false, &[])
+        Ok(Effect::default())
     }
 
     /// Drops a table and deletes its files.
     pub fn drop_table(&self, name: &str) -> Result<()> {
-        let _w = self.writer()?;
-        let mut head = self.head.lock();
-        let mut next = (**head).clone();
+        self.catalog_change(|s, next| s.drop_table_edit(next, name))
+    }
+
+    /// The catalog part of [`Store::drop_table`].
+    pub(crate) fn drop_table_edit(&self, next: &mut DbSnapshot, name: &str) -> Result<Effect> {
         let t = next
             .tables
             .remove(name)
             .ok_or_else(|| Error::TableNotFound { table: name.to_string() })?;
-        // A table with files is dropped by a synced install: its files go right after, and
-        // the synced manifest must never name a deleted file.
-        if has_files(&t) {
-            self.install(&mut head, next, false)?;
-        } else {
-            self.install_catalog(&mut head, next, false, &[])?;
-        }
-        // The table is gone once the manifest is installed; its files are garbage now. A
-        // failure here leaves orphans that the next writer open removes.
-        self.remove_files_of(&t);
-        Ok(())
+        Ok(Effect { dropped: vec![t], ..Effect::default() })
     }
 
     /// Changes a table's columns without rewriting data: segments refer to columns by id,
@@ -460,8 +497,24 @@ impl Store {
             let n = (**head).clone();
             self.flush_into(&mut head, n)?;
         }
-        let mut next = (**head).clone();
+        self.catalog_change_locked(head, |s, next| s.alter_table_edit(next, table, changes))
+    }
+
+    /// The catalog part of [`Store::alter_table_all`]: the table's memtable must be empty
+    /// (its rows in segments).
+    pub(crate) fn alter_table_edit(
+        &self,
+        next: &mut DbSnapshot,
+        table: &str,
+        changes: &[AlterColumn],
+    ) -> Result<Effect> {
         let t = next.table(table)?.clone();
+        if !t.memtable.is_empty() {
+            return Err(Error::InvalidInput {
+                table: table.to_string(),
+                reason: "ALTER TABLE with rows of the old schema in memory".into(),
+            });
+        }
         let mut schema = (*t.schema).clone();
         for change in changes {
             schema = match change {
@@ -565,7 +618,7 @@ impl Store {
         nt.schema = Arc::new(schema);
         let id = nt.id;
         next.tables.insert(nt.name.clone(), Arc::new(nt));
-        self.install_catalog(&mut head, next, true, &[id])
+        Ok(Effect { depends: vec![id], absorbed: true, ..Effect::default() })
     }
 
     /// Inserts rows with the store's default durability. See [`Store::insert_with`].
@@ -654,6 +707,39 @@ pub(super) fn replaced_table(
         Some(t) => Ok(Some(t.clone())),
         None => Ok(None),
     }
+}
+
+/// A new staging table name (see [`Store::create_staging_table`]).
+pub(crate) fn staging_name() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    format!("{STAGING_PREFIX}{}_{n}", std::process::id())
+}
+
+impl DbSnapshot {
+    /// This state with `tables` (a transaction's copies) in place of the tables of their
+    /// names.
+    pub(crate) fn overlaid(&self, tables: &BTreeMap<Arc<str>, Arc<TableSnapshot>>) -> DbSnapshot {
+        let mut next = self.clone();
+        for (name, t) in tables {
+            next.tables.insert(name.clone(), t.clone());
+        }
+        next
+    }
+}
+
+/// What a catalog change needs at install ([`Store::catalog_change`], or a transaction's
+/// commit).
+#[derive(Debug, Default)]
+pub(crate) struct Effect {
+    /// Tables created or altered: log records with their rows wait for a synced manifest.
+    pub(crate) depends: Vec<u64>,
+    /// Tables dropped or replaced: their files go once the change is installed.
+    pub(crate) dropped: Vec<Arc<TableSnapshot>>,
+    /// Every memtable row of the new state is in a synced segment.
+    pub(crate) absorbed: bool,
+    /// Nothing changed (nothing to install).
+    pub(crate) unchanged: bool,
 }
 
 pub(super) fn clone_table(t: &TableSnapshot) -> TableSnapshot {

@@ -62,7 +62,7 @@ impl Store {
     /// stay pinned by a checkpoint), and what a failed write left is an orphan the next
     /// writer open removes, with the directory. So dropping a table that holds no files
     /// costs no file-system calls.
-    pub(super) fn remove_files_of(&self, t: &TableSnapshot) {
+    pub(crate) fn remove_files_of(&self, t: &TableSnapshot) {
         if has_files(t) {
             self.remove_table_files(t.id);
         } else {

@@ -747,20 +747,28 @@ impl Store {
     /// `if_not_exists`, an index of that name already there is no error.
     pub fn create_index(&self, table: &str, spec: &NewIndex, if_not_exists: bool) -> Result<()> {
         self.check_writable()?;
-        let _w = self.writer()?;
-        let mut head = self.head.lock();
+        self.catalog_change(|s, next| s.create_index_edit(next, table, spec, if_not_exists))
+    }
+
+    /// The catalog part of [`Store::create_index`].
+    pub(crate) fn create_index_edit(
+        &self,
+        next: &mut DbSnapshot,
+        table: &str,
+        spec: &NewIndex,
+        if_not_exists: bool,
+    ) -> Result<Effect> {
         if let Some(name) = &spec.name
-            && head.index_table(name).is_some()
+            && next.index_table(name).is_some()
         {
             return if if_not_exists {
-                Ok(())
+                Ok(Effect { unchanged: true, ..Effect::default() })
             } else {
                 Err(Error::IndexExists { index: name.clone() })
             };
         }
-        let mut next = (**head).clone();
         let t = next.table(table)?.clone();
-        let taken = |n: &str| head.name_taken(n, None);
+        let taken = |n: &str| next.name_taken(n, None);
         let defs = define(table, &t.schema, &t.indexes, std::slice::from_ref(spec), &taken)?;
         let mut nt = catalog::clone_table(&t);
         let mut all = nt.indexes.to_vec();
@@ -771,19 +779,21 @@ impl Store {
         nt.ensure_keys()?;
         let id = nt.id;
         next.tables.insert(nt.name.clone(), Arc::new(nt));
-        self.install_catalog(&mut head, next, false, &[id])
+        Ok(Effect { depends: vec![id], ..Effect::default() })
     }
 
     /// `DROP INDEX`: removes a key or index by name (a primary key too).
     pub fn drop_index(&self, name: &str) -> Result<()> {
         self.check_writable()?;
-        let _w = self.writer()?;
-        let mut head = self.head.lock();
-        let t = head
+        self.catalog_change(|s, next| s.drop_index_edit(next, name))
+    }
+
+    /// The catalog part of [`Store::drop_index`].
+    pub(crate) fn drop_index_edit(&self, next: &mut DbSnapshot, name: &str) -> Result<Effect> {
+        let t = next
             .index_table(name)
             .cloned()
             .ok_or_else(|| Error::IndexNotFound { index: name.to_string() })?;
-        let mut next = (**head).clone();
         let mut nt = catalog::clone_table(&t);
         let pos = nt.indexes.iter().position(|d| d.name == name).unwrap_or(0);
         let mut all = nt.indexes.to_vec();
@@ -799,7 +809,7 @@ impl Store {
         next.tables.insert(nt.name.clone(), Arc::new(nt));
         // Rows logged after the drop may break the dropped key: the manifest without it
         // must be synced before them.
-        self.install_catalog(&mut head, next, false, &[id])
+        Ok(Effect { depends: vec![id], ..Effect::default() })
     }
 }
 

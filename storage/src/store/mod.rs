@@ -57,7 +57,7 @@ pub const RESERVED_PREFIX: &str = "__basalt_";
 pub const STAGING_PREFIX: &str = "__basalt_tmp_";
 
 /// Checks a user's table or view name: a valid name outside [`RESERVED_PREFIX`].
-fn check_user_name(name: &str) -> Result<()> {
+pub(crate) fn check_user_name(name: &str) -> Result<()> {
     check_name(name)?;
     if name.starts_with(RESERVED_PREFIX) {
         return Err(Error::InvalidName {
@@ -578,6 +578,7 @@ mod tests;
 mod view;
 mod write;
 
+pub(crate) use self::catalog::{Effect, staging_name};
 pub use self::checks::{CheckEvaluator, NewCheck, name_checks};
 pub use self::keys::{KeyRange, NewIndex, OnConflict};
 pub use self::knn::VectorSearch;

@@ -2833,3 +2833,91 @@ fn check_constraints_are_kept_and_every_write_goes_through_the_evaluator() {
         Err(Error::CheckViolation { .. })
     ));
 }
+
+/// DDL inside a transaction: seen by it at once, by others at commit (with its rows, in
+/// one manifest install), undone by rollback or a savepoint; durable after reopening.
+#[test]
+fn ddl_in_a_transaction_commits_with_its_rows() {
+    let fs = Arc::new(MemFs::new());
+    let store = mem_store(&fs);
+    let user = Schema::new(rows(0, 1).schema().fields().to_vec());
+    store.create_table("keep", &user).unwrap();
+    store.insert("keep", &[rows(0, 3)]).unwrap();
+
+    let mut t = store.begin(Durability::ProcessSafe).unwrap();
+    t.create_table_full(&store, "fresh", &user, false, &[], &[], &[]).unwrap();
+    t.insert(&store, "fresh", &[rows(0, 5)]).unwrap();
+    t.insert(&store, "keep", &[rows(3, 2)]).unwrap();
+    t.alter_table_all(
+        &store,
+        "keep",
+        &[AlterColumn::Add(Field::new("extra", DataType::Int64, true))],
+    )
+    .unwrap();
+    t.insert(&store, "keep", &[rows(5, 1)]).unwrap();
+    t.create_view(&store, "v", "SELECT 1", false).unwrap();
+    assert_eq!(t.table("fresh").unwrap().count(), 5);
+    assert_eq!(t.table("keep").unwrap().count(), 6);
+    assert!(t.table("keep").unwrap().schema().index_of("extra").is_some());
+    // Others see nothing of it yet.
+    assert!(store.snapshot().table("fresh").is_err());
+    assert!(store.snapshot().table("keep").unwrap().schema().index_of("extra").is_none());
+    assert_eq!(store.snapshot().table("keep").unwrap().count(), 3);
+    // A savepoint undoes a later drop.
+    let mark = t.savepoint();
+    t.drop_table(&store, "fresh").unwrap();
+    assert!(t.table("fresh").is_err());
+    t.rollback_to(&store, mark);
+    assert_eq!(t.table("fresh").unwrap().count(), 5);
+    store.commit(t).unwrap();
+    let check = |s: &Store| {
+        let snap = s.snapshot();
+        assert_eq!(snap.table("fresh").unwrap().count(), 5);
+        let keep = snap.table("keep").unwrap().clone();
+        assert_eq!(keep.count(), 6);
+        assert!(keep.schema().index_of("extra").is_some());
+        assert!(snap.views().contains_key("v"));
+    };
+    check(&store);
+    drop(store);
+    let store = mem_store(&fs);
+    check(&store);
+
+    // Rolled back: nothing of it stays, the dropped table keeps its files.
+    let mut t = store.begin(Durability::ProcessSafe).unwrap();
+    t.drop_table(&store, "keep").unwrap();
+    t.create_table_full(&store, "gone", &user, false, &[], &[], &[]).unwrap();
+    t.insert(&store, "gone", &[rows(0, 2)]).unwrap();
+    store.rollback(t);
+    assert!(store.snapshot().table("gone").is_err());
+    assert_eq!(concat(&all_rows(&store, "keep")).num_rows(), 6);
+    // A committed drop removes the table's files.
+    store.flush().unwrap();
+    let mut t = store.begin(Durability::ProcessSafe).unwrap();
+    t.drop_table(&store, "keep").unwrap();
+    store.commit(t).unwrap();
+    drop(store);
+    let store = mem_store(&fs);
+    assert!(store.snapshot().table("keep").is_err());
+    assert_eq!(store.snapshot().table("fresh").unwrap().count(), 5);
+}
+
+/// A transaction that became the writer and rolled back to a savepoint set before that
+/// keeps reading the head it became the writer at: writing on its older begin snapshot
+/// would undo commits made in between.
+#[test]
+fn rollback_to_a_savepoint_keeps_the_newest_state() {
+    let fs = Arc::new(MemFs::new());
+    let store = mem_store(&fs);
+    let user = Schema::new(rows(0, 1).schema().fields().to_vec());
+    store.create_table("t", &user).unwrap();
+    let mut t = store.begin(Durability::ProcessSafe).unwrap();
+    let mark = t.savepoint();
+    // Committed by another writer after this transaction began.
+    store.insert("t", &[rows(0, 4)]).unwrap();
+    t.insert(&store, "t", &[rows(4, 1)]).unwrap();
+    t.rollback_to(&store, mark);
+    t.insert(&store, "t", &[rows(5, 1)]).unwrap();
+    store.commit(t).unwrap();
+    assert_eq!(store.snapshot().table("t").unwrap().count(), 5);
+}

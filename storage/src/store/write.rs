@@ -28,6 +28,17 @@ impl Store {
         t: &mut TableSnapshot,
         rows: &[RecordBatch],
     ) -> Result<Vec<PathBuf>> {
+        let mut paths = self.spill_memtable(t)?;
+        let seg = self.write_segment(t, rows)?;
+        paths.push(seg.segment.path().to_path_buf());
+        t.segments.push(seg);
+        t.index = Arc::new(IdIndex::build(&t.segments));
+        Ok(paths)
+    }
+
+    /// Writes the memtable's live rows of a transaction's private table copy to a segment
+    /// (not yet in the manifest) and empties it. Returns the new file, if any.
+    pub(crate) fn spill_memtable(&self, t: &mut TableSnapshot) -> Result<Vec<PathBuf>> {
         let mut paths = Vec::new();
         if !t.memtable.is_empty() {
             let mem = memtable_rows(t)?;
@@ -37,12 +48,23 @@ impl Store {
                 t.segments.push(seg);
             }
             t.memtable = Memtable::default();
+            t.index = Arc::new(IdIndex::build(&t.segments));
         }
-        let seg = self.write_segment(t, rows)?;
-        paths.push(seg.segment.path().to_path_buf());
-        t.segments.push(seg);
-        t.index = Arc::new(IdIndex::build(&t.segments));
         Ok(paths)
+    }
+
+    /// Commits a transaction that changed the catalog: its state `next` (catalog and
+    /// tables) becomes the head through one manifest install with every memtable written to
+    /// segments, so its DDL and its rows become durable together or not at all.
+    pub(crate) fn apply_catalog_commit(
+        &self,
+        next: DbSnapshot,
+        ops: &[Op],
+        bulk: &[(u64, IdRange)],
+    ) -> Result<()> {
+        let mut head = self.head.lock();
+        self.fts_mark(head.version + 1, ops, bulk, false)?;
+        self.flush_into(&mut head, next)
     }
 
     /// Makes a writer transaction's tables the new head: through one manifest install when it
