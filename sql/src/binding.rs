@@ -48,6 +48,17 @@ impl Binding {
         Ok(())
     }
 
+    /// Pins `view` (a view pinned earlier, kept by a later step of the same statement);
+    /// returns what was pinned before, to put back with [`Binding::restore`].
+    pub fn pin_view(&self, view: ReadView) -> Option<ReadView> {
+        self.view.lock().replace(view)
+    }
+
+    /// Puts back what [`Binding::pin_view`] returned.
+    pub fn restore(&self, before: Option<ReadView>) {
+        *self.view.lock() = before;
+    }
+
     /// Releases the pinned view.
     pub fn unpin(&self) {
         *self.view.lock() = None;

@@ -7,6 +7,7 @@
 use datafusion::sql::sqlparser::ast::{OnConflictAction, OnInsert};
 
 use super::*;
+use crate::rules::subquery_fallback::is_unsupported_subquery;
 
 /// The `DEFAULT` clauses of a `CREATE TABLE`'s columns: column name (as the planner folds
 /// it) and the expression's SQL text.
@@ -296,7 +297,20 @@ impl SqlConnection {
     /// [`hash_join_out_of_memory`]).
     pub(super) async fn run_plan(&self, plan: LogicalPlan, stream: bool) -> Result<Outcome> {
         let again = self.runtime.limit.is_some().then(|| plan.clone());
-        match Box::pin(self.run_plan_once(plan, stream)).await {
+        let retry = plan.clone();
+        let first = Box::pin(self.run_plan_once(plan, stream)).await;
+        // Subqueries DataFusion could not plan: once more, as nested loops (see
+        // `rules::subquery_fallback`); nothing ran, the error came from planning.
+        let first = match first {
+            Err(e) if is_unsupported_subquery(&e.to_string(), &retry) => {
+                self.subquery_fallback.store(true, Ordering::Release);
+                let r = Box::pin(self.run_plan_once(retry, stream)).await;
+                self.subquery_fallback.store(false, Ordering::Release);
+                r
+            }
+            r => r,
+        };
+        match first {
             Err(e) if hash_join_out_of_memory(&e) => match again {
                 Some(plan) if self.with_options(|o| o.optimizer.prefer_hash_join) => {
                     Box::pin(self.run_without_hash_joins(plan, stream)).await
@@ -368,6 +382,24 @@ impl SqlConnection {
     }
 
     /// Builds the physical plan with the statement's view pinned.
+    /// [`SqlConnection::physical`], planned once more with subqueries as nested loops when
+    /// DataFusion could not plan them (see `rules::subquery_fallback`).
+    pub(super) async fn physical_or_fallback(
+        &self,
+        plan: LogicalPlan,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let retry = plan.clone();
+        match Box::pin(self.physical(plan)).await {
+            Err(e) if is_unsupported_subquery(&e.to_string(), &retry) => {
+                self.subquery_fallback.store(true, Ordering::Release);
+                let r = Box::pin(self.physical(retry)).await;
+                self.subquery_fallback.store(false, Ordering::Release);
+                r
+            }
+            r => r,
+        }
+    }
+
     pub(super) async fn physical(&self, plan: LogicalPlan) -> Result<Arc<dyn ExecutionPlan>> {
         self.binding.pin()?;
         let _unpin = PinnedView(&self.binding);

@@ -154,7 +154,7 @@ impl SqlConnection {
     pub(super) async fn run_query_text(&self, sql: &str) -> Result<Vec<RecordBatch>> {
         let stmt = parse_one(&self.with_options(|o| o.clone()), sql)?;
         let plan = self.plan(stmt).await?;
-        let physical = self.physical(plan).await?;
+        let physical = Box::pin(self.physical_or_fallback(plan)).await?;
         collect(datafusion::physical_plan::execute_stream(physical, self.ctx()?.task_ctx())?).await
     }
 

@@ -111,6 +111,9 @@ pub struct SqlConnection {
     /// The CHECK constraints of the `CREATE TABLE` being run (taken out of its syntax tree:
     /// DataFusion's planner refuses them).
     create_checks: Mutex<Vec<basalt_storage::NewCheck>>,
+    /// On while a statement that failed to plan a subquery is planned and run again with
+    /// subqueries as nested loops (see `rules::subquery_fallback`).
+    subquery_fallback: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for SqlConnection {
@@ -213,6 +216,7 @@ impl SqlConnection {
             settings: std::sync::atomic::AtomicU64::new(0),
             create_defaults: Mutex::new(Vec::new()),
             create_checks: Mutex::new(Vec::new()),
+            subquery_fallback: Arc::default(),
         })
     }
 
@@ -240,6 +244,11 @@ impl SqlConnection {
 
     fn build_ctx(&self) -> Result<SessionContext> {
         let fast_paths = &self.fast_paths;
+        let fallback = crate::rules::subquery_fallback::SubqueryFallback::new(
+            self.binding.clone(),
+            self.subquery_fallback.clone(),
+        );
+        let fallback_state = fallback.state_slot();
         let state = SessionStateBuilder::new()
             .with_config(self.config.clone())
             .with_runtime_env(self.runtime.get()?)
@@ -249,6 +258,8 @@ impl SqlConnection {
             .with_analyzer_rule(Arc::new(crate::rules::decimal::DecimalArithmetic::default()))
             .with_analyzer_rule(Arc::new(crate::rules::sum_shift::SumShift::default()))
             .with_analyzer_rule(Arc::new(crate::rules::in_list_nulls::InListNulls))
+            // Before the subquery rewrites: when on, it leaves them no subquery to rewrite.
+            .with_analyzer_rule(Arc::new(fallback))
             .with_analyzer_rule(Arc::new(crate::rules::in_subquery::InSubqueryValue))
             .with_analyzer_rule(Arc::new(crate::rules::scalar_subquery::CorrelatedScalarSubquery))
             .with_optimizer_rule(Arc::new(crate::rules::join_order::JoinOrder::new(
@@ -307,6 +318,7 @@ impl SqlConnection {
             .into();
         urls.set_state(ctx.state_weak_ref());
         self.schema.set_state(ctx.state_weak_ref());
+        *fallback_state.lock() = Some(ctx.state_weak_ref());
         Ok(ctx)
     }
 

@@ -8,29 +8,32 @@
 //!    aggregate lists several shifts of one column.
 //! 4. [`in_list_nulls::InListNulls`] (analyzer): pairs of IN lists that DataFusion's
 //!    simplifier would fold to a constant keep their NULL answer.
-//! 5. [`scalar_subquery::CorrelatedScalarSubquery`] (analyzer): correlated scalar
-//!    subqueries DataFusion cannot decorrelate (non-equality correlation), as joins.
+//! 5. [`subquery_fallback::SubqueryFallback`] (analyzer): on the second attempt at a
+//!    statement whose subqueries DataFusion could not plan, every subquery as a call that
+//!    runs it per distinct outer values (before 6 and 7, which then find none).
 //! 6. [`in_subquery::InSubqueryValue`] (analyzer): `x IN (subquery)` as a value in a
 //!    `SELECT` list, spelled with scalar subqueries DataFusion plans.
-//! 7. [`join_order::JoinOrder`] (logical optimizer): clusters of inner joins in the order
+//! 7. [`scalar_subquery::CorrelatedScalarSubquery`] (analyzer): correlated scalar
+//!    subqueries DataFusion cannot decorrelate (non-equality correlation), as joins.
+//! 8. [`join_order::JoinOrder`] (logical optimizer): clusters of inner joins in the order
 //!    of estimated sizes.
-//! 8. [`dml_filters::InlineDmlCommonExprs`] (logical optimizer): DELETE / UPDATE
+//! 9. [`dml_filters::InlineDmlCommonExprs`] (logical optimizer): DELETE / UPDATE
 //!    predicates with DataFusion's common subexpressions put back, so the table provider
 //!    can read them.
-//! 9. [`dictionary::FuseGroupBy`] (physical): the execs that read dictionary codes —
-//!    per-entry filters, semi-join reduction, dictionary joins, fused group-bys — and
-//!    `count` / `min` / `max` answered from row-group metadata.
-//! 10. [`vector_topk::VectorTopKRule`] (physical): `ORDER BY <distance> LIMIT k` answered
+//! 10. [`dictionary::FuseGroupBy`] (physical): the execs that read dictionary codes —
+//!     per-entry filters, semi-join reduction, dictionary joins, fused group-bys — and
+//!     `count` / `min` / `max` answered from row-group metadata.
+//! 11. [`vector_topk::VectorTopKRule`] (physical): `ORDER BY <distance> LIMIT k` answered
 //!     by the storage top-k.
-//! 11. [`bucket_sort::BucketSortRule`] (physical): sorts under a limit emitted one
+//! 12. [`bucket_sort::BucketSortRule`] (physical): sorts under a limit emitted one
 //!     dictionary value at a time.
-//! 12. [`serial::SmallLimitSerial`] (physical): no round-robin repartition above a small
+//! 13. [`serial::SmallLimitSerial`] (physical): no round-robin repartition above a small
 //!     limited input.
-//! 13. [`recursion::RecursionLimit`] (physical): a bound on the iterations of `WITH
+//! 14. [`recursion::RecursionLimit`] (physical): a bound on the iterations of `WITH
 //!     RECURSIVE`.
 //!
-//! Rules 7 and 9–12 are fast paths, off with `Connection::set_fast_paths(false)`; 1–6, 8
-//! and 13 are always on. The execs they place live in [`crate::exec`].
+//! Rules 8 and 10–13 are fast paths, off with `Connection::set_fast_paths(false)`; 1–7, 9
+//! and 14 are always on. The execs they place live in [`crate::exec`].
 //!
 //! What this module must not do: change what a query returns.
 
@@ -45,5 +48,6 @@ pub mod join_order;
 pub mod recursion;
 pub mod scalar_subquery;
 pub mod serial;
+pub mod subquery_fallback;
 pub mod sum_shift;
 pub mod vector_topk;
