@@ -1261,7 +1261,11 @@ fn gather_by_code(n: usize, at: impl Fn(usize) -> u8) -> Tri {
 }
 
 /// A one-element array of the constant, in a type comparable with `target`.
-fn scalar_array(s: &Scalar, target: &DataType, column: &str) -> Result<Option<ArrayRef>> {
+pub(crate) fn scalar_array(
+    s: &Scalar,
+    target: &DataType,
+    column: &str,
+) -> Result<Option<ArrayRef>> {
     let natural: ArrayRef = match s {
         Scalar::Null => return Ok(None),
         Scalar::Bool(v) => Arc::new(BooleanArray::from(vec![*v])),

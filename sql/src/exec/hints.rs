@@ -18,6 +18,12 @@
 //! shared by the scan's partitions, that measures the share of rows the hint keeps and
 //! stops row filtering for a while when it keeps most of them.
 //!
+//! 3. when the hint holds a key list (`column IN (…)`, `column = v`) on the first column of
+//!    a key or index of the scanned table, to look the keys up there (see
+//!    [`index_ids`]): units holding none of the rows found are skipped and rows that are
+//!    not among them dropped by `_id` — an index join, which skips what zone maps cannot
+//!    when the keys are spread over the table.
+//!
 //! What this module must not do: drop a row its parent would keep (a hint is a filter
 //! the parent applies again, so dropping fewer rows is always safe).
 
@@ -34,7 +40,8 @@ use datafusion::physical_expr_common::physical_expr::{
 use datafusion::physical_plan::metrics::Count;
 use datafusion::scalar::ScalarValue;
 
-use basalt_storage::{Predicate, RowFilter};
+use basalt_storage::store::TableSnapshot;
+use basalt_storage::{CmpOp, Predicate, RowFilter, Scalar};
 
 use crate::pushdown;
 
@@ -67,8 +74,10 @@ struct HintState {
 /// A hint at one state, converted for pruning and row filtering.
 #[derive(Debug)]
 struct Prepared {
-    /// What zone maps can judge of it.
+    /// What zone maps can judge of it (with the index's `_id`s, when there are some).
     prune: Option<Predicate>,
+    /// The rows an index says can pass (`_id IN …`), when the hint's key list was looked up.
+    ids: Option<Predicate>,
     /// How rows are tested; `None`: they cannot be (a column outside the scan).
     rows: Option<Arc<RowTest>>,
     /// The row test as text (storage shows it in errors).
@@ -89,13 +98,18 @@ impl Hint {
 
     /// The hint as it stands now, for one scan unit; `None` when it selects every row
     /// (a dynamic filter not filled yet) or cannot be read.
-    pub(crate) fn current(&self, schema: &SchemaRef) -> Option<UnitHint> {
+    pub(crate) fn current(
+        &self,
+        schema: &SchemaRef,
+        snapshot: &TableSnapshot,
+        lookups: &Count,
+    ) -> Option<UnitHint> {
         let generation = snapshot_generation(&self.expr);
         let mut slot = self.state.prepared.lock().unwrap_or_else(|e| e.into_inner());
         let prepared = match slot.as_ref() {
             Some((g, p)) if *g == generation => p.clone(),
             _ => {
-                let p = Arc::new(prepare(&self.expr, schema)?);
+                let p = Arc::new(prepare(&self.expr, schema, snapshot, lookups)?);
                 *slot = Some((generation, p.clone()));
                 p
             }
@@ -106,23 +120,69 @@ impl Hint {
     }
 }
 
-fn prepare(expr: &Arc<dyn PhysicalExpr>, schema: &SchemaRef) -> Option<Prepared> {
+fn prepare(
+    expr: &Arc<dyn PhysicalExpr>,
+    schema: &SchemaRef,
+    snapshot: &TableSnapshot,
+    lookups: &Count,
+) -> Option<Prepared> {
     let now = snapshot_physical_expr(Arc::clone(expr)).ok()?;
     if now.downcast_ref::<Literal>().is_some_and(|l| l.value() == &ScalarValue::from(true)) {
-        return Some(Prepared { prune: None, rows: None, label: "true".into() });
+        return Some(Prepared { prune: None, ids: None, rows: None, label: "true".into() });
     }
-    let prune = pushdown::from_physical(&now, schema);
+    let mut prune = pushdown::from_physical(&now, schema);
     if let Some(predicate) = pushdown::covering_physical(&now, schema) {
+        let ids = index_ids(&predicate, snapshot);
+        if let Some(ids) = &ids {
+            lookups.add(1);
+            prune = Some(match prune {
+                Some(p) => Predicate::all(p, ids.clone()),
+                None => ids.clone(),
+            });
+        }
         let columns: Vec<String> = predicate.columns().into_iter().map(String::from).collect();
         let label = predicate.to_string().into();
         // Without columns it is TRUE or FALSE, which the pruning predicate settles.
         let rows = (!columns.is_empty()).then(|| Arc::new(RowTest { columns, predicate }));
-        return Some(Prepared { prune, rows, label });
+        return Some(Prepared { prune, ids, rows, label });
     }
     // Not converted (a join's hash-table lookup): zone maps only. Testing rows with
     // DataFusion's evaluation costs about what the parent's own probe does, and the rows
     // it would drop are mostly dropped by storage's filters or cheap to carry.
-    Some(Prepared { prune, rows: None, label: now.to_string().into() })
+    Some(Prepared { prune, ids: None, rows: None, label: now.to_string().into() })
+}
+
+/// Most keys of a hint's list looked up in an index.
+const MAX_INDEX_KEYS: usize = 4096;
+
+/// `_id IN …` for the rows a key or index of `snapshot` finds for a key list in the hint
+/// (a conjunct `column IN (…)` or `column = v` whose column leads a key or index): used
+/// when the list has at most [`MAX_INDEX_KEYS`] keys and the rows found are at most a
+/// quarter of the table's; the sets are built for it only when the list is under an eighth
+/// of the rows. The rows found are a superset of the rows the conjunct keeps.
+fn index_ids(predicate: &Predicate, snapshot: &TableSnapshot) -> Option<Predicate> {
+    let terms: &[Predicate] = match predicate {
+        Predicate::And(v) => v,
+        p => std::slice::from_ref(p),
+    };
+    let rows = snapshot.count() as usize;
+    terms.iter().find_map(|t| {
+        let (column, values): (&str, &[Scalar]) = match t {
+            Predicate::InList { column, values, negated: false } => (column, values),
+            Predicate::Cmp { column, op: CmpOp::Eq, value } => {
+                (column, std::slice::from_ref(value))
+            }
+            _ => return None,
+        };
+        if values.len() > MAX_INDEX_KEYS
+            || (!snapshot.index_sets_built() && values.len().saturating_mul(8) > rows)
+        {
+            return None;
+        }
+        let limit = (rows / 4).max(16);
+        let (_, ids) = snapshot.index_candidates_in(column, values, limit).ok()??;
+        Some(Predicate::IdSet(ids.into()))
+    })
 }
 
 /// A hint read for one unit.
@@ -135,6 +195,12 @@ impl UnitHint {
     /// What zone maps can judge of the hint.
     pub(crate) fn prune(&self) -> Option<&Predicate> {
         self.prepared.prune.as_ref()
+    }
+
+    /// The rows an index found for the hint's key list (`_id IN …`; cheap to test, so not
+    /// gated).
+    pub(crate) fn id_filter(&self) -> Option<Predicate> {
+        self.prepared.ids.clone()
     }
 
     /// The filter storage drops rows by for this unit, `None` while the gate is closed or

@@ -111,6 +111,22 @@ impl ScanExec {
         self
     }
 
+    /// The keys and indexes that lead with a column a hint reads: a join's key list on
+    /// such a column is looked up there (see `hints`).
+    fn hint_indexes(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for h in &self.hints {
+            for c in datafusion::physical_expr::utils::collect_columns(&h.expr) {
+                if let Some((_, name)) = self.snapshot.index_on(c.name())
+                    && !out.iter().any(|n| n == name)
+                {
+                    out.push(name.to_string());
+                }
+            }
+        }
+        out
+    }
+
     /// Whether the scan holds filters of parent operators (dynamic filters among them).
     pub(crate) fn has_hints(&self) -> bool {
         !self.hints.is_empty()
@@ -325,6 +341,10 @@ impl DisplayAs for ScanExec {
                 if !self.hints.is_empty() {
                     let h: Vec<String> = self.hints.iter().map(|h| h.expr.to_string()).collect();
                     write!(f, ", pruning_hints=[{}]", h.join(", "))?;
+                    let ix = self.hint_indexes();
+                    if !ix.is_empty() {
+                        write!(f, ", index_join=[{}]", ix.join(", "))?;
+                    }
                 }
                 write!(f, ", units={}/{}", self.kept_units(), self.total_units)
             }
@@ -380,6 +400,7 @@ impl ExecutionPlan for ScanExec {
         let pruned = MetricBuilder::new(&self.metrics).counter("units_pruned_by_hints", partition);
         let read = MetricBuilder::new(&self.metrics).counter("units_read", partition);
         let removed = MetricBuilder::new(&self.metrics).counter("rows_removed_by_hints", partition);
+        let lookups = MetricBuilder::new(&self.metrics).counter("index_lookups", partition);
         let (snapshot, projection, predicate, hints, schema, limit) = (
             self.snapshot.clone(),
             self.projection.clone(),
@@ -395,7 +416,8 @@ impl ExecutionPlan for ScanExec {
         // threshold). Not under a limit, where filtering first would change which rows the
         // limit keeps.
         let batches = units.into_iter().flat_map(move |unit| {
-            let current: Vec<_> = hints.iter().filter_map(|h| h.current(&schema)).collect();
+            let current: Vec<_> =
+                hints.iter().filter_map(|h| h.current(&schema, &snapshot, &lookups)).collect();
             if current.iter().any(|h| h.prune().is_some_and(|p| !snapshot.unit_may_match(unit, p)))
             {
                 pruned.add(1);
@@ -407,6 +429,7 @@ impl ExecutionPlan for ScanExec {
                     predicate
                         .iter()
                         .cloned()
+                        .chain(current.iter().filter_map(|h| h.id_filter()))
                         .chain(current.iter().filter_map(|h| h.row_filter(&removed)))
                         .collect(),
                 ),

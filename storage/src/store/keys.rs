@@ -441,6 +441,45 @@ impl TableSnapshot {
 pub type KeyRange = (Bound<ArrayRef>, Bound<ArrayRef>);
 
 impl TableSnapshot {
+    /// The key or index whose first column is `column`, if any: its position in
+    /// [`TableSnapshot::indexes`] and name.
+    pub fn index_on(&self, column: &str) -> Option<(usize, &str)> {
+        let p = self.schema.index_of(column).filter(|&p| p > 0)?;
+        let id = self.schema.column_id_at(p);
+        self.indexes
+            .iter()
+            .position(|d| d.columns.first() == Some(&id))
+            .map(|i| (i, self.indexes[i].name.as_str()))
+    }
+
+    /// [`TableSnapshot::index_candidates`] for `column IN values` (storage constants, as a
+    /// join's key list arrives), through the first key or index on `column`: the name of the
+    /// definition used and the sorted candidates. `None` when there is no such index, a
+    /// value does not convert to the column's type, or more than `limit` rows match. A NULL
+    /// value matches nothing.
+    pub fn index_candidates_in(
+        &self,
+        column: &str,
+        values: &[crate::predicate::Scalar],
+        limit: usize,
+    ) -> Result<Option<(String, Vec<u64>)>> {
+        let Some((def, name)) = self.index_on(column) else { return Ok(None) };
+        let Some(p) = self.schema.index_of(column) else { return Ok(None) };
+        let dt = self.schema.full_schema().field(p).data_type().clone();
+        let mut ids = Vec::new();
+        for v in values {
+            let Ok(a) = crate::predicate::scalar_array(v, &dt, column) else { return Ok(None) };
+            let Some(a) = a else { continue };
+            match self.index_candidates(def, &[a], None, limit.saturating_sub(ids.len()))? {
+                Some(found) => ids.extend(found),
+                None => return Ok(None),
+            }
+        }
+        ids.sort_unstable();
+        ids.dedup();
+        Ok(Some((name.to_string(), ids)))
+    }
+
     /// Whether lookups on this state find the key sets built (by a write, or by an earlier
     /// lookup); otherwise the first [`TableSnapshot::index_candidates`] builds them.
     pub fn index_sets_built(&self) -> bool {
