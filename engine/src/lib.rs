@@ -746,6 +746,15 @@ pub struct Index {
     pub columns: Vec<String>,
 }
 
+/// What [`Table::upsert`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Upserted {
+    /// Rows inserted (their keys were free).
+    pub inserted: u64,
+    /// Rows updated (their keys were taken).
+    pub updated: u64,
+}
+
 /// A handle on one table. Reads see the table as of each call (or the connection's open
 /// transaction); writes commit on their own unless the handle came from a [`Connection`]
 /// with an open transaction.
@@ -804,6 +813,46 @@ impl Table {
     /// rows were inserted.
     pub fn insert_on_conflict(&self, batch: &RecordBatch, mode: &OnConflict) -> Result<u64> {
         self.write(|t, s| t.insert_on_conflict(s, &self.name, std::slice::from_ref(batch), mode))
+    }
+
+    /// Inserts a batch, updating instead the rows that already hold a row's key: what
+    /// `INSERT … ON CONFLICT (key) DO UPDATE SET c = excluded.c, …` does for the columns in
+    /// `update`. `key` names the columns of a primary or unique key (any order); a row
+    /// whose key no live row has is inserted (a duplicate of another key is an error, as
+    /// in PostgreSQL); two rows of the batch with one key are refused. `update` empty:
+    /// conflicting rows are left alone (`DO NOTHING`). One statement: all of it or, on
+    /// error, nothing.
+    pub fn upsert(&self, batch: &RecordBatch, key: &[&str], update: &[&str]) -> Result<Upserted> {
+        let key: Vec<String> = key.iter().map(|c| c.to_string()).collect();
+        let name = self.name.clone();
+        self.write(|t, s| {
+            let (fresh, ids, hits) =
+                t.split_conflicts(s, &name, std::slice::from_ref(batch), &key)?;
+            let inserted = if fresh.is_empty() { 0 } else { t.insert(s, &name, &fresh)?.count };
+            let mut updated = 0;
+            if !ids.is_empty() && !update.is_empty() {
+                let mut at = 0;
+                for h in &hits {
+                    let schema = h.schema();
+                    let cols = update
+                        .iter()
+                        .map(|c| {
+                            schema.index_of(c).map_err(|_| StorageError::ColumnNotFound {
+                                table: name.clone(),
+                                column: c.to_string(),
+                            })
+                        })
+                        .collect::<basalt_storage::Result<Vec<_>>>()?;
+                    let values = h
+                        .project(&cols)
+                        .map_err(|e| StorageError::arrow(format!("upsert into '{name}'"), e))?;
+                    let n = h.num_rows();
+                    updated += t.update(s, &name, &ids[at..at + n], &values)?;
+                    at += n;
+                }
+            }
+            Ok(Upserted { inserted, updated })
+        })
     }
 
     /// Adds a key or index (what `CREATE [UNIQUE] INDEX` does); a unique one is checked

@@ -559,3 +559,74 @@ fn registered_batches_are_connection_local_read_only_tables() {
     assert!(!conn.unregister("cities").unwrap());
     assert!(conn.sql("SELECT * FROM cities").is_err());
 }
+
+/// `Table::upsert`: `INSERT … ON CONFLICT (key) DO UPDATE SET c = excluded.c` from the
+/// API — new keys inserted, taken ones updated in the columns named, the rest of the row
+/// kept; a batch that breaks another key or repeats a key writes nothing.
+#[test]
+fn upsert_inserts_new_keys_and_updates_taken_ones() {
+    let db = Database::open_in_memory().unwrap();
+    db.sql("CREATE TABLE users (id INT PRIMARY KEY, email TEXT UNIQUE, name TEXT, visits INT)")
+        .unwrap();
+    db.sql("INSERT INTO users VALUES (1, 'a@x', 'Ann', 1), (2, 'b@x', 'Bob', 1)").unwrap();
+    let t = db.table("users").unwrap();
+    let batch = |ids: &[i32], emails: &[&str], names: &[&str], visits: &[i32]| {
+        RecordBatch::try_new(
+            Arc::new(Schema::new(vec![
+                Field::new("id", DataType::Int32, false),
+                Field::new("email", DataType::Utf8, true),
+                Field::new("name", DataType::Utf8, true),
+                Field::new("visits", DataType::Int32, true),
+            ])),
+            vec![
+                Arc::new(Int32Array::from(ids.to_vec())),
+                Arc::new(StringArray::from(emails.to_vec())),
+                Arc::new(StringArray::from(names.to_vec())),
+                Arc::new(Int32Array::from(visits.to_vec())),
+            ],
+        )
+        .unwrap()
+    };
+    let all = |db: &Database| -> Vec<String> {
+        let b = db.sql("SELECT id, email, name, visits FROM users ORDER BY id").unwrap();
+        let mut out = Vec::new();
+        for b in &b {
+            for r in 0..b.num_rows() {
+                let v: Vec<String> = (0..4)
+                    .map(|c| arrow_cast::display::array_value_to_string(b.column(c), r).unwrap())
+                    .collect();
+                out.push(v.join("|"));
+            }
+        }
+        out
+    };
+    let r = t
+        .upsert(
+            &batch(&[2, 3], &["b@x", "c@x"], &["Bobby", "Cy"], &[5, 1]),
+            &["id"],
+            &["name", "visits"],
+        )
+        .unwrap();
+    assert_eq!((r.inserted, r.updated), (1, 1));
+    assert_eq!(all(&db), ["1|a@x|Ann|1", "2|b@x|Bobby|5", "3|c@x|Cy|1"]);
+    // Only the columns named change; no update columns: DO NOTHING.
+    let r = t.upsert(&batch(&[1], &["a@x"], &["Zed"], &[9]), &["id"], &["visits"]).unwrap();
+    assert_eq!((r.inserted, r.updated), (0, 1));
+    let r =
+        t.upsert(&batch(&[1, 4], &["a@x", "d@x"], &["Q", "Dee"], &[0, 2]), &["id"], &[]).unwrap();
+    assert_eq!((r.inserted, r.updated), (1, 0));
+    assert_eq!(all(&db), ["1|a@x|Ann|9", "2|b@x|Bobby|5", "3|c@x|Cy|1", "4|d@x|Dee|2"]);
+    // A new id with a taken email breaks the other key; a key twice in one batch is
+    // refused: nothing of either batch is written.
+    let e = t.upsert(&batch(&[5, 6], &["e@x", "a@x"], &["E", "F"], &[1, 1]), &["id"], &["name"]);
+    assert!(e.unwrap_err().is_constraint_violation());
+    let e = t.upsert(&batch(&[1, 1], &["a@x", "a@x"], &["A", "B"], &[1, 1]), &["id"], &["name"]);
+    assert!(e.is_err());
+    // The conflict target must be a key.
+    assert!(t.upsert(&batch(&[7], &["g@x"], &["G"], &[1]), &["name"], &["visits"]).is_err());
+    assert_eq!(all(&db), ["1|a@x|Ann|9", "2|b@x|Bobby|5", "3|c@x|Cy|1", "4|d@x|Dee|2"]);
+    // By the unique email instead of the primary key.
+    let r = t.upsert(&batch(&[99], &["c@x"], &["Cyrus"], &[3]), &["email"], &["name"]).unwrap();
+    assert_eq!((r.inserted, r.updated), (0, 1));
+    assert_eq!(all(&db)[2], "3|c@x|Cyrus|1");
+}

@@ -2246,3 +2246,49 @@ fn joins_look_build_keys_up_in_an_index() {
     assert_eq!(got.len(), 4);
     assert_eq!(got, rows(&off.sql(q).unwrap()));
 }
+
+/// A prepared `INSERT … ON CONFLICT … DO UPDATE` with placeholders in its rows, SET list
+/// and WHERE: each run binds its values, inserting free keys and updating taken ones;
+/// a prepared query with a subquery DataFusion cannot plan runs as a nested loop.
+#[test]
+fn prepared_upserts_and_nested_loop_subqueries() {
+    let db = Database::open_in_memory().unwrap();
+    let conn = db.connect();
+    conn.sql("CREATE TABLE kv (k TEXT PRIMARY KEY, v BIGINT, seen INT DEFAULT 1)").unwrap();
+    let up = conn
+        .prepare(
+            "INSERT INTO kv AS t (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE \
+             SET v = t.v + excluded.v, seen = t.seen + 1 WHERE t.v < $3",
+        )
+        .unwrap();
+    let run = |k: &str, v: i64, cap: i64| {
+        one_u64(&up.execute(&[Value::Str(k.into()), Value::Int(v), Value::Int(cap)]).unwrap())
+    };
+    assert_eq!(run("a", 5, 100), 1);
+    assert_eq!(run("a", 7, 100), 1);
+    assert_eq!(run("b", 1, 100), 1);
+    // The WHERE keeps `a` (12 is not below 10) as it is: nothing changes.
+    assert_eq!(run("a", 1, 10), 0);
+    assert_eq!(
+        rows(&conn.sql("SELECT k, v, seen FROM kv ORDER BY k").unwrap()),
+        ["a|12|2", "b|1|1"]
+    );
+    // Inside a transaction, rolled back.
+    conn.sql("BEGIN").unwrap();
+    assert_eq!(run("b", 10, 100), 1);
+    conn.sql("ROLLBACK").unwrap();
+    assert_eq!(rows(&conn.sql("SELECT v FROM kv WHERE k = 'b'").unwrap()), ["1"]);
+    let q = conn
+        .prepare(
+            "SELECT k, (SELECT v FROM kv AS o WHERE o.k <> kv.k ORDER BY v DESC LIMIT 1) \
+             FROM kv WHERE v >= $1 ORDER BY k",
+        )
+        .unwrap();
+    assert_eq!(rows(&q.execute(&[Value::Int(0)]).unwrap()), ["a|1", "b|12"]);
+    assert_eq!(rows(&q.execute(&[Value::Int(5)]).unwrap()), ["a|1"]);
+    let plain = conn
+        .prepare("SELECT k, EXISTS (SELECT 1 FROM kv AS o WHERE o.v > kv.v) FROM kv ORDER BY k")
+        .unwrap();
+    assert_eq!(rows(&plain.execute(&[]).unwrap()), ["a|false", "b|true"]);
+    assert_eq!(rows(&plain.execute(&[]).unwrap()), ["a|false", "b|true"]);
+}

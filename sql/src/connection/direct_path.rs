@@ -239,6 +239,7 @@ impl SqlConnection {
             kept_write: Arc::new(OnceLock::new()),
             insert: Arc::new(OnceLock::new()),
             on_conflict: None,
+            do_update: None,
         }))
     }
 

@@ -152,8 +152,17 @@ impl SqlConnection {
 
     /// Plans and runs a query given as text (inside the caller's write statement).
     pub(super) async fn run_query_text(&self, sql: &str) -> Result<Vec<RecordBatch>> {
+        Box::pin(self.run_query_text_with(sql, &[])).await
+    }
+
+    /// [`SqlConnection::run_query_text`] with values for the `$n` placeholders of the text.
+    pub(super) async fn run_query_text_with(
+        &self,
+        sql: &str,
+        params: &[ScalarValue],
+    ) -> Result<Vec<RecordBatch>> {
         let stmt = parse_one(&self.with_options(|o| o.clone()), sql)?;
-        let plan = self.plan(stmt).await?;
+        let plan = super::upsert::bind_params(self.plan(stmt).await?, params)?;
         let physical = Box::pin(self.physical_or_fallback(plan)).await?;
         collect(datafusion::physical_plan::execute_stream(physical, self.ctx()?.task_ctx())?).await
     }

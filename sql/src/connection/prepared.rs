@@ -5,6 +5,8 @@
 //! Part of the dispatcher (see the module doc of `connection`).
 
 use super::*;
+use crate::rules::subquery_fallback::is_unsupported_subquery;
+use datafusion::sql::sqlparser::ast::{OnConflictAction, OnInsert};
 
 /// A prepared statement: its logical plan, with `$n` placeholders still in it, and the
 /// parsed statement for the direct path (which classifies it again with each run's values).
@@ -38,6 +40,9 @@ pub struct Prepared {
     /// An INSERT's conflict clause (`OR IGNORE`, `ON CONFLICT DO NOTHING`, …), planned
     /// without it and applied when it runs.
     pub(super) on_conflict: Option<OnConflict>,
+    /// An `INSERT … ON CONFLICT … DO UPDATE`: run by `insert_do_update_with` with each
+    /// run's values (its plan is the INSERT's without the clause, made to check it).
+    pub(super) do_update: Option<Arc<Statement>>,
 }
 
 /// A prepared write without parameters (`INSERT … VALUES` of literals, `UPDATE` /
@@ -219,8 +224,20 @@ impl SqlConnection {
         // A conflict clause: the INSERT is planned without it (and only through the plan:
         // the direct path does not resolve conflicts).
         let mut on_conflict = None;
+        let mut do_update = None;
         let mut stmt = stmt;
         if let DfStatement::Statement(s) = &stmt
+            && let Statement::Insert(ins) = s.as_ref()
+            && let Some(OnInsert::OnConflict(oc)) = &ins.on
+            && matches!(oc.action, OnConflictAction::DoUpdate(_))
+        {
+            do_update = Some(Arc::new(s.as_ref().clone()));
+            let mut plain = ins.clone();
+            plain.on = None;
+            plain.table_alias = None;
+            stmt = DfStatement::Statement(Box::new(Statement::Insert(plain)));
+            raw = None;
+        } else if let DfStatement::Statement(s) = &stmt
             && let Statement::Insert(ins) = s.as_ref()
             && let Some((plain, mode)) = self.conflict_clause(ins)?
         {
@@ -259,6 +276,7 @@ impl SqlConnection {
                     kept_write: Arc::new(OnceLock::new()),
                     insert: Arc::new(OnceLock::new()),
                     on_conflict,
+                    do_update,
                 })
             }
         }
@@ -272,6 +290,13 @@ impl SqlConnection {
         params: Vec<ScalarValue>,
     ) -> Result<Vec<RecordBatch>> {
         let _g = self.gate.lock().await;
+        if let Some(s) = &prepared.do_update
+            && let Statement::Insert(ins) = s.as_ref()
+            && let Some(OnInsert::OnConflict(oc)) = &ins.on
+            && let OnConflictAction::DoUpdate(du) = &oc.action
+        {
+            return Box::pin(self.insert_do_update_with(ins, oc, du, &params)).await;
+        }
         if let Some(stmt) = &prepared.stmt
             && let Some(b) = self.try_prepared_direct(prepared, stmt, &params)?
         {
@@ -299,6 +324,13 @@ impl SqlConnection {
             && params.is_empty()
         {
             return match Box::pin(self.run_optimized(&plan, cache)).await {
+                // Subqueries DataFusion could not plan: the path that plans them again.
+                Err(e) if is_unsupported_subquery(&e.to_string(), &plan) => {
+                    match Box::pin(self.run_plan(plan, false)).await? {
+                        Outcome::Batches(b) => Ok(b),
+                        Outcome::Stream(s) => collect(s).await,
+                    }
+                }
                 Err(e) if hash_join_out_of_memory(&e) => {
                     match Box::pin(self.run_without_hash_joins(plan, false)).await? {
                         Outcome::Batches(b) => Ok(b),
@@ -393,7 +425,7 @@ impl SqlConnection {
 /// casting back gives the same value (an integer into a narrower integer column, yes; 2.5
 /// into an integer column, no). Used when the plan, not the direct path, runs a prepared
 /// statement; a value that does not cast is left for the usual type error.
-fn coerce_params(plan: &LogicalPlan, params: Vec<ScalarValue>) -> Vec<ScalarValue> {
+pub(super) fn coerce_params(plan: &LogicalPlan, params: Vec<ScalarValue>) -> Vec<ScalarValue> {
     if params.is_empty() {
         return params;
     }

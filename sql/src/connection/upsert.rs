@@ -109,6 +109,19 @@ impl SqlConnection {
         oc: &SqlOnConflict,
         du: &DoUpdate,
     ) -> Result<Vec<RecordBatch>> {
+        Box::pin(self.insert_do_update_with(ins, oc, du, &[])).await
+    }
+
+    /// [`SqlConnection::insert_do_update`] of a prepared statement: `params` are the values
+    /// of its `$n` placeholders (in the rows, the SET list or the WHERE), bound in each
+    /// plan the statement makes.
+    pub(super) async fn insert_do_update_with(
+        &self,
+        ins: &Insert,
+        oc: &SqlOnConflict,
+        du: &DoUpdate,
+        params: &[ScalarValue],
+    ) -> Result<Vec<RecordBatch>> {
         let fold = self.fold_case();
         let TableObject::TableName(tname) = &ins.table else {
             return Err(Error::unsupported("ON CONFLICT on an INSERT into a table function"));
@@ -173,11 +186,12 @@ impl SqlConnection {
         plain.on = None;
         plain.table_alias = None;
         let plan = self.plan(DfStatement::Statement(Box::new(Statement::Insert(plain)))).await?;
+        let plan = bind_params(plan, params)?;
         let LogicalPlan::Dml(dml) = plan else {
             return Err(Error::sql("ON CONFLICT DO UPDATE: the INSERT did not plan as an insert"));
         };
         let stmt = StatementGuard::begin(&self.binding)?;
-        let r = Box::pin(self.run_do_update(&table, &dml, &columns, &names, &select)).await;
+        let r = Box::pin(self.run_do_update(&table, &dml, &columns, &names, &select, params)).await;
         let end = stmt.finish(r.is_ok());
         let changed = r?;
         end?;
@@ -193,6 +207,7 @@ impl SqlConnection {
         key: &[String],
         names: &[String],
         select: &str,
+        params: &[ScalarValue],
     ) -> Result<u64> {
         let snapshot = self.binding.session().lock().table(table)?;
         let user = snapshot.schema().user_schema();
@@ -229,11 +244,23 @@ impl SqlConnection {
         let mem =
             datafusion::datasource::MemTable::try_new(excluded.schema(), vec![vec![excluded]])?;
         self.schema.register_table(EXCLUDED.to_string(), Arc::new(mem))?;
-        let updates = Box::pin(self.run_query_text(select)).await;
+        let updates = Box::pin(self.run_query_text_with(select, params)).await;
         let _ = self.schema.deregister_table(EXCLUDED);
         changed += self.apply_updates(table, names, updates?)?;
         Ok(changed)
     }
+}
+
+/// `plan` with its `$n` placeholders bound to `params` (cast to the types the plan infers
+/// where that is exact); the plan itself without any.
+pub(super) fn bind_params(plan: LogicalPlan, params: &[ScalarValue]) -> Result<LogicalPlan> {
+    if params.is_empty() {
+        return Ok(plan);
+    }
+    let params = super::prepared::coerce_params(&plan, params.to_vec());
+    Ok(plan.with_param_values(datafusion::common::ParamValues::List(
+        params.into_iter().map(Into::into).collect(),
+    ))?)
 }
 
 /// Qualifies the bare column names of a `DO UPDATE` expression with the target table (they
