@@ -505,8 +505,38 @@ fn txn_error(e: StorageError) -> Error {
 impl Connection {
     /// A handle on a table whose reads and writes go through this connection.
     pub fn table(&self, name: &str) -> Result<Table> {
-        let t = self.db.table(name)?;
-        Ok(Table { conn: Some(self.session.clone()), ..t })
+        // As this connection sees it: a table its open transaction created counts.
+        self.session.lock().table(name)?;
+        Ok(Table { db: self.db.clone(), name: name.to_string(), conn: Some(self.session.clone()) })
+    }
+
+    /// [`Database::create_table`] through this connection: inside its open transaction
+    /// (seen by others when it commits, undone by rollback), or committed on its own.
+    pub fn create_table(&self, name: &str, schema: &Schema) -> Result<Table> {
+        self.create_table_with_keys(name, schema, &[])
+    }
+
+    /// [`Database::create_table_with_keys`] through this connection (see
+    /// [`Connection::create_table`]).
+    pub fn create_table_with_keys(
+        &self,
+        name: &str,
+        schema: &Schema,
+        keys: &[NewIndex],
+    ) -> Result<Table> {
+        self.session.lock().create_table_full(name, schema, false, keys, &[], &[])?;
+        self.table(name)
+    }
+
+    /// [`Database::drop_table`] through this connection: inside its open transaction the
+    /// files go when it commits.
+    pub fn drop_table(&self, name: &str) -> Result<()> {
+        Ok(self.session.lock().drop_table(name)?)
+    }
+
+    /// [`Database::drop_index`] through this connection.
+    pub fn drop_index(&self, name: &str) -> Result<()> {
+        Ok(self.session.lock().drop_index(name)?)
     }
 
     /// Starts a transaction. Its reads come from the state at this moment until its first
@@ -858,7 +888,20 @@ impl Table {
     /// Adds a key or index (what `CREATE [UNIQUE] INDEX` does); a unique one is checked
     /// against the rows first.
     pub fn create_index(&self, index: &NewIndex) -> Result<()> {
-        Ok(self.db.inner.store.create_index(&self.name, index, false)?)
+        match &self.conn {
+            Some(c) => Ok(c.lock().create_index(&self.name, index, false)?),
+            None => Ok(self.db.inner.store.create_index(&self.name, index, false)?),
+        }
+    }
+
+    /// Changes the table's columns: inside the connection's open transaction when the
+    /// handle came from one, else committed on its own.
+    fn alter(&self, change: AlterColumn) -> Result<()> {
+        let changes = std::slice::from_ref(&change);
+        match &self.conn {
+            Some(c) => Ok(c.lock().alter_table_all(&self.name, changes)?),
+            None => Ok(self.db.inner.store.alter_table_all(&self.name, changes)?),
+        }
     }
 
     /// The table's primary key, unique keys and indexes, in creation order.
@@ -994,18 +1037,17 @@ impl Table {
     /// Adds a (nullable, or the table must be empty) column at the end; existing rows
     /// read NULL for it. No data is rewritten.
     pub fn add_column(&self, field: Field) -> Result<()> {
-        Ok(self.db.inner.store.alter_table(&self.name, &AlterColumn::Add(field))?)
+        self.alter(AlterColumn::Add(field))
     }
 
     /// Drops a column. No data is rewritten; its space returns when segments are compacted.
     pub fn drop_column(&self, name: &str) -> Result<()> {
-        Ok(self.db.inner.store.alter_table(&self.name, &AlterColumn::Drop(name.to_string()))?)
+        self.alter(AlterColumn::Drop(name.to_string()))
     }
 
     /// Renames a column (same data, type and position).
     pub fn rename_column(&self, from: &str, to: &str) -> Result<()> {
-        let change = AlterColumn::Rename { from: from.to_string(), to: to.to_string() };
-        Ok(self.db.inner.store.alter_table(&self.name, &change)?)
+        self.alter(AlterColumn::Rename { from: from.to_string(), to: to.to_string() })
     }
 
     /// Rewrites this table's small and delete-heavy segments so deleted rows and dropped

@@ -630,3 +630,41 @@ fn upsert_inserts_new_keys_and_updates_taken_ones() {
     assert_eq!((r.inserted, r.updated), (0, 1));
     assert_eq!(all(&db)[2], "3|c@x|Cyrus|1");
 }
+
+/// DDL from the Rust API inside a connection's transaction: tables created, altered,
+/// indexed and dropped through the connection are its own until commit and gone on
+/// rollback, with the rows written to them.
+#[test]
+fn connection_ddl_joins_its_transaction() {
+    let db = Database::open_in_memory().unwrap();
+    let conn = db.connect();
+    let schema = Schema::new(vec![Field::new("name", DataType::Utf8, true)]);
+    conn.begin().unwrap();
+    let t = conn.create_table("people", &schema).unwrap();
+    t.insert_row(Row::new().set("name", "ann")).unwrap();
+    t.add_column(Field::new("age", DataType::Int32, true)).unwrap();
+    t.insert_row(Row::new().set("name", "bob").set("age", 7i32)).unwrap();
+    t.create_index(&basalt::NewIndex {
+        name: Some("people_age".into()),
+        kind: basalt::IndexKind::Index,
+        columns: vec!["age".into()],
+    })
+    .unwrap();
+    assert_eq!(conn.table("people").unwrap().count().unwrap(), 2);
+    assert!(db.table("people").is_err(), "others do not see it before commit");
+    conn.rollback().unwrap();
+    assert!(conn.table("people").is_err());
+    conn.begin().unwrap();
+    let t = conn.create_table("people", &schema).unwrap();
+    t.insert_row(Row::new().set("name", "cy")).unwrap();
+    t.rename_column("name", "full_name").unwrap();
+    conn.commit().unwrap();
+    let t = db.table("people").unwrap();
+    assert_eq!(t.count().unwrap(), 1);
+    assert!(t.schema().unwrap().field_with_name("full_name").is_ok());
+    conn.begin().unwrap();
+    conn.drop_table("people").unwrap();
+    assert!(db.table("people").is_ok());
+    conn.commit().unwrap();
+    assert!(db.table("people").is_err());
+}
