@@ -81,6 +81,57 @@ pub(super) fn parse_pieces(
     options: &datafusion::config::ConfigOptions,
     sql: &str,
 ) -> Result<Vec<Stmt>> {
+    // SQLite's REINDEX, which the parser does not know: split off first (a scan of the
+    // bytes rules it out of nearly every statement).
+    if sql.as_bytes().windows(7).any(|w| w.eq_ignore_ascii_case(b"reindex")) {
+        let lower = options.sql_parser.enable_ident_normalization;
+        let mut out = Vec::new();
+        for part in crate::script::split_script(sql) {
+            match reindex(part.text, lower)? {
+                Some(name) => out.push(Stmt::Reindex(name)),
+                None if part.text.trim().is_empty() => {}
+                None => out.extend(parse_sql_pieces(options, part.text)?),
+            }
+        }
+        return Ok(out);
+    }
+    parse_sql_pieces(options, sql)
+}
+
+/// `REINDEX [name]` (SQLite): `Some(name)` when the statement is one, `None` otherwise.
+fn reindex(stmt: &str, lower: bool) -> Result<Option<Option<String>>> {
+    use datafusion::sql::sqlparser::dialect::GenericDialect;
+    use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+    let Ok(tokens) = Tokenizer::new(&GenericDialect {}, stmt).tokenize() else { return Ok(None) };
+    let toks: Vec<Token> = tokens
+        .into_iter()
+        .filter(|t| !matches!(t, Token::Whitespace(_) | Token::EOF | Token::SemiColon))
+        .collect();
+    let word = |t: &Token| match t {
+        Token::Word(w) if w.quote_style.is_none() && lower => Some(w.value.to_lowercase()),
+        Token::Word(w) => Some(w.value.clone()),
+        _ => None,
+    };
+    match toks.as_slice() {
+        [Token::Word(w), rest @ ..]
+            if w.quote_style.is_none() && w.value.eq_ignore_ascii_case("reindex") =>
+        {
+            match rest {
+                [] => Ok(Some(None)),
+                // `schema.name`: Basalt has one schema.
+                [name] | [_, Token::Period, name] => match word(name) {
+                    Some(n) => Ok(Some(Some(n))),
+                    None => Err(Error::sql("REINDEX takes a table, index or collation name")),
+                },
+                _ => Err(Error::sql("REINDEX takes at most one name")),
+            }
+        }
+        _ => Ok(None),
+    }
+}
+
+/// [`parse_pieces`] for text without REINDEX.
+fn parse_sql_pieces(options: &datafusion::config::ConfigOptions, sql: &str) -> Result<Vec<Stmt>> {
     let Some(pieces) =
         crate::fts::split_statements(sql, options.sql_parser.enable_ident_normalization)?
     else {
@@ -350,12 +401,37 @@ impl SqlConnection {
     pub(super) async fn run_one(&self, stmt: Stmt, stream: bool) -> Result<Outcome> {
         match stmt {
             Stmt::Df(s) => self.run(s, stream).await,
+            Stmt::Reindex(name) => {
+                self.reindex(name.as_deref())?;
+                Ok(Outcome::Batches(Vec::new()))
+            }
             Stmt::Fts(d) => {
                 self.no_fts_ddl_in_transaction()?;
                 let store = self.binding.session().lock().store().clone();
                 crate::fts::run_ddl(&store, &d)?;
                 Ok(Outcome::Batches(Vec::new()))
             }
+        }
+    }
+
+    /// SQLite's `REINDEX [name]`: Basalt's key and index sets are derived from the rows
+    /// and kept in step with every write, so there is nothing to rebuild; the name must be
+    /// a table, an index or one of SQLite's collations (`BINARY`, `NOCASE`, `RTRIM`).
+    fn reindex(&self, name: Option<&str>) -> Result<()> {
+        let Some(name) = name else { return Ok(()) };
+        if ["binary", "nocase", "rtrim"].iter().any(|c| c.eq_ignore_ascii_case(name)) {
+            return Ok(());
+        }
+        let view = self.binding.view()?;
+        let found = view.table(name).is_ok()
+            || view
+                .table_names()
+                .iter()
+                .any(|t| view.table(t).is_ok_and(|t| t.indexes().iter().any(|d| d.name == name)));
+        if found {
+            Ok(())
+        } else {
+            Err(Error::sql(format!("REINDEX: no table or index named '{name}'")))
         }
     }
 

@@ -127,6 +127,8 @@ impl std::fmt::Debug for SqlConnection {
 enum Stmt {
     Df(DfStatement),
     Fts(crate::fts::FtsDdl),
+    /// SQLite's `REINDEX [name]` (the name as given, folded like identifiers).
+    Reindex(Option<String>),
 }
 
 /// What a statement produced before streaming.

@@ -212,8 +212,10 @@ impl SqlConnection {
         }
         let stmt = match stmts.pop() {
             Some(Stmt::Df(s)) => s,
-            Some(Stmt::Fts(_)) => {
-                return Err(Error::unsupported("full-text index DDL cannot be prepared"));
+            Some(Stmt::Fts(_) | Stmt::Reindex(_)) => {
+                return Err(Error::unsupported(
+                    "full-text index DDL and REINDEX cannot be prepared",
+                ));
             }
             None => return Err(Error::sql("empty statement")),
         };
