@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{DataType, Schema};
 use datafusion::logical_expr::{Between, BinaryExpr, Expr, Like, Operator};
-use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::{PhysicalExpr, PhysicalExprRef};
 use datafusion::physical_expr_common::physical_expr::snapshot_physical_expr;
 use datafusion::scalar::ScalarValue;
 
@@ -287,6 +287,9 @@ fn physical(e: &Arc<dyn PhysicalExpr>, schema: &Schema, strict: bool) -> Option<
         if l.negated() {
             return None;
         }
+        if let Some(p) = struct_list(l, schema) {
+            return Some(p);
+        }
         let (name, dt) = physical_column(l.expr(), schema)?;
         let values = l
             .list()
@@ -319,6 +322,69 @@ fn physical(e: &Arc<dyn PhysicalExpr>, schema: &Schema, strict: bool) -> Option<
         };
     }
     None
+}
+
+/// `struct(c₁, …, cₙ) IN (struct literals)` — a hash join's key list on several columns —
+/// as `c₁ IN (values of field 1) AND … AND cₙ IN (values of field n)`: true wherever the
+/// list is, and also for rows pairing values of different entries (a superset, which is
+/// what both callers of [`physical`] allow). `None` when the expression is not `struct` of
+/// plain columns or a value does not convert (see [`struct_list_fields`]).
+fn struct_list(
+    l: &datafusion::physical_expr::expressions::InListExpr,
+    schema: &Schema,
+) -> Option<Predicate> {
+    let mut terms = Vec::new();
+    for (arg, values) in struct_list_fields(l)? {
+        let (name, dt) = physical_column(&arg, schema)?;
+        let list = values.iter().map(|v| scalar_of(v, &dt)).collect::<Option<Vec<_>>>()?;
+        terms.push(Predicate::InList {
+            column: name,
+            values: sorted_ints(list).into(),
+            negated: false,
+        });
+    }
+    Some(match terms.len() {
+        1 => terms.pop()?,
+        _ => Predicate::And(terms),
+    })
+}
+
+/// The fields of `struct(e₁, …, eₙ) IN (struct literals)` (a hash join's key list on
+/// several columns): each `eᵢ` with the distinct values field `i` takes in the list.
+/// `None` for other shapes, and when an entry holds a NULL field: a join that matches NULL
+/// keys lists them, and per-field lists without them would drop rows it keeps.
+pub(crate) fn struct_list_fields(
+    l: &datafusion::physical_expr::expressions::InListExpr,
+) -> Option<Vec<(PhysicalExprRef, Vec<ScalarValue>)>> {
+    use datafusion::arrow::array::Array;
+    use datafusion::physical_expr::ScalarFunctionExpr;
+    use datafusion::physical_expr::expressions::Literal;
+    let f = l.expr().downcast_ref::<ScalarFunctionExpr>()?;
+    if f.name() != "struct" || f.args().is_empty() || l.negated() {
+        return None;
+    }
+    let n = f.args().len();
+    let mut seen: Vec<std::collections::HashSet<ScalarValue>> =
+        vec![std::collections::HashSet::new(); n];
+    let mut values: Vec<Vec<ScalarValue>> = vec![Vec::new(); n];
+    for item in l.list() {
+        let ScalarValue::Struct(s) = item.downcast_ref::<Literal>()?.value() else {
+            return None;
+        };
+        if s.len() != 1 || s.num_columns() != n || s.is_null(0) {
+            return None;
+        }
+        for (i, field) in s.columns().iter().enumerate() {
+            let v = ScalarValue::try_from_array(field.as_ref(), 0).ok()?;
+            if v.is_null() {
+                return None;
+            }
+            if seen[i].insert(v.clone()) {
+                values[i].push(v);
+            }
+        }
+    }
+    Some(f.args().iter().cloned().zip(values).collect())
 }
 
 /// Branches that each hold one `c IN (…)` on the same column `c` (a partitioned join's key
@@ -484,5 +550,54 @@ mod tests {
         let and = px::binary(list(&[5, 7]), Operator::And, opaque, &s).unwrap();
         assert!(from_physical(&and, &s).is_some());
         assert_eq!(covering_physical(&and, &s), None);
+    }
+
+    #[test]
+    fn multi_column_key_lists_become_a_list_per_column() {
+        use datafusion::arrow::array::{ArrayRef, Int64Array, StringArray, StructArray};
+        use datafusion::arrow::datatypes::Fields;
+        use datafusion::common::DFSchema;
+        use datafusion::execution::context::ExecutionProps;
+        use datafusion::logical_expr::expr::ScalarFunction;
+        use datafusion::physical_expr::create_physical_expr;
+        use datafusion::physical_expr::expressions::InListExpr;
+        let s = schema();
+        let df = DFSchema::try_from(s.clone()).unwrap();
+        let key = Expr::ScalarFunction(ScalarFunction::new_udf(
+            datafusion::functions::core::r#struct(),
+            vec![col("a"), col("s")],
+        ));
+        let planning =
+            datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext::default();
+        let key = create_physical_expr(&key, &df, &ExecutionProps::new(), &planning).unwrap();
+        let entries = |a: Vec<Option<i64>>, s: Vec<&str>| -> ArrayRef {
+            let fields = Fields::from(vec![
+                Field::new("c0", DataType::Int64, true),
+                Field::new("c1", DataType::Utf8, true),
+            ]);
+            let cols: Vec<ArrayRef> =
+                vec![Arc::new(Int64Array::from(a)), Arc::new(StringArray::from(s))];
+            Arc::new(StructArray::new(fields, cols, None))
+        };
+        let list = |arr: ArrayRef| -> Arc<dyn PhysicalExpr> {
+            Arc::new(InListExpr::try_new_from_array(key.clone(), arr, false, &s).unwrap())
+        };
+        let e = list(entries(vec![Some(7), Some(5), Some(7)], vec!["x", "y", "y"]));
+        let Some(Predicate::And(terms)) = covering_physical(&e, &s) else { panic!("converts") };
+        let a_keys = Predicate::InList {
+            column: "a".into(),
+            values: [5, 7].map(Scalar::Int).to_vec().into(),
+            negated: false,
+        };
+        assert_eq!(terms[0], a_keys);
+        let Predicate::InList { column, values, .. } = &terms[1] else { panic!("{terms:?}") };
+        let mut strs: Vec<Scalar> = values.to_vec();
+        strs.sort_by_key(|v| format!("{v:?}"));
+        assert_eq!(column, "s");
+        assert_eq!(strs, vec![Scalar::Str("x".into()), Scalar::Str("y".into())]);
+        assert!(from_physical(&e, &s).is_some());
+        // An entry with a NULL field: not converted.
+        let e = list(entries(vec![Some(7), None], vec!["x", "y"]));
+        assert_eq!(covering_physical(&e, &s), None);
     }
 }

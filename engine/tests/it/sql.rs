@@ -1501,6 +1501,15 @@ fn join_dynamic_filters_drop_probe_rows_in_storage() {
         // Most keys on the build side: the hint keeps most rows (the gate closes).
         "SELECT count(*), sum(f.v) FROM f JOIN d ON f.k <> 0 AND f.k = d.k",
         "SELECT count(*) FROM f JOIN (SELECT DISTINCT k FROM f WHERE v < 6) g ON f.k = g.k",
+        // Two keys: the list of pairs filters by each key's own values.
+        "SELECT count(*), sum(f.id) FROM f JOIN d ON f.k = d.k AND f.v = length(d.tag) + 2",
+        // One key is an aggregate's result: the other key's values still reach the scan
+        // below the aggregate (DataFusion's pushdown stops there).
+        "SELECT count(*) FROM d JOIN (SELECT k, max(v) AS m FROM f GROUP BY k) g \
+         ON d.k = g.k AND length(d.tag) + 5 = g.m",
+        "SELECT d.k FROM d WHERE d.tag = 'x' AND EXISTS (SELECT 1 FROM \
+         (SELECT k, max(v) AS m FROM f WHERE id > 10 GROUP BY k) g \
+         WHERE g.k = d.k AND g.m = length(d.tag) + 5)",
     ];
     for partitions in [1, 2] {
         conn.sql(&format!("SET datafusion.execution.target_partitions = {partitions}")).unwrap();
@@ -1509,8 +1518,15 @@ fn join_dynamic_filters_drop_probe_rows_in_storage() {
         }
         let plan = rows(&conn.sql(&format!("EXPLAIN ANALYZE {}", queries[0])).unwrap()).join("\n");
         assert!(metric_sum(&plan, "rows_removed_by_hints") > 1e5, "{plan}");
-        let plan = rows(&conn.sql(&format!("EXPLAIN ANALYZE {}", queries[1])).unwrap()).join("\n");
-        assert!(metric_sum(&plan, "rows_removed_by_hints") > 1e5, "{plan}");
+        for q in [queries[1], queries[4], queries[5], queries[6]] {
+            let plan = rows(&conn.sql(&format!("EXPLAIN ANALYZE {q}")).unwrap()).join("\n");
+            assert!(metric_sum(&plan, "rows_removed_by_hints") > 1e5, "{plan}");
+        }
+        // Past the aggregate, the part of the filter on the grouping key.
+        for q in [queries[5], queries[6]] {
+            let plan = rows(&conn.sql(&format!("EXPLAIN {q}")).unwrap()).join("\n");
+            assert!(plan.contains("JoinKeys [k@"), "{plan}");
+        }
     }
 }
 
@@ -2111,6 +2127,84 @@ fn inner_joins_run_in_estimated_order_with_the_written_answers() {
     }
     // The cluster with a cross join keeps DataFusion's plan.
     assert_eq!(logical(&on, &queries[5]), logical(&off, &queries[5]));
+}
+
+/// Joins and aggregates a statement repeats (a CTE named twice, a join spelled again in a
+/// subquery) run once, shared by their places; answers are those of separate copies, also
+/// when one place builds a hash join the other probes, for prepared statements run again
+/// with other parameters, and after the table changed.
+#[test]
+fn repeated_subplans_run_once_with_the_answers_of_separate_copies() {
+    let db = Database::open_in_memory().unwrap();
+    let c = db.connect();
+    c.sql(
+        "CREATE TABLE fact AS SELECT value AS id, value % 300 AS a, value % 7 AS b, \
+         value * 3 AS v FROM generate_series(1, 60000)",
+    )
+    .unwrap();
+    c.sql("CREATE TABLE d1 AS SELECT value AS k, value % 5 AS r, 'n' || value AS name FROM generate_series(0, 299)")
+        .unwrap();
+    let (on, off) = (db.connect(), db.connect());
+    off.set_fast_paths(false).unwrap();
+    let queries = [
+        // A CTE in the FROM list and in a scalar subquery (TPC-H Q15's shape).
+        "WITH t AS (SELECT a, sum(v) AS s FROM fact GROUP BY a) \
+         SELECT d1.name, t.s FROM d1, t WHERE d1.k = t.a AND t.s = (SELECT max(s) FROM t)",
+        // A join spelled again in HAVING, keeping other columns (Q11's shape).
+        "SELECT fact.a, sum(v) FROM fact, d1 WHERE fact.a = d1.k AND d1.r = 3 GROUP BY fact.a \
+         HAVING sum(v) > (SELECT sum(v) / 100 FROM fact, d1 WHERE fact.a = d1.k AND d1.r = 3)",
+        // Both sides of one hash join.
+        "WITH t AS (SELECT a, count(*) AS n FROM fact GROUP BY a) \
+         SELECT count(*), sum(x.n + y.n) FROM t x JOIN t y ON x.a = y.a + 1",
+        // Three places keeping different aggregates, with their own filters above.
+        "WITH t AS (SELECT b, sum(v) AS s, count(*) AS n FROM fact GROUP BY b) \
+         SELECT s FROM t WHERE s > 100 UNION ALL SELECT n FROM t WHERE n > 1 \
+         UNION ALL SELECT max(s) FROM t",
+        // Filters on the grouping column reach each copy's scan: the copies differ.
+        "WITH t AS (SELECT b, sum(v) AS s, count(*) AS n FROM fact GROUP BY b) \
+         SELECT s FROM t WHERE b = 1 UNION ALL SELECT n FROM t WHERE b = 2",
+        // Different conditions: nothing in common to share.
+        "SELECT (SELECT count(*) FROM fact JOIN d1 ON fact.a = d1.k WHERE d1.r = 1), \
+         (SELECT count(*) FROM fact JOIN d1 ON fact.a = d1.k WHERE d1.r = 2)",
+        // A volatile function: each place computes its own.
+        "WITH t AS (SELECT a, sum(v * random()) AS s FROM fact GROUP BY a) \
+         SELECT count(*) FROM t x JOIN t y ON x.a = y.a WHERE x.s >= 0 AND y.s >= 0",
+    ];
+    for q in &queries {
+        assert!(!same(&on, &off, q).is_empty(), "{q}");
+    }
+    let explain = |q: &str| rows(&on.sql(&format!("EXPLAIN {q}")).unwrap()).join("\n");
+    for q in &queries[..4] {
+        let plan = explain(q);
+        assert!(plan.contains("BasaltShared: places="), "{q}\n{plan}");
+        assert!(!plan.contains("unshared"), "{q}\n{plan}");
+    }
+    for q in &queries[4..] {
+        let plan = explain(q);
+        assert!(!plan.contains("BasaltShared"), "{q}\n{plan}");
+    }
+    // One read of `fact` where separate copies read it twice.
+    let fact_rows = |conn: &basalt::Connection, q: &str| {
+        let plan = rows(&conn.sql(&format!("EXPLAIN ANALYZE {q}")).unwrap()).join("\n");
+        let scans: Vec<&str> = plan.lines().filter(|l| l.contains("table=fact")).collect();
+        metric_sum(&scans.join("\n"), "output_rows")
+    };
+    for q in &queries[..3] {
+        assert_eq!(fact_rows(&on, q) * 2.0, fact_rows(&off, q), "{q}");
+    }
+    // Prepared: run again with other parameters, and after a write.
+    let q = "WITH t AS (SELECT a, sum(v) AS s FROM fact WHERE b <> $1 GROUP BY a) \
+             SELECT a, s FROM t WHERE s = (SELECT max(s) FROM t)";
+    let (p_on, p_off) = (on.prepare(q).unwrap(), off.prepare(q).unwrap());
+    for round in 0..3 {
+        for b in [0i64, 3, 6] {
+            let (x, y) =
+                (p_on.execute(&[Value::Int(b)]).unwrap(), p_off.execute(&[Value::Int(b)]).unwrap());
+            assert_eq!(rows(&x), rows(&y), "round {round}, b = {b}");
+        }
+        c.sql(&format!("INSERT INTO fact VALUES ({}, 17, 1, 1000000000)", 100000 + round)).unwrap();
+    }
+    assert!(!same(&on, &off, queries[0]).is_empty());
 }
 
 /// A large `INSERT … SELECT` hands storage whole row groups: its segments hold row groups

@@ -166,8 +166,14 @@ impl SqlConnection {
         // A hash join hands its probe-side scan the build keys as a list (storage tests
         // rows against it by one bitmap or sorted lookup, and drops non-members before
         // decoding the other columns) up to this many distinct keys a partition, instead
-        // of a hash-table lookup storage cannot read (DataFusion: 150).
-        opts.optimizer.hash_join_inlist_pushdown_max_distinct_values = 4096;
+        // of a hash-table lookup storage cannot read (DataFusion: 150). A list of key
+        // pairs reaches storage as one list per column, each shorter than the pairs
+        // (TPC-H Q20: 8.5K pairs of 2.1K parts).
+        opts.optimizer.hash_join_inlist_pushdown_max_distinct_values = 16384;
+        // The key count above bounds the list; DataFusion's byte bound (128 KiB) measures the
+        // key arrays' buffers, which for a build side of a few rows sliced out of a decoded
+        // block hold the whole block, and would turn short lists into hash lookups.
+        opts.optimizer.hash_join_inlist_pushdown_max_size = 64 << 20;
         // A join collects its build side into one shared hash table (no repartition of
         // either side) up to 2M rows / 32 MiB divided by the partitions, instead of
         // DataFusion's 128K rows / 1 MiB: on few cores, hashing both sides into
@@ -264,11 +270,20 @@ impl SqlConnection {
             .with_analyzer_rule(Arc::new(fallback))
             .with_analyzer_rule(Arc::new(crate::rules::in_subquery::InSubqueryValue))
             .with_analyzer_rule(Arc::new(crate::rules::scalar_subquery::CorrelatedScalarSubquery))
+            // Before `JoinOrder`: copies of a join still spelled alike are shared, and the
+            // shared plan is then ordered once.
+            .with_optimizer_rule(Arc::new(crate::rules::share_subplans::ShareSubplans::new(
+                fast_paths.clone(),
+            )))
             .with_optimizer_rule(Arc::new(crate::rules::join_order::JoinOrder::new(
                 fast_paths.clone(),
             )))
             .with_optimizer_rule(Arc::new(crate::rules::dml_filters::InlineDmlCommonExprs))
+            .with_query_planner(Arc::new(crate::rules::share_subplans::BasaltQueryPlanner))
             .with_physical_optimizer_rule(Arc::new(FuseGroupBy::new(fast_paths.clone())))
+            .with_physical_optimizer_rule(Arc::new(crate::rules::join_keys::JoinKeysThrough::new(
+                fast_paths.clone(),
+            )))
             .with_physical_optimizer_rule(Arc::new(crate::rules::vector_topk::VectorTopKRule::new(
                 fast_paths.clone(),
             )))

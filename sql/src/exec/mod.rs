@@ -17,4 +17,5 @@ pub mod iterations;
 pub mod metadata_aggregate;
 pub mod scan;
 pub mod semi_join;
+pub mod shared;
 pub mod vector_search;

@@ -127,6 +127,15 @@ impl ScanExec {
         out
     }
 
+    /// The scan holding one more filter of a parent operator (see `hints`), with fresh
+    /// metrics.
+    pub(crate) fn with_hint(&self, expr: Arc<dyn PhysicalExpr>) -> ScanExec {
+        let mut next = self.clone();
+        next.hints.push(Hint::new(expr));
+        next.metrics = ExecutionPlanMetricsSet::new();
+        next
+    }
+
     /// Whether the scan holds filters of parent operators (dynamic filters among them).
     pub(crate) fn has_hints(&self) -> bool {
         !self.hints.is_empty()

@@ -36,7 +36,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use datafusion::catalog::default_table_source::source_as_provider;
-use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::tree_node::{Transformed, TreeNodeRecursion};
 use datafusion::common::{Column, NullEquality, Result};
 use datafusion::logical_expr::utils::split_conjunction_owned;
 use datafusion::logical_expr::{
@@ -87,7 +87,10 @@ impl OptimizerRule for JoinOrder {
 }
 
 fn rewrite_plan(plan: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
-    plan.transform_down(|p| {
+    // Subqueries too: DataFusion hands this rule only the statement's root, and a join a
+    // query spells again in a subquery must come out in the same order to be shared
+    // (`share_subplans`).
+    plan.transform_down_with_subqueries(|p| {
         if !in_cluster(&p) {
             return Ok(Transformed::no(p));
         }

@@ -15,25 +15,30 @@
 //!    `SELECT` list, spelled with scalar subqueries DataFusion plans.
 //! 7. [`scalar_subquery::CorrelatedScalarSubquery`] (analyzer): correlated scalar
 //!    subqueries DataFusion cannot decorrelate (non-equality correlation), as joins.
-//! 8. [`join_order::JoinOrder`] (logical optimizer): clusters of inner joins in the order
+//! 8. [`share_subplans::ShareSubplans`] (logical optimizer): joins and aggregates a
+//!    statement repeats (a CTE named twice, a join spelled in a query and its subquery)
+//!    computed once, through the session's [`share_subplans::BasaltQueryPlanner`].
+//! 9. [`join_order::JoinOrder`] (logical optimizer): clusters of inner joins in the order
 //!    of estimated sizes.
-//! 9. [`dml_filters::InlineDmlCommonExprs`] (logical optimizer): DELETE / UPDATE
-//!    predicates with DataFusion's common subexpressions put back, so the table provider
-//!    can read them.
-//! 10. [`dictionary::FuseGroupBy`] (physical): the execs that read dictionary codes —
+//! 10. [`dml_filters::InlineDmlCommonExprs`] (logical optimizer): DELETE / UPDATE
+//!     predicates with DataFusion's common subexpressions put back, so the table provider
+//!     can read them.
+//! 11. [`dictionary::FuseGroupBy`] (physical): the execs that read dictionary codes —
 //!     per-entry filters, semi-join reduction, dictionary joins, fused group-bys — and
 //!     `count` / `min` / `max` answered from row-group metadata.
-//! 11. [`vector_topk::VectorTopKRule`] (physical): `ORDER BY <distance> LIMIT k` answered
+//! 12. [`join_keys::JoinKeysThrough`] (physical): a hash join's key filter given to the
+//!     scans below an aggregate or join that DataFusion's pushdown stops at.
+//! 13. [`vector_topk::VectorTopKRule`] (physical): `ORDER BY <distance> LIMIT k` answered
 //!     by the storage top-k.
-//! 12. [`bucket_sort::BucketSortRule`] (physical): sorts under a limit emitted one
+//! 14. [`bucket_sort::BucketSortRule`] (physical): sorts under a limit emitted one
 //!     dictionary value at a time.
-//! 13. [`serial::SmallLimitSerial`] (physical): no round-robin repartition above a small
+//! 15. [`serial::SmallLimitSerial`] (physical): no round-robin repartition above a small
 //!     limited input.
-//! 14. [`recursion::RecursionLimit`] (physical): a bound on the iterations of `WITH
+//! 16. [`recursion::RecursionLimit`] (physical): a bound on the iterations of `WITH
 //!     RECURSIVE`.
 //!
-//! Rules 8 and 10–13 are fast paths, off with `Connection::set_fast_paths(false)`; 1–7, 9
-//! and 14 are always on. The execs they place live in [`crate::exec`].
+//! Rules 8, 9 and 11–15 are fast paths, off with `Connection::set_fast_paths(false)`; 1–7, 10
+//! and 16 are always on. The execs they place live in [`crate::exec`].
 //!
 //! What this module must not do: change what a query returns.
 
@@ -44,10 +49,12 @@ pub mod dictionary;
 pub mod dml_filters;
 pub mod in_list_nulls;
 pub mod in_subquery;
+pub mod join_keys;
 pub mod join_order;
 pub mod recursion;
 pub mod scalar_subquery;
 pub mod serial;
+pub mod share_subplans;
 pub mod subquery_fallback;
 pub mod sum_shift;
 pub mod vector_topk;
