@@ -657,8 +657,33 @@ fn run_ooc(args: &Args, work: &Path, failures: &mut Vec<String>) -> Res<(String,
     Ok((md, format!("[{}]", js.join(", "))))
 }
 
-/// `--worker ooc ENGINE FORMAT FILE DIR RUNS WARMUP`: one engine's §5 run, in this process.
+/// `--worker sql DB RUNS SQL`: runs one statement `RUNS` times on a Basalt database (a
+/// `--keep` run's `basalt` directory), prints each time, then its `EXPLAIN ANALYZE` — for
+/// profiling one query (`perf record -p`) without generating and loading the data again.
+fn sql_worker(db: &str, runs: &str, sql: &str) -> Res<()> {
+    let runs = runs.parse::<usize>().map_err(|e| e.to_string())?;
+    let db = basalt::Database::open(db).map_err(|e| e.to_string())?;
+    let conn = db.connect();
+    for i in 0..runs {
+        let t = std::time::Instant::now();
+        let rows: usize =
+            conn.sql(sql).map_err(|e| e.to_string())?.iter().map(|b| b.num_rows()).sum();
+        println!("run {i}: {:.2} ms, {rows} rows", t.elapsed().as_secs_f64() * 1e3);
+    }
+    let plan = conn.sql(&format!("EXPLAIN ANALYZE {sql}")).map_err(|e| e.to_string())?;
+    let text = arrow::util::pretty::pretty_format_batches(&plan).map_err(|e| e.to_string())?;
+    println!("{text}");
+    Ok(())
+}
+
+/// `--worker ooc ENGINE FORMAT FILE DIR RUNS WARMUP`: one engine's §5 run, in this process;
+/// `--worker sql …`: see [`sql_worker`].
 fn worker(args: &[String]) -> Res<()> {
+    if let [what, db, runs, sql] = args
+        && what == "sql"
+    {
+        return sql_worker(db, runs, sql);
+    }
     let [what, engine, format, file, dir, runs, warmup] = args else {
         return Err("--worker ooc ENGINE FORMAT FILE DIR RUNS WARMUP".into());
     };
