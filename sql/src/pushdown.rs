@@ -157,7 +157,8 @@ fn column(e: &Expr, schema: &Schema) -> Option<(String, DataType)> {
         || dt.is_integer()
         || matches!(dt, DataType::Float32 | DataType::Float64)
         || matches!(dt, DataType::Utf8 | DataType::Binary)
-        || matches!(dt, DataType::Date32 | DataType::Date64 | DataType::Timestamp(_, _));
+        || matches!(dt, DataType::Date32 | DataType::Date64 | DataType::Timestamp(_, _))
+        || matches!(dt, DataType::Decimal128(_, _));
     supported.then(|| (c.name.clone(), dt))
 }
 
@@ -178,6 +179,9 @@ pub(crate) fn scalar_of(v: &ScalarValue, column_type: &DataType) -> Option<Scala
         DataType::Binary => {
             matches!(dt, DataType::Binary | DataType::LargeBinary | DataType::BinaryView)
         }
+        // A decimal of the column's scale compares exactly on unscaled values, whatever
+        // its precision.
+        DataType::Decimal128(_, scale) => matches!(dt, DataType::Decimal128(_, s) if s == *scale),
         t => &dt == t,
     };
     if !same {
@@ -207,6 +211,9 @@ pub(crate) fn scalar_of(v: &ScalarValue, column_type: &DataType) -> Option<Scala
         | ScalarValue::TimestampMillisecond(Some(t), _)
         | ScalarValue::TimestampMicrosecond(Some(t), _)
         | ScalarValue::TimestampNanosecond(Some(t), _) => Scalar::Int(*t),
+        ScalarValue::Decimal128(Some(v), _, scale) => {
+            Scalar::Decimal { unscaled: *v, scale: *scale }
+        }
         _ => return None,
     })
 }
@@ -473,7 +480,21 @@ mod tests {
             Field::new("a", DataType::Int64, true),
             Field::new("s", DataType::Utf8, true),
             Field::new("f", DataType::Boolean, true),
+            Field::new("d", DataType::Decimal128(15, 2), true),
         ])
+    }
+
+    /// A decimal constant of the column's scale converts (any precision), as its unscaled
+    /// value; one of another scale does not.
+    #[test]
+    fn decimal_comparisons_convert_at_the_column_scale() {
+        let s = schema();
+        let dec = |v: i128, p: u8, sc: i8| lit(ScalarValue::Decimal128(Some(v), p, sc));
+        let want = Predicate::cmp("d", CmpOp::GtEq, Scalar::Decimal { unscaled: 5, scale: 2 });
+        assert_eq!(exact(&col("d").gt_eq(dec(5, 15, 2)), &s), Some(want.clone()));
+        assert_eq!(exact(&col("d").gt_eq(dec(5, 3, 2)), &s), Some(want));
+        assert_eq!(exact(&col("d").lt(dec(5, 15, 3)), &s), None);
+        assert!(exact(&col("d").lt(lit(5i64)), &s).is_none());
     }
 
     #[test]

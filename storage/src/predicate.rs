@@ -20,8 +20,8 @@ use std::sync::Arc;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{UInt8Type, UInt16Type, UInt32Type};
 use arrow_array::{
-    Array, ArrayRef, BinaryArray, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray,
-    UInt64Array,
+    Array, ArrayRef, BinaryArray, BooleanArray, Decimal128Array, Float64Array, Int64Array,
+    RecordBatch, StringArray, UInt64Array,
 };
 use arrow_buffer::BooleanBuffer;
 use arrow_schema::DataType;
@@ -46,6 +46,14 @@ pub enum Scalar {
     Str(String),
     /// Bytes.
     Bytes(Vec<u8>),
+    /// A decimal, `unscaled × 10^-scale`: compared with decimal columns of that scale only
+    /// (on the unscaled values, so exactly).
+    Decimal {
+        /// The value times `10^scale`.
+        unscaled: i128,
+        /// Digits after the point.
+        scale: i8,
+    },
 }
 
 /// The constants of an IN list, with the lookup structure built from them the first time
@@ -325,8 +333,23 @@ impl std::fmt::Display for Scalar {
                 v.iter().try_for_each(|b| write!(f, "{b:02x}"))?;
                 write!(f, "'")
             }
+            Scalar::Decimal { unscaled, scale } => write!(f, "{}", decimal_text(*unscaled, *scale)),
         }
     }
+}
+
+/// `unscaled × 10^-scale` in decimal notation (`-0.05`, `1200`).
+fn decimal_text(unscaled: i128, scale: i8) -> String {
+    let digits = unscaled.unsigned_abs().to_string();
+    let sign = if unscaled < 0 { "-" } else { "" };
+    if scale <= 0 {
+        let zeros = if unscaled == 0 { 0 } else { usize::from(scale.unsigned_abs()) };
+        return format!("{sign}{digits}{}", "0".repeat(zeros));
+    }
+    let scale = usize::from(scale.unsigned_abs());
+    let padded = format!("{digits:0>width$}", width = scale + 1);
+    let (int, frac) = padded.split_at(padded.len() - scale);
+    format!("{sign}{int}.{frac}")
 }
 
 impl std::fmt::Display for CmpOp {
@@ -766,12 +789,16 @@ impl Percent {
         true
     }
 
-    /// The one literal of `%literal%`.
-    fn contains_only(&self) -> Option<&memchr::memmem::Finder<'static>> {
-        match self.middle.as_slice() {
-            [f] if !self.exact && self.prefix.is_empty() && self.suffix.is_empty() => Some(f),
-            _ => None,
+    /// The literal a matching row must hold somewhere, when the pattern has middle
+    /// literals: the longest (fewest rows hold a long literal), and whether holding it is
+    /// all the pattern asks (`%literal%`).
+    fn required(&self) -> Option<(&memchr::memmem::Finder<'static>, bool)> {
+        if self.exact {
+            return None;
         }
+        let f = self.middle.iter().max_by_key(|f| f.needle().len())?;
+        let only = self.middle.len() == 1 && self.prefix.is_empty() && self.suffix.is_empty();
+        Some((f, only))
     }
 }
 
@@ -846,8 +873,20 @@ impl LikePattern {
             data.get(lo..hi)
         };
         match &self.percent {
-            Some(p) => match p.contains_only() {
-                Some(f) => rows_containing(offsets, data, f),
+            Some(p) => match p.required() {
+                Some((f, true)) => rows_containing(offsets, data, f),
+                Some((f, false)) => {
+                    // Only the rows holding the required literal can match: check those.
+                    let candidates = rows_containing(offsets, data, f);
+                    let mut out = arrow_buffer::BooleanBufferBuilder::new(n);
+                    out.append_n(n, false);
+                    for i in candidates.set_indices() {
+                        if value(i).is_some_and(|s| p.matches(s)) {
+                            out.set_bit(i, true);
+                        }
+                    }
+                    out.finish()
+                }
                 None => BooleanBuffer::collect_bool(n, |i| value(i).is_some_and(|s| p.matches(s))),
             },
             None => {
@@ -1274,6 +1313,22 @@ pub(crate) fn scalar_array(
         Scalar::Float(v) => Arc::new(Float64Array::from(vec![*v])),
         Scalar::Str(v) => Arc::new(StringArray::from(vec![v.as_str()])),
         Scalar::Bytes(v) => Arc::new(BinaryArray::from(vec![v.as_slice()])),
+        Scalar::Decimal { unscaled, scale } => {
+            return match target {
+                DataType::Decimal128(p, s) if s == scale => {
+                    let a = Decimal128Array::from(vec![*unscaled])
+                        .with_precision_and_scale(*p, *s)
+                        .map_err(|e| Error::arrow(format!("constant for column '{column}'"), e))?;
+                    Ok(Some(Arc::new(a)))
+                }
+                _ => Err(Error::TypeMismatch {
+                    table: String::new(),
+                    column: column.to_string(),
+                    expected: target.clone(),
+                    found: format!("{s:?}"),
+                }),
+            };
+        }
     };
     let ok = match (s, target) {
         (Scalar::Bool(_), DataType::Boolean) => true,
@@ -1409,6 +1464,9 @@ fn stat_cmp(b: &StatValue, v: &Scalar) -> Option<std::cmp::Ordering> {
         (StatValue::UInt(x), Scalar::Bool(y)) => Some(x.cmp(&u64::from(*y))),
         (StatValue::Bytes(x), Scalar::Str(y)) => Some(x.as_slice().cmp(y.as_bytes())),
         (StatValue::Bytes(x), Scalar::Bytes(y)) => Some(x.as_slice().cmp(y.as_slice())),
+        // A decimal column's zone map holds unscaled values at the column's scale, which a
+        // decimal constant has (evaluation rejects any other).
+        (StatValue::Decimal(x), Scalar::Decimal { unscaled, .. }) => Some(x.cmp(unscaled)),
         _ => None,
     }
 }
@@ -1616,8 +1674,8 @@ mod tests {
                 }
             }
         }
-        // Whole-column selection (substring search over the value buffer for `%x%`)
-        // agrees with the row-by-row matcher, matches across row boundaries included.
+        // Whole-column selection (substring search over the value buffer for the longest
+        // middle literal, then a check of the rows holding it) agrees with the row-by-row matcher, matches across row boundaries included.
         let column: Vec<&str> =
             texts.iter().chain(&["abab", "b", "ba", "aab", "", "xab"]).copied().collect();
         let mut data = Vec::new();
@@ -1626,7 +1684,10 @@ mod tests {
             data.extend_from_slice(t.as_bytes());
             offsets.push(data.len() as i32);
         }
-        for p in pats.iter().chain(&["%ab%", "%b%", "%ba%", "%aa%", "%a%b", "ab", "%xab%"]) {
+        for p in pats.iter().chain(&[
+            "%ab%", "%b%", "%ba%", "%aa%", "%a%b", "ab", "%xab%", "%a%b%", "%b%ab%", "a%ab%",
+            "%ab%b", "x%ab%", "%é%a%",
+        ]) {
             let pat = LikePattern::new(p);
             let got = pat.select(&offsets, &data, true);
             for (i, t) in column.iter().enumerate() {
@@ -1783,6 +1844,57 @@ mod tests {
                 prop_assert!(want.iter().all(|w| *w), "{:?}", p);
             }
         }
+    }
+
+    /// Decimal constants compare with a decimal column on unscaled values (NULL rows
+    /// unknown), prune by the column's decimal zone maps, and are refused for a column of
+    /// another scale.
+    #[test]
+    fn decimal_constants_compare_exactly() {
+        let vals = [Some(5i128), None, Some(-120), Some(7), Some(6)];
+        let col: ArrayRef =
+            Arc::new(Decimal128Array::from(vals.to_vec()).with_precision_and_scale(15, 2).unwrap());
+        let mut b = RecordBatch::try_from_iter([("d", col)]).unwrap();
+        let zone = ZoneMap { min: StatValue::Decimal(-120), max: StatValue::Decimal(7) };
+        let stats = |_: &str| {
+            Some(ChunkStats { zone_map: Some(&zone), null_count: 1, rows: 5, float32: false })
+        };
+        let ops = [CmpOp::Eq, CmpOp::NotEq, CmpOp::Lt, CmpOp::LtEq, CmpOp::Gt, CmpOp::GtEq];
+        for c in [-121i128, -120, 0, 5, 6, 7, 8] {
+            for op in ops {
+                let p = Predicate::cmp("d", op, Scalar::Decimal { unscaled: c, scale: 2 });
+                let want: Vec<bool> = vals
+                    .iter()
+                    .map(|v| {
+                        v.is_some_and(|v| match op {
+                            CmpOp::Eq => v == c,
+                            CmpOp::NotEq => v != c,
+                            CmpOp::Lt => v < c,
+                            CmpOp::LtEq => v <= c,
+                            CmpOp::Gt => v > c,
+                            CmpOp::GtEq => v >= c,
+                        })
+                    })
+                    .collect();
+                let got: Vec<bool> = evaluate(&p, &mut b).unwrap().iter().collect();
+                assert_eq!(got, want, "d {op} {c}");
+                if want.contains(&true) {
+                    assert!(may_match(&p, &stats), "zone map: d {op} {c}");
+                }
+            }
+        }
+        // Outside the zone map's range: pruned.
+        for (op, c) in [(CmpOp::Gt, 7), (CmpOp::Lt, -120), (CmpOp::Eq, 8), (CmpOp::GtEq, 8)] {
+            let p = Predicate::cmp("d", op, Scalar::Decimal { unscaled: c, scale: 2 });
+            assert!(!may_match(&p, &stats), "zone map: d {op} {c}");
+        }
+        let other = Predicate::cmp("d", CmpOp::Eq, Scalar::Decimal { unscaled: 5, scale: 3 });
+        assert!(matches!(evaluate(&other, &mut b), Err(Error::TypeMismatch { .. })));
+        let shown: Vec<String> = [(5, 2), (-120, 2), (7, 0), (3, -2), (0, -2), (-5, 4)]
+            .iter()
+            .map(|&(unscaled, scale)| Scalar::Decimal { unscaled, scale }.to_string())
+            .collect();
+        assert_eq!(shown, ["0.05", "-1.20", "7", "300", "0", "-0.0005"]);
     }
 
     #[test]

@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use arrow::array::AsArray;
-use basalt::arrow::array::{BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray};
+use basalt::arrow::array::{
+    Array, BooleanArray, Decimal128Array, Float64Array, Int64Array, RecordBatch, StringArray,
+};
 use basalt::arrow::schema::{DataType, Field, Schema};
 use basalt::{Database, Error, Options, Value};
 use proptest::prelude::*;
@@ -577,18 +579,23 @@ fn a_failing_insert_select_leaves_nothing_behind() {
 
 /// A table over several row groups and segments, with deletes, updates and memtable rows.
 fn random_table(seed: u64) -> Database {
+    random_table_with(seed, false)
+}
+
+/// [`random_table`], with a `DECIMAL(12, 2)` column `m` when `decimals`.
+fn random_table_with(seed: u64, decimals: bool) -> Database {
     let db = Database::open_in_memory().unwrap();
-    let t = db
-        .create_table(
-            "r",
-            &Schema::new(vec![
-                Field::new("a", DataType::Int64, true),
-                Field::new("s", DataType::Utf8, true),
-                Field::new("f", DataType::Float64, true),
-                Field::new("b", DataType::Boolean, true),
-            ]),
-        )
-        .unwrap();
+    let mut fields = vec![
+        Field::new("a", DataType::Int64, true),
+        Field::new("s", DataType::Utf8, true),
+        Field::new("f", DataType::Float64, true),
+        Field::new("b", DataType::Boolean, true),
+    ];
+    if decimals {
+        fields.push(Field::new("m", DataType::Decimal128(12, 2), true));
+    }
+    let schema = Arc::new(Schema::new(fields));
+    let t = db.create_table("r", &schema).unwrap();
     let mut x = seed | 1;
     let mut next = move || {
         x ^= x << 13;
@@ -602,28 +609,26 @@ fn random_table(seed: u64) -> Database {
         let mut s = Vec::with_capacity(n);
         let mut f = Vec::with_capacity(n);
         let mut b = Vec::with_capacity(n);
+        let mut m = Vec::with_capacity(n);
         for _ in 0..n {
             let r = next();
             a.push((r % 11 != 0).then_some((r % 1000) as i64 - 200 + chunk * 50));
             s.push((r % 13 != 0).then(|| words[(r >> 8) as usize % words.len()]));
             f.push((r % 7 != 0).then_some(((r >> 16) % 10_000) as f64 / 100.0));
             b.push((r % 5 != 0).then_some(r % 3 == 0));
+            m.push((r % 9 != 0).then_some(((r >> 24) % 100_000) as i128 - 20_000));
         }
-        let batch = RecordBatch::try_new(
-            Arc::new(Schema::new(vec![
-                Field::new("a", DataType::Int64, true),
-                Field::new("s", DataType::Utf8, true),
-                Field::new("f", DataType::Float64, true),
-                Field::new("b", DataType::Boolean, true),
-            ])),
-            vec![
-                Arc::new(Int64Array::from(a)),
-                Arc::new(StringArray::from(s)),
-                Arc::new(Float64Array::from(f)),
-                Arc::new(BooleanArray::from(b)),
-            ],
-        )
-        .unwrap();
+        let mut columns: Vec<Arc<dyn Array>> = vec![
+            Arc::new(Int64Array::from(a)),
+            Arc::new(StringArray::from(s)),
+            Arc::new(Float64Array::from(f)),
+            Arc::new(BooleanArray::from(b)),
+        ];
+        if decimals {
+            columns
+                .push(Arc::new(Decimal128Array::from(m).with_precision_and_scale(12, 2).unwrap()));
+        }
+        let batch = RecordBatch::try_new(schema.clone(), columns).unwrap();
         t.insert(&batch).unwrap();
     }
     let conn = db.connect();
@@ -664,11 +669,18 @@ const FILTERS: &[&str] = &[
     "s LIKE '%'",
     "s LIKE ''",
     "s LIKE 'a\\_%'",
+    "m > 1.5",
+    "m BETWEEN -0.5 AND 20.25",
+    "m = 3.14 OR m IS NULL",
+    "m < 0 AND a > 100",
+    "m >= 100.255",
+    "m IN (1.00, 2.50, -3)",
+    "m <> 7.77 AND NOT m > 700",
 ];
 
 #[test]
 fn pushdown_on_and_off_agree_on_random_data() {
-    let db = random_table(0x5eed);
+    let db = random_table_with(0x5eed, true);
     let on = db.connect();
     let off = db.connect();
     off.set_filter_pushdown(false).unwrap();
@@ -684,11 +696,16 @@ fn pushdown_on_and_off_agree_on_random_data() {
         let l = format!("SELECT count(*) FROM (SELECT a FROM r WHERE {f} LIMIT 7)");
         assert_eq!(one_u64(&on.sql(&l).unwrap()), x.len().min(7) as u64, "limit for {f}");
     }
+    // A decimal comparison at the column's scale is storage's to evaluate.
+    let plan = rows(&on.sql("EXPLAIN SELECT a FROM r WHERE m > 1.5 AND m <= 20").unwrap());
+    let plan = plan.join("\n");
+    assert!(plan.contains("m > 1.50") && plan.contains("m <= 20.00"), "{plan}");
+    assert!(!plan.contains("FilterExec"), "{plan}");
 }
 
 #[test]
 fn pushdown_agrees_on_generated_filters() {
-    let db = random_table(0xfeed);
+    let db = random_table_with(0xfeed, true);
     let on = db.connect();
     let off = db.connect();
     off.set_filter_pushdown(false).unwrap();
@@ -708,6 +725,8 @@ fn pushdown_agrees_on_generated_filters() {
         )),
         Just("b".to_string()),
         (0.0f64..100.0).prop_map(|v| format!("f < {v:.2}")),
+        (-200.0f64..800.0, 0..6usize)
+            .prop_map(|(v, o)| format!("m {} {v:.2}", ["=", "<>", "<", "<=", ">", ">="][o])),
     ];
     let expr = leaf.prop_recursive(3, 12, 2, |inner| {
         prop_oneof![
@@ -762,7 +781,9 @@ fn fast_and_planned(seed: u64) -> (Database, basalt::Connection, basalt::Connect
 
 #[test]
 fn fast_paths_on_and_off_agree_on_reads() {
-    let (db, on, off) = fast_and_planned(0xd1ec7);
+    let db = random_table_with(0xd1ec7, true);
+    let (on, off) = (db.connect(), db.connect());
+    off.set_fast_paths(false).unwrap();
     let mut filters: Vec<String> = FILTERS.iter().map(|f| f.to_string()).collect();
     filters.extend(
         [
