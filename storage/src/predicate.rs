@@ -465,8 +465,8 @@ pub(crate) fn take_rows(a: &ArrayRef, rows: &[usize], name: &str) -> Result<Arra
         .map_err(|e| Error::arrow(format!("rows of column '{name}'"), e))
 }
 
-/// A conjunction evaluates a [`RowFilter`] on the rows still undecided when at most one
-/// in this many is (else on every row).
+/// A conjunction evaluates a [`RowFilter`], or a leaf on one column, on the rows still
+/// undecided when at most one in this many is (else on every row).
 const ROW_FILTER_SPARSE: usize = 4;
 
 /// `r` on the rows of `cols` that `undecided` selects, gathered first, with the other rows
@@ -477,7 +477,58 @@ fn row_filter_on(r: &RowFilter, cols: &mut dyn Columns, undecided: &BooleanBuffe
     let arrays =
         r.columns.iter().map(|c| cols.column_rows(c, &picks)).collect::<Result<Vec<_>>>()?;
     let out = call_row_filter(r, &arrays, picks.len())?;
-    let part = tri_of(&out);
+    Ok(scatter(&tri_of(&out), &picks, n))
+}
+
+/// Whether [`gathered_on`] can evaluate `p` at some rows only: it reads columns by name
+/// (no `_id` set, no row filter, which have their own paths) and reads some.
+fn gatherable(p: &Predicate) -> bool {
+    fn plain(p: &Predicate) -> bool {
+        match p {
+            Predicate::IdSet(_) | Predicate::Rows(_) => false,
+            Predicate::And(v) | Predicate::Or(v) => v.iter().all(plain),
+            Predicate::Not(p) => plain(p),
+            _ => true,
+        }
+    }
+    plain(p) && !p.columns().is_empty()
+}
+
+/// `p` evaluated at the `undecided` rows only, from its columns gathered at those rows
+/// (decoded there only); the other rows are left unknown, which a conjunction that has
+/// decided them already ignores. Used when few rows are undecided.
+fn gathered_on(p: &Predicate, cols: &mut dyn Columns, undecided: &BooleanBuffer) -> Result<Tri> {
+    /// Columns gathered at the picked rows.
+    struct Picked<'a> {
+        rows: usize,
+        columns: Vec<(&'a str, ArrayRef)>,
+    }
+    impl Columns for Picked<'_> {
+        fn rows(&self) -> usize {
+            self.rows
+        }
+        fn column(&mut self, name: &str) -> Result<ArrayRef> {
+            match self.columns.iter().find(|(c, _)| *c == name) {
+                Some((_, a)) => Ok(a.clone()),
+                None => {
+                    Err(Error::ColumnNotFound { table: String::new(), column: name.to_string() })
+                }
+            }
+        }
+    }
+    let n = cols.rows();
+    let picks: Vec<usize> = undecided.set_indices().collect();
+    let columns = p
+        .columns()
+        .into_iter()
+        .map(|c| Ok((c, cols.column_rows(c, &picks)?)))
+        .collect::<Result<Vec<_>>>()?;
+    let part = eval(p, &mut Picked { rows: picks.len(), columns })?;
+    Ok(scatter(&part, &picks, n))
+}
+
+/// `part` (one entry per pick) placed at rows `picks` of `n` rows, the others unknown.
+fn scatter(part: &Tri, picks: &[usize], n: usize) -> Tri {
     let mut t = arrow_buffer::MutableBuffer::from_len_zeroed(n.div_ceil(8));
     let mut f = arrow_buffer::MutableBuffer::from_len_zeroed(n.div_ceil(8));
     for (k, &row) in picks.iter().enumerate() {
@@ -488,7 +539,7 @@ fn row_filter_on(r: &RowFilter, cols: &mut dyn Columns, undecided: &BooleanBuffe
             arrow_buffer::bit_util::set_bit(f.as_slice_mut(), row);
         }
     }
-    Ok(Tri { t: BooleanBuffer::new(t.into(), 0, n), f: BooleanBuffer::new(f.into(), 0, n) })
+    Tri { t: BooleanBuffer::new(t.into(), 0, n), f: BooleanBuffer::new(f.into(), 0, n) }
 }
 
 /// Calls `r` on its columns, checking it answers for every row.
@@ -704,18 +755,25 @@ fn eval_and(ps: &[Predicate], cols: &mut dyn Columns, positive: bool) -> Result<
             acc = Tri { f: &acc.f | &!&t, t: &acc.t & &t };
         }
     }
-    // Row filters last, and only on the rows the rest left undecided when few are
-    // (their columns then gathered at those rows, not decoded whole).
+    // Leaves first, then row filters, then disjunctions and negations (each costs several
+    // leaves): a later one runs only on the rows the earlier left undecided when few are
+    // (its columns then gathered at those rows, not decoded whole).
     let rest = ps.iter().zip(&done).filter(|(_, d)| !**d).map(|(p, _)| p);
     let (filters, others): (Vec<&Predicate>, Vec<&Predicate>) =
         rest.partition(|p| matches!(p, Predicate::Rows(_)));
-    for p in others.into_iter().chain(filters) {
+    let (composite, leaves): (Vec<&Predicate>, Vec<&Predicate>) =
+        others.into_iter().partition(|p| matches!(p, Predicate::Or(_) | Predicate::Not(_)));
+    for p in leaves.into_iter().chain(filters).chain(composite) {
         let undecided = if positive { acc.t.clone() } else { !&acc.f };
+        if undecided.count_set_bits() == 0 {
+            // Every row decided false already: the rest cannot change the answer.
+            break;
+        }
+        let sparse = undecided.count_set_bits() * ROW_FILTER_SPARSE <= n;
         let r = match p {
-            Predicate::Rows(r) if undecided.count_set_bits() * ROW_FILTER_SPARSE <= n => {
-                row_filter_on(r, cols, &undecided)?
-            }
+            Predicate::Rows(r) if sparse => row_filter_on(r, cols, &undecided)?,
             Predicate::And(qs) => eval_and(qs, cols, positive)?,
+            p if sparse && gatherable(p) => gathered_on(p, cols, &undecided)?,
             p => eval(p, cols)?,
         };
         acc = Tri { t: &acc.t & &r.t, f: &acc.f | &r.f };

@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use arrow::array::AsArray;
 use basalt::arrow::array::{
-    Array, BooleanArray, Decimal128Array, Float64Array, Int64Array, RecordBatch, StringArray,
+    Array, BooleanArray, Date32Array, Decimal128Array, Float64Array, Int64Array, RecordBatch,
+    StringArray,
 };
 use basalt::arrow::schema::{DataType, Field, Schema};
 use basalt::{Database, Error, Options, Value};
@@ -582,7 +583,8 @@ fn random_table(seed: u64) -> Database {
     random_table_with(seed, false)
 }
 
-/// [`random_table`], with a `DECIMAL(12, 2)` column `m` when `decimals`.
+/// [`random_table`], with a `DECIMAL(12, 2)` column `m` and a `DATE` column `d` (no NULLs)
+/// when `decimals`.
 fn random_table_with(seed: u64, decimals: bool) -> Database {
     let db = Database::open_in_memory().unwrap();
     let mut fields = vec![
@@ -593,6 +595,7 @@ fn random_table_with(seed: u64, decimals: bool) -> Database {
     ];
     if decimals {
         fields.push(Field::new("m", DataType::Decimal128(12, 2), true));
+        fields.push(Field::new("d", DataType::Date32, false));
     }
     let schema = Arc::new(Schema::new(fields));
     let t = db.create_table("r", &schema).unwrap();
@@ -610,6 +613,7 @@ fn random_table_with(seed: u64, decimals: bool) -> Database {
         let mut f = Vec::with_capacity(n);
         let mut b = Vec::with_capacity(n);
         let mut m = Vec::with_capacity(n);
+        let mut d = Vec::with_capacity(n);
         for _ in 0..n {
             let r = next();
             a.push((r % 11 != 0).then_some((r % 1000) as i64 - 200 + chunk * 50));
@@ -617,6 +621,7 @@ fn random_table_with(seed: u64, decimals: bool) -> Database {
             f.push((r % 7 != 0).then_some(((r >> 16) % 10_000) as f64 / 100.0));
             b.push((r % 5 != 0).then_some(r % 3 == 0));
             m.push((r % 9 != 0).then_some(((r >> 24) % 100_000) as i128 - 20_000));
+            d.push(8000 + ((r >> 40) % 3000) as i32);
         }
         let mut columns: Vec<Arc<dyn Array>> = vec![
             Arc::new(Int64Array::from(a)),
@@ -627,9 +632,14 @@ fn random_table_with(seed: u64, decimals: bool) -> Database {
         if decimals {
             columns
                 .push(Arc::new(Decimal128Array::from(m).with_precision_and_scale(12, 2).unwrap()));
+            columns.push(Arc::new(Date32Array::from(d)));
         }
         let batch = RecordBatch::try_new(schema.clone(), columns).unwrap();
         t.insert(&batch).unwrap();
+    }
+    if decimals {
+        // The rows in segments (packed, with zone maps), the changes below in the memtable.
+        db.flush().unwrap();
     }
     let conn = db.connect();
     conn.sql("DELETE FROM r WHERE a % 17 = 3").unwrap();
@@ -676,6 +686,9 @@ const FILTERS: &[&str] = &[
     "m >= 100.255",
     "m IN (1.00, 2.50, -3)",
     "m <> 7.77 AND NOT m > 700",
+    "d >= DATE '1994-01-01' AND d < DATE '1995-01-01'",
+    "d BETWEEN DATE '1995-03-01' AND DATE '1995-03-31' AND m > 100 AND s <> 'date'",
+    "d < DATE '1992-02-01' AND (m < 0 OR s LIKE '%an%')",
 ];
 
 #[test]
@@ -727,6 +740,10 @@ fn pushdown_agrees_on_generated_filters() {
         (0.0f64..100.0).prop_map(|v| format!("f < {v:.2}")),
         (-200.0f64..800.0, 0..6usize)
             .prop_map(|(v, o)| format!("m {} {v:.2}", ["=", "<>", "<", "<=", ">", ">="][o])),
+        (8000i32..11_000, 0..6usize).prop_map(|(v, o)| format!(
+            "d {} DATE '1970-01-01' + INTERVAL '{v}' DAY",
+            ["=", "<>", "<", "<=", ">", ">="][o]
+        )),
     ];
     let expr = leaf.prop_recursive(3, 12, 2, |inner| {
         prop_oneof![

@@ -77,10 +77,10 @@ impl predicate::Columns for RowGroupColumns<'_> {
         hi: i128,
     ) -> Result<Option<arrow_buffer::BooleanBuffer>> {
         let Some(i) = self.table.schema.index_of(name) else { return Ok(None) };
-        // A column decoded for another leaf is compared as an array.
-        if self.decoded.iter().any(|(c, _)| *c == i)
-            || !self.table.schema.full_schema().field(i).data_type().is_integer()
-        {
+        // A column decoded for another leaf is compared as an array. Dates, times and
+        // timestamps are packed as their integers, which their constants are.
+        let t = self.table.schema.full_schema().field(i).data_type();
+        if self.decoded.iter().any(|(c, _)| *c == i) || !(t.is_integer() || t.is_temporal()) {
             return Ok(None);
         }
         self.table.int_range_window(self.segment, self.rg, i, self.start, self.rows, lo, hi)
