@@ -657,13 +657,17 @@ fn run_ooc(args: &Args, work: &Path, failures: &mut Vec<String>) -> Res<(String,
     Ok((md, format!("[{}]", js.join(", "))))
 }
 
-/// `--worker sql DB RUNS SQL`: runs one statement `RUNS` times on a Basalt database (a
-/// `--keep` run's `basalt` directory), prints each time, then its `EXPLAIN ANALYZE` — for
+/// `--worker sql DB RUNS SQL [SETUP]`: runs one statement `RUNS` times on a Basalt database
+/// (a `--keep` run's `basalt` directory), prints each time, then its `EXPLAIN ANALYZE` — for
 /// profiling one query (`perf record -p`) without generating and loading the data again.
-fn sql_worker(db: &str, runs: &str, sql: &str) -> Res<()> {
+/// `SETUP` (say `SET datafusion.… = …`) runs once before, on the same connection.
+fn sql_worker(db: &str, runs: &str, sql: &str, setup: Option<&str>) -> Res<()> {
     let runs = runs.parse::<usize>().map_err(|e| e.to_string())?;
     let db = basalt::Database::open(db).map_err(|e| e.to_string())?;
     let conn = db.connect();
+    if let Some(setup) = setup {
+        conn.sql(setup).map_err(|e| e.to_string())?;
+    }
     for i in 0..runs {
         let t = std::time::Instant::now();
         let rows: usize =
@@ -679,10 +683,12 @@ fn sql_worker(db: &str, runs: &str, sql: &str) -> Res<()> {
 /// `--worker ooc ENGINE FORMAT FILE DIR RUNS WARMUP`: one engine's §5 run, in this process;
 /// `--worker sql …`: see [`sql_worker`].
 fn worker(args: &[String]) -> Res<()> {
-    if let [what, db, runs, sql] = args
-        && what == "sql"
-    {
-        return sql_worker(db, runs, sql);
+    match args {
+        [what, db, runs, sql] if what == "sql" => return sql_worker(db, runs, sql, None),
+        [what, db, runs, sql, setup] if what == "sql" => {
+            return sql_worker(db, runs, sql, Some(setup));
+        }
+        _ => {}
     }
     let [what, engine, format, file, dir, runs, warmup] = args else {
         return Err("--worker ooc ENGINE FORMAT FILE DIR RUNS WARMUP".into());
