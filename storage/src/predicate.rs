@@ -529,17 +529,14 @@ fn gathered_on(p: &Predicate, cols: &mut dyn Columns, undecided: &BooleanBuffer)
 
 /// `part` (one entry per pick) placed at rows `picks` of `n` rows, the others unknown.
 fn scatter(part: &Tri, picks: &[usize], n: usize) -> Tri {
-    let mut t = arrow_buffer::MutableBuffer::from_len_zeroed(n.div_ceil(8));
-    let mut f = arrow_buffer::MutableBuffer::from_len_zeroed(n.div_ceil(8));
-    for (k, &row) in picks.iter().enumerate() {
-        if part.t.value(k) {
-            arrow_buffer::bit_util::set_bit(t.as_slice_mut(), row);
+    let place = |bits: &BooleanBuffer| {
+        let mut out = arrow_buffer::MutableBuffer::from_len_zeroed(n.div_ceil(8));
+        for k in bits.set_indices() {
+            arrow_buffer::bit_util::set_bit(out.as_slice_mut(), picks[k]);
         }
-        if part.f.value(k) {
-            arrow_buffer::bit_util::set_bit(f.as_slice_mut(), row);
-        }
-    }
-    Tri { t: BooleanBuffer::new(t.into(), 0, n), f: BooleanBuffer::new(f.into(), 0, n) }
+        BooleanBuffer::new(out.into(), 0, n)
+    };
+    Tri { t: place(&part.t), f: place(&part.f) }
 }
 
 /// Calls `r` on its columns, checking it answers for every row.
