@@ -641,11 +641,16 @@ pub(super) fn byte_array(
     })
 }
 
+/// [`decode_rows`] decodes the covering window of a delta-packed chunk when it holds at
+/// most this many rows a pick.
+const DENSE_DELTA_PICKS: usize = 16;
+
 /// Like [`decode_window`] for the rows `rows` (ascending, each below the chunk's row count)
 /// in values mode: the values of just those rows, gathered straight from the encoded
 /// sections — one pass over the block's metadata for all of them instead of one per row,
 /// and no other row decoded (delta-packed chunks with varying steps sum the deltas up to
-/// the last row wanted, keeping only the running value). This is how a lookup of many ids
+/// the last row wanted, keeping only the running value, unless the rows lie close together:
+/// then the covering window is decoded, see [`DENSE_DELTA_PICKS`]). This is how a lookup of many ids
 /// reads a row group it has few rows in.
 pub fn decode_rows(raw: &Buffer, c: ChunkInfo<'_>, rows: &[usize]) -> Result<ArrayRef> {
     let n = c.rows;
@@ -668,6 +673,12 @@ pub fn decode_rows(raw: &Buffer, c: ChunkInfo<'_>, rows: &[usize]) -> Result<Arr
     match (c.encoding, c.phys) {
         (Encoding::Ipc | Encoding::HalfVector | Encoding::Int8Vector, _)
         | (Encoding::Plain, Physical::Vector { .. } | Physical::Bool) => {
+            return span(raw);
+        }
+        // Delta-packed rows close together (at least one in `DENSE_DELTA_PICKS` of the span):
+        // one prefix sum over the span, then a take, costs less than summing the deltas
+        // between each pair of picks (a call per pick).
+        (Encoding::DeltaPacked { .. }, _) if (last - first + 1) <= k * DENSE_DELTA_PICKS => {
             return span(raw);
         }
         _ => {}
