@@ -444,10 +444,17 @@ pub trait Columns {
     fn rows(&self) -> usize;
     /// The column (dictionary-encoded arrays are welcome) or an error if unknown.
     fn column(&mut self, name: &str) -> Result<ArrayRef>;
-    /// The rows where integer column `name` lies in `lo..=hi`, when the source can tell
-    /// without decoding the column — and only for rows that are all non-NULL, so the other
-    /// rows are where the comparison is false. `Ok(None)` (the default): decode it.
-    fn int_range(&mut self, _name: &str, _lo: i128, _hi: i128) -> Result<Option<BooleanBuffer>> {
+    /// The rows where integer column `name` lies in `lo..=hi` (with `scale`: decimal
+    /// column `name` of that scale, its unscaled values), when the source can tell without
+    /// decoding the column — and only for rows that are all non-NULL, so the other rows are
+    /// where the comparison is false. `Ok(None)` (the default): decode it.
+    fn int_range(
+        &mut self,
+        _name: &str,
+        _lo: i128,
+        _hi: i128,
+        _scale: Option<i8>,
+    ) -> Result<Option<BooleanBuffer>> {
         Ok(None)
     }
     /// Column `name` at the given rows only (ascending): what a [`RowFilter`] reads when
@@ -554,22 +561,33 @@ fn call_row_filter(r: &RowFilter, arrays: &[ArrayRef], n: usize) -> Result<Boole
     Ok(out)
 }
 
-/// `column op value` for an integer `value` as a range `lo..=hi` of the column's values,
-/// and whether the comparison is the range's complement (`<>`).
-fn int_range_of(op: CmpOp, value: &Scalar) -> Option<(i128, i128, bool)> {
-    let x = match value {
-        Scalar::Int(v) => i128::from(*v),
-        Scalar::UInt(v) => i128::from(*v),
+/// `column op value` for an integer `value` as a range of the column's values.
+struct IntRange {
+    lo: i128,
+    hi: i128,
+    /// The comparison is the range's complement (`<>`).
+    complement: bool,
+    /// For a decimal constant: its scale (the range is of unscaled values).
+    scale: Option<i8>,
+}
+
+/// `column op value` as an [`IntRange`] when `value` is an integer or a decimal.
+fn int_range_of(op: CmpOp, value: &Scalar) -> Option<IntRange> {
+    let (x, scale) = match value {
+        Scalar::Int(v) => (i128::from(*v), None),
+        Scalar::UInt(v) => (i128::from(*v), None),
+        Scalar::Decimal { unscaled, scale } => (*unscaled, Some(*scale)),
         _ => return None,
     };
-    Some(match op {
+    let (lo, hi, complement) = match op {
         CmpOp::Eq => (x, x, false),
         CmpOp::NotEq => (x, x, true),
-        CmpOp::Lt => (i128::MIN, x - 1, false),
+        CmpOp::Lt => (i128::MIN, x.checked_sub(1)?, false),
         CmpOp::LtEq => (i128::MIN, x, false),
-        CmpOp::Gt => (x + 1, i128::MAX, false),
+        CmpOp::Gt => (x.checked_add(1)?, i128::MAX, false),
         CmpOp::GtEq => (x, i128::MAX, false),
-    })
+    };
+    Some(IntRange { lo, hi, complement, scale })
 }
 
 impl Columns for RecordBatch {
@@ -598,9 +616,9 @@ fn eval(p: &Predicate, cols: &mut dyn Columns) -> Result<Tri> {
         Predicate::False => Tri::constant(n, false),
         Predicate::Cmp { column, op, value } => {
             let packed = match int_range_of(*op, value) {
-                Some((lo, hi, complement)) => {
-                    cols.int_range(column, lo, hi)?.map(|t| if complement { !&t } else { t })
-                }
+                Some(r) => cols
+                    .int_range(column, r.lo, r.hi, r.scale)?
+                    .map(|t| if r.complement { !&t } else { t }),
                 None => None,
             };
             match packed {
@@ -730,7 +748,10 @@ fn eval_and(ps: &[Predicate], cols: &mut dyn Columns, positive: bool) -> Result<
     // answered in one pass over the packed values where the source can.
     for i in 0..ps.len() {
         let Predicate::Cmp { column, op, value } = &ps[i] else { continue };
-        let Some((mut lo, mut hi, false)) = int_range_of(*op, value) else { continue };
+        let Some(IntRange { mut lo, mut hi, complement: false, scale }) = int_range_of(*op, value)
+        else {
+            continue;
+        };
         if done[i] {
             continue;
         }
@@ -739,14 +760,16 @@ fn eval_and(ps: &[Predicate], cols: &mut dyn Columns, positive: bool) -> Result<
             if let Predicate::Cmp { column: c, op, value } = q
                 && c == column
                 && !done[j]
-                && let Some((l, h, false)) = int_range_of(*op, value)
+                && let Some(r) = int_range_of(*op, value)
+                && !r.complement
+                && r.scale == scale
             {
-                (lo, hi) = (lo.max(l), hi.min(h));
+                (lo, hi) = (lo.max(r.lo), hi.min(r.hi));
                 group.push(j);
             }
         }
         if group.len() > 1
-            && let Some(t) = cols.int_range(column, lo, hi)?
+            && let Some(t) = cols.int_range(column, lo, hi, scale)?
         {
             group.iter().for_each(|&g| done[g] = true);
             acc = Tri { f: &acc.f | &!&t, t: &acc.t & &t };

@@ -65,13 +65,17 @@ use crate::types::{Physical, physical_of};
 /// Segment format version written. Version 2 added framed compression (tag 2, see
 /// [`crate::frames`]); version 3 small first frames and decimal frames in it; version 4 the
 /// `half-vector` and `int8-vector` encodings (tags 5 and 6) of vector columns stored as
-/// float16 or int8; version 5 zone maps of decimal chunks (stat tag 4). A segment is
-/// written with the lowest version that describes it: without decimal zone maps as
-/// version 4 or, without stored vectors either, as version 3
+/// float16 or int8; version 5 zone maps of decimal chunks (stat tag 4); version 6 decimal
+/// chunks in the integer encodings (`for` and `delta` bit-packing of the unscaled values
+/// as signed 64-bit integers). A segment is written with the lowest version that
+/// describes it: without bit-packed decimals as version 5, without decimal zone maps
+/// either as version 4 or, without stored vectors either, as version 3
 /// ([`SEGMENT_VERSION_WITHOUT_STORED_VECTORS`]), so an older build reads what it can.
 /// This reader reads versions [`OLDEST_SEGMENT_VERSION`] to this one and refuses others. A
 /// future bump must keep a reader for every older version it claims.
-pub const SEGMENT_FORMAT_VERSION: u32 = 5;
+pub const SEGMENT_FORMAT_VERSION: u32 = 6;
+/// The version written for a segment without bit-packed decimal chunks.
+pub const SEGMENT_VERSION_WITHOUT_PACKED_DECIMALS: u32 = 5;
 /// The version written for a segment without decimal zone maps.
 pub const SEGMENT_VERSION_WITHOUT_DECIMAL_STATS: u32 = 4;
 /// The version written for a segment without decimal zone maps whose vector columns are
@@ -221,8 +225,14 @@ pub fn write_segment(
     let decimal_stats = encoded
         .iter()
         .any(|ch| matches!(&ch.stats, Some(ZoneMap { min: encoding::StatValue::Decimal(_), .. })));
-    let version = if decimal_stats {
+    let packed_decimals = jobs
+        .iter()
+        .zip(&encoded)
+        .any(|(&(_, c), ch)| phys[c] == Physical::Decimal128 && ch.encoding != Encoding::Plain);
+    let version = if packed_decimals {
         SEGMENT_FORMAT_VERSION
+    } else if decimal_stats {
+        SEGMENT_VERSION_WITHOUT_PACKED_DECIMALS
     } else if stored_vectors {
         SEGMENT_VERSION_WITHOUT_DECIMAL_STATS
     } else {
@@ -1341,19 +1351,26 @@ mod tests {
         }
     }
 
-    /// Version 5 is written only for segments whose decimal chunks have zone maps (an
-    /// all-NULL decimal chunk has none); the zone map reads back as written.
+    /// Version 6 is written only for segments with a bit-packed decimal chunk (unscaled
+    /// values within 64 bits), version 5 for decimal chunks with zone maps but values past
+    /// 64 bits (stored plain), neither when the decimal chunks are all NULL (no zone map);
+    /// values and zone maps read back as written.
     #[test]
-    fn only_segments_with_decimal_zone_maps_are_version_5() {
-        for (values, want) in [(vec![Some(-12_345i128), Some(7), None], 5u32), (vec![None], 3)] {
+    fn only_segments_with_decimal_zone_maps_are_version_5_or_6() {
+        let wide = Some(i128::from(i64::MAX) + 1);
+        for (values, want) in [
+            (vec![Some(-12_345i128), Some(7), None], 6u32),
+            (vec![Some(-12_345i128), wide, Some(7)], 5),
+            (vec![None], 3),
+        ] {
             let fs = MemFs::new();
             let schema = Arc::new(Schema::new(vec![
                 Field::new("_id", DataType::UInt64, false),
-                Field::new("d", DataType::Decimal128(15, 2), true),
+                Field::new("d", DataType::Decimal128(38, 2), true),
             ]));
             let n = values.len() as u64;
             let d = arrow_array::Decimal128Array::from(values.clone())
-                .with_precision_and_scale(15, 2)
+                .with_precision_and_scale(38, 2)
                 .unwrap();
             let b = RecordBatch::try_new(
                 schema.clone(),
@@ -1369,9 +1386,9 @@ mod tests {
             let seg = Segment::open(&fs, Path::new("/s")).unwrap();
             assert_eq!(read_all(&seg).unwrap(), b);
             let zone = seg.meta().row_groups[0].chunks[1].zone_map.clone();
-            let want_zone = (want == 5).then_some(ZoneMap {
+            let want_zone = (want >= 5).then(|| ZoneMap {
                 min: encoding::StatValue::Decimal(-12_345),
-                max: encoding::StatValue::Decimal(7),
+                max: encoding::StatValue::Decimal(values.iter().flatten().copied().max().unwrap()),
             });
             assert_eq!(zone, want_zone);
         }

@@ -179,14 +179,17 @@ impl<'a, 'c> CellReader<'a, 'c> {
                 let Some(width) = plain_width(phys) else { return Ok(None) };
                 CellKind::Fixed { values: sized(secs[0], n.checked_mul(width), "values")?, width }
             }
-            (Encoding::ForPacked { base, bits }, Physical::Int { .. }) => CellKind::For {
-                packed: sized(secs[0], Some(bitpack::packed_len(n, *bits)), "packed")?,
-                bits: *bits,
-                base: *base,
-            },
-            (Encoding::DeltaPacked { first, base, bits: 0 }, Physical::Int { .. }) => {
-                CellKind::Step { first: *first, step: *base }
+            (Encoding::ForPacked { base, bits }, Physical::Int { .. } | Physical::Decimal128) => {
+                CellKind::For {
+                    packed: sized(secs[0], Some(bitpack::packed_len(n, *bits)), "packed")?,
+                    bits: *bits,
+                    base: *base,
+                }
             }
+            (
+                Encoding::DeltaPacked { first, base, bits: 0 },
+                Physical::Int { .. } | Physical::Decimal128,
+            ) => CellKind::Step { first: *first, step: *base },
             (Encoding::Dict { code_width, dict_len }, phys) => {
                 let (width, len) = (*code_width as usize, *dict_len as usize);
                 if !matches!(width, 1 | 2 | 4) {
@@ -233,6 +236,10 @@ impl<'a, 'c> CellReader<'a, 'c> {
             return Ok(Cell::Null);
         }
         let int = |pattern: u64| -> Cell<'a> {
+            if c.phys == Physical::Decimal128 {
+                // A decimal's unscaled value, packed as a signed 64-bit integer.
+                return Cell::Decimal(i128::from(pattern as i64));
+            }
             let Physical::Int { width, signed } = c.phys else { return Cell::UInt(pattern) };
             let shift = 64 - 8 * u32::from(width.clamp(1, 8));
             if signed {

@@ -276,7 +276,8 @@ pub fn decode_window(
             need(&v, n * w, "values")?;
             build(c.data_type.clone(), vec![v.slice_with_length(0, n * w)], vec![], nulls)
         }
-        (Encoding::ForPacked { base, bits }, Physical::Int { width, .. }) => {
+        (Encoding::ForPacked { base, bits }, phys) if packed_width(phys).is_some() => {
+            let width = packed_width(phys).unwrap_or(8);
             let p = next()?;
             need(&p, bitpack::packed_len(n, *bits), "packed")?;
             let base = *base;
@@ -287,7 +288,8 @@ pub fn decode_window(
             });
             windowed(vec![values], 0)
         }
-        (Encoding::DeltaPacked { first, base, bits }, Physical::Int { width, .. }) => {
+        (Encoding::DeltaPacked { first, base, bits }, phys) if packed_width(phys).is_some() => {
+            let width = packed_width(phys).unwrap_or(8);
             let p = next()?;
             need(&p, bitpack::packed_len(n.saturating_sub(1), *bits), "packed")?;
             let (first, base) = (*first, *base);
@@ -752,7 +754,8 @@ pub fn decode_rows(raw: &Buffer, c: ChunkInfo<'_>, rows: &[usize]) -> Result<Arr
             need(&v, n * w, "values")?;
             build(vec![gather_fixed(&v, w)])
         }
-        (Encoding::ForPacked { base, bits }, Physical::Int { width, .. }) => {
+        (Encoding::ForPacked { base, bits }, phys) if packed_width(phys).is_some() => {
+            let width = packed_width(phys).unwrap_or(8);
             let p = next()?;
             need(&p, bitpack::packed_len(n, *bits), "packed")?;
             let values = unpack_ints(width, k, |out| {
@@ -762,7 +765,8 @@ pub fn decode_rows(raw: &Buffer, c: ChunkInfo<'_>, rows: &[usize]) -> Result<Arr
             });
             build(vec![values])
         }
-        (Encoding::DeltaPacked { first, base, bits }, Physical::Int { width, .. }) => {
+        (Encoding::DeltaPacked { first, base, bits }, phys) if packed_width(phys).is_some() => {
+            let width = packed_width(phys).unwrap_or(8);
             let p = next()?;
             need(&p, bitpack::packed_len(n.saturating_sub(1), *bits), "packed")?;
             let (first, base, bits) = (*first, *base, *bits);
@@ -929,8 +933,9 @@ pub(super) fn plain_width(phys: Physical) -> Option<usize> {
     }
 }
 
-/// The rows `start..start + len` of an integer chunk whose value lies in `lo..=hi` (as
-/// 128-bit integers, signed or unsigned per the column), computed on the packed values of
+/// The rows `start..start + len` of an integer chunk (or a decimal chunk, on its unscaled
+/// values) whose value lies in `lo..=hi` (as 128-bit integers, signed or unsigned per the
+/// column), computed on the packed values of
 /// a frame-of-reference chunk without decoding them: `v` is in the range exactly when
 /// `v - base` is, and `v - base` is what is packed. `Ok(None)` for any other encoding and
 /// for a chunk holding NULLs (the caller decodes the column instead).
@@ -942,7 +947,7 @@ pub fn int_range_window(
     lo: i128,
     hi: i128,
 ) -> Result<Option<BooleanBuffer>> {
-    let (Encoding::ForPacked { base, bits }, Physical::Int { signed, .. }) = (c.encoding, c.phys)
+    let (Encoding::ForPacked { base, bits }, Some(signed)) = (c.encoding, packed_signed(c.phys))
     else {
         return Ok(None);
     };
@@ -974,17 +979,39 @@ pub fn int_range_window(
 }
 
 /// Runs `fill(values)` on `n` 64-bit patterns and returns the values buffer of a `width`
-/// byte integer column (the low `width` bytes of each pattern).
+/// byte integer column (the low `width` bytes of each pattern; width 16: each pattern
+/// sign-extended, a decimal's unscaled 128-bit values).
 pub(super) fn unpack_ints(width: u8, n: usize, fill: impl FnOnce(&mut [u64])) -> Buffer {
-    // `fill` writes the 64-bit values (inlined, no call per value); narrower columns take
-    // their low bytes in one more pass.
+    // `fill` writes the 64-bit values (inlined, no call per value); other widths take
+    // their bytes in one more pass.
     let mut out = vec![0u64; n];
     fill(&mut out);
     match width {
         1 => Buffer::from_vec(out.iter().map(|&v| v as u8).collect::<Vec<u8>>()),
         2 => Buffer::from_vec(out.iter().map(|&v| v as u16).collect::<Vec<u16>>()),
         4 => Buffer::from_vec(out.iter().map(|&v| v as u32).collect::<Vec<u32>>()),
+        16 => Buffer::from_vec(out.iter().map(|&v| i128::from(v as i64)).collect::<Vec<i128>>()),
         _ => Buffer::from_vec(out),
+    }
+}
+
+/// Bytes per value a bit-packed chunk of kind `phys` decodes to: an integer column's
+/// width, 16 for a decimal (its unscaled values packed as signed 64-bit integers); `None`
+/// for kinds never bit-packed.
+pub(super) fn packed_width(phys: Physical) -> Option<u8> {
+    match phys {
+        Physical::Int { width, .. } => Some(width),
+        Physical::Decimal128 => Some(16),
+        _ => None,
+    }
+}
+
+/// Whether a bit-packed chunk of kind `phys` holds signed 64-bit patterns.
+pub(super) fn packed_signed(phys: Physical) -> Option<bool> {
+    match phys {
+        Physical::Int { signed, .. } => Some(signed),
+        Physical::Decimal128 => Some(true),
+        _ => None,
     }
 }
 

@@ -171,17 +171,32 @@ pub fn encode(
         Physical::Decimal128 => {
             let vals = &data.buffer::<i128>(0)[..n];
             let valid = vals.iter().enumerate().filter(|&(i, _)| is_valid(i)).map(|(_, v)| *v);
-            if let Some((lo, hi)) = valid.fold(None, |r: Option<(i128, i128)>, v| {
+            let range = valid.fold(None, |r: Option<(i128, i128)>, v| {
                 Some(r.map_or((v, v), |(lo, hi)| (lo.min(v), hi.max(v))))
-            }) {
+            });
+            if let Some((lo, hi)) = range {
                 stats = Some(ZoneMap { min: StatValue::Decimal(lo), max: StatValue::Decimal(hi) });
             }
-            block.section(|b| {
-                for v in vals {
-                    b.extend_from_slice(&v.to_le_bytes());
+            let fits = |v: i128| i64::try_from(v).is_ok();
+            match range {
+                // Unscaled values within 64 bits (every DECIMAL(p ≤ 18), and wider ones
+                // holding small values): the integer encodings, as a signed 64-bit column.
+                Some((lo, hi)) if fits(lo) && fits(hi) => {
+                    let wide: Vec<u64> = (0..n)
+                        .map(|i| if is_valid(i) { vals[i] as i64 as u64 } else { 0 })
+                        .collect();
+                    let mut int_stats = None;
+                    encode_packed_int(&wide, 8, true, &is_valid, &mut block, &mut int_stats)
                 }
-            });
-            Encoding::Plain
+                _ => {
+                    block.section(|b| {
+                        for v in vals {
+                            b.extend_from_slice(&v.to_le_bytes());
+                        }
+                    });
+                    Encoding::Plain
+                }
+            }
         }
         Physical::Vector { dim, form } => {
             let child = &data.child_data()[0];
@@ -275,19 +290,49 @@ pub(super) fn encode_int(
     block: &mut Block,
     stats: &mut Option<ZoneMap>,
 ) -> Encoding {
-    let n = vals.len();
-    let plain = |block: &mut Block| {
-        block.section(|b| {
-            b.reserve(n * width as usize);
-            for v in vals {
-                b.extend_from_slice(&v.to_le_bytes()[..width as usize]);
-            }
-        });
-        Encoding::Plain
-    };
-    if all_null || n == 0 {
-        return plain(block);
+    if all_null || vals.is_empty() {
+        return plain_int(vals, width, block);
     }
+    int_encoding(vals, width, signed, is_valid, true, block, stats)
+}
+
+/// The values as they are, `width` bytes each.
+fn plain_int(vals: &[u64], width: u8, block: &mut Block) -> Encoding {
+    block.section(|b| {
+        b.reserve(vals.len() * width as usize);
+        for v in vals {
+            b.extend_from_slice(&v.to_le_bytes()[..width as usize]);
+        }
+    });
+    Encoding::Plain
+}
+
+/// [`encode_int`] for a kind whose `Plain` encoding is not `width`-byte integers (a
+/// decimal's unscaled values that fit 64 bits): frame-of-reference or delta packed, never
+/// plain. At least one value must be valid.
+pub(super) fn encode_packed_int(
+    vals: &[u64],
+    width: u8,
+    signed: bool,
+    is_valid: &dyn Fn(usize) -> bool,
+    block: &mut Block,
+    stats: &mut Option<ZoneMap>,
+) -> Encoding {
+    int_encoding(vals, width, signed, is_valid, false, block, stats)
+}
+
+/// The smallest of the integer encodings for `vals` (at least one valid), plain only when
+/// `plain_allowed`; sets `stats` to the valid values' minimum and maximum.
+fn int_encoding(
+    vals: &[u64],
+    width: u8,
+    signed: bool,
+    is_valid: &dyn Fn(usize) -> bool,
+    plain_allowed: bool,
+    block: &mut Block,
+    stats: &mut Option<ZoneMap>,
+) -> Encoding {
+    let n = vals.len();
     // Min / max in the column's own order.
     let key = |v: u64| if signed { v as i64 as i128 } else { v as i128 };
     let mut lo = u64::MAX;
@@ -334,8 +379,8 @@ pub(super) fn encode_int(
     let plain_size = n * width as usize;
     let for_size = bitpack::packed_len(n, for_bits);
     let delta_size = bitpack::packed_len(n.saturating_sub(1), delta_bits);
-    if plain_size <= for_size && plain_size <= delta_size {
-        return plain(block);
+    if plain_allowed && plain_size <= for_size && plain_size <= delta_size {
+        return plain_int(vals, width, block);
     }
     if for_size <= delta_size {
         block.section(|b| {

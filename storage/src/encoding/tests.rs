@@ -289,6 +289,8 @@ proptest! {
         let unsigned: Vec<Option<u64>> = v.iter().map(|x| x.map(|x| x as u64)).collect();
         let wideu: Vec<Option<i128>> = unsigned.iter().map(|x| x.map(i128::from)).collect();
         check_int_range(&(Arc::new(UInt64Array::from(unsigned)) as ArrayRef), &wideu, start, lo, hi);
+        let dec = Decimal128Array::from(wide.clone()).with_precision_and_scale(18, 3).unwrap();
+        check_int_range(&(Arc::new(dec) as ArrayRef), &wide, start, lo, hi);
     }
 }
 
@@ -310,7 +312,26 @@ proptest! {
         round_trip(&(Arc::new(UInt64Array::from(v.iter().map(|x| x.map(|x| x as u64)).collect::<Vec<_>>())) as ArrayRef));
         round_trip(&(Arc::new(Date32Array::from(v.iter().map(|x| x.map(|x| x as i32)).collect::<Vec<_>>())) as ArrayRef));
         round_trip(&(Arc::new(TimestampMicrosecondArray::from(v.clone()).with_timezone("UTC")) as ArrayRef));
-        round_trip(&(Arc::new(Decimal128Array::from(v.iter().map(|x| x.map(i128::from)).collect::<Vec<_>>()).with_precision_and_scale(38, 2).unwrap()) as ArrayRef));
+        // Decimals whose unscaled values fit 64 bits are bit-packed (never plain); a chunk
+        // with one value past 64 bits is stored plain, 16 bytes a value. (`round_trip`
+        // gives the whole array's encodings at 0 and 2, its slices' at 1 and 3.)
+        let dec = |w: Vec<Option<i128>>| -> ArrayRef {
+            Arc::new(Decimal128Array::from(w).with_precision_and_scale(38, 2).unwrap())
+        };
+        let fits: Vec<Option<i128>> = v.iter().map(|x| x.map(i128::from)).collect();
+        let seen = round_trip(&dec(fits.clone()));
+        if v.iter().any(Option::is_some) {
+            for e in [&seen[0], &seen[2]] {
+                prop_assert!(matches!(e, Encoding::ForPacked { .. } | Encoding::DeltaPacked { .. }), "{e:?}");
+            }
+        }
+        let mut wide = fits.clone();
+        if let Some(x) = wide.iter_mut().find(|x| x.is_some()) {
+            *x = Some(i128::from(i64::MIN) - 1);
+            let seen = round_trip(&dec(wide));
+            prop_assert_eq!((&seen[0], &seen[2]), (&Encoding::Plain, &Encoding::Plain));
+        }
+        round_trip(&dec(v.iter().map(|x| x.map(|x| i128::from(x) << 20)).collect()));
     }
 
     #[test]

@@ -75,12 +75,19 @@ impl predicate::Columns for RowGroupColumns<'_> {
         name: &str,
         lo: i128,
         hi: i128,
+        scale: Option<i8>,
     ) -> Result<Option<arrow_buffer::BooleanBuffer>> {
         let Some(i) = self.table.schema.index_of(name) else { return Ok(None) };
         // A column decoded for another leaf is compared as an array. Dates, times and
-        // timestamps are packed as their integers, which their constants are.
+        // timestamps are packed as their integers, which their constants are; decimals
+        // as their unscaled values, which a constant of the column's scale is.
         let t = self.table.schema.full_schema().field(i).data_type();
-        if self.decoded.iter().any(|(c, _)| *c == i) || !(t.is_integer() || t.is_temporal()) {
+        let packed = match (t, scale) {
+            (DataType::Decimal128(_, s), Some(scale)) => *s == scale,
+            (t, None) => t.is_integer() || t.is_temporal(),
+            _ => false,
+        };
+        if self.decoded.iter().any(|(c, _)| *c == i) || !packed {
             return Ok(None);
         }
         self.table.int_range_window(self.segment, self.rg, i, self.start, self.rows, lo, hi)
