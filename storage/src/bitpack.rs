@@ -115,6 +115,36 @@ pub fn unpack_from(packed: &[u8], bits: u8, start: usize, n: usize, mut f: impl 
     }
 }
 
+/// Values `start..start + n` mapped by `f`, collected: one allocation, written once (no
+/// zeroing first, no capacity check per value). `packed` must hold them, as for
+/// [`unpack_from`].
+pub fn collect_from<T>(
+    packed: &[u8],
+    bits: u8,
+    start: usize,
+    n: usize,
+    f: impl Fn(u64) -> T,
+) -> Vec<T> {
+    let b = bits as usize;
+    if b == 0 {
+        return (0..n).map(|_| f(0)).collect();
+    }
+    if b > 56 {
+        return (start..start + n).map(|i| f(get(packed, bits, i))).collect();
+    }
+    let mask = (1u64 << b) - 1;
+    // As in `unpack_from`: the 8 bytes from the byte holding a value's first bit hold it.
+    (start..start + n)
+        .map(|i| {
+            let bit = i * b;
+            let at = bit / 8;
+            let mut a = [0u8; 8];
+            a.copy_from_slice(&packed[at..at + 8]);
+            f((u64::from_le_bytes(a) >> (bit % 8)) & mask)
+        })
+        .collect()
+}
+
 /// The wrapping sum of values `start..start + n` (what a delta-packed column's point lookup
 /// needs: the sum of the deltas before a row). Same contract as [`unpack_from`]. Four
 /// running sums and no call per value: a lookup near the end of a 64K-row group adds 64K

@@ -276,6 +276,15 @@ pub fn decode_window(
             need(&v, n * w, "values")?;
             build(c.data_type.clone(), vec![v.slice_with_length(0, n * w)], vec![], nulls)
         }
+        (Encoding::ForPacked { base, bits }, Physical::Decimal128) => {
+            let p = next()?;
+            need(&p, bitpack::packed_len(n, *bits), "packed")?;
+            let base = *base;
+            let values = bitpack::collect_from(p.as_slice(), *bits, start, len, |v| {
+                i128::from(base.wrapping_add(v) as i64)
+            });
+            windowed(vec![Buffer::from_vec(values)], 0)
+        }
         (Encoding::ForPacked { base, bits }, phys) if packed_width(phys).is_some() => {
             let width = packed_width(phys).unwrap_or(8);
             let p = next()?;
@@ -754,6 +763,17 @@ pub fn decode_rows(raw: &Buffer, c: ChunkInfo<'_>, rows: &[usize]) -> Result<Arr
             need(&v, n * w, "values")?;
             build(vec![gather_fixed(&v, w)])
         }
+        (Encoding::ForPacked { base, bits }, Physical::Decimal128) => {
+            let p = next()?;
+            need(&p, bitpack::packed_len(n, *bits), "packed")?;
+            let values: Vec<i128> = rows
+                .iter()
+                .map(
+                    |&r| i128::from(base.wrapping_add(bitpack::get(p.as_slice(), *bits, r)) as i64),
+                )
+                .collect();
+            build(vec![Buffer::from_vec(values)])
+        }
         (Encoding::ForPacked { base, bits }, phys) if packed_width(phys).is_some() => {
             let width = packed_width(phys).unwrap_or(8);
             let p = next()?;
@@ -984,15 +1004,37 @@ pub fn int_range_window(
 pub(super) fn unpack_ints(width: u8, n: usize, fill: impl FnOnce(&mut [u64])) -> Buffer {
     // `fill` writes the 64-bit values (inlined, no call per value); other widths take
     // their bytes in one more pass.
+    if width == 16 {
+        return widened_in_place(n, fill);
+    }
     let mut out = vec![0u64; n];
     fill(&mut out);
     match width {
         1 => Buffer::from_vec(out.iter().map(|&v| v as u8).collect::<Vec<u8>>()),
         2 => Buffer::from_vec(out.iter().map(|&v| v as u16).collect::<Vec<u16>>()),
         4 => Buffer::from_vec(out.iter().map(|&v| v as u32).collect::<Vec<u32>>()),
-        16 => Buffer::from_vec(out.iter().map(|&v| i128::from(v as i64)).collect::<Vec<i128>>()),
         _ => Buffer::from_vec(out),
     }
+}
+
+/// [`unpack_ints`] for decimals: `fill` writes the `n` patterns into the first half of the
+/// 128-bit values buffer, which is then widened from the back (value `i` goes to words
+/// `2i` and `2i + 1`, which hold patterns already widened or pattern `i` itself, read
+/// first), so a decode allocates and writes the values once (a separate 64-bit buffer
+/// took a fifth of TPC-H Q1's samples).
+fn widened_in_place(n: usize, fill: impl FnOnce(&mut [u64])) -> Buffer {
+    let mut out = MutableBuffer::from_len_zeroed(n * 16);
+    let words = out.typed_data_mut::<u64>();
+    fill(&mut words[..n]);
+    for i in (0..n).rev() {
+        let v = i128::from(words[i] as i64);
+        let (lo, hi) = (v as u64, (v >> 64) as u64);
+        // An i128's words in memory order.
+        let (first, second) = if cfg!(target_endian = "little") { (lo, hi) } else { (hi, lo) };
+        words[2 * i] = first;
+        words[2 * i + 1] = second;
+    }
+    out.into()
 }
 
 /// Bytes per value a bit-packed chunk of kind `phys` decodes to: an integer column's
