@@ -1020,8 +1020,9 @@ pub(super) fn unpack_ints(width: u8, n: usize, fill: impl FnOnce(&mut [u64])) ->
 /// [`unpack_ints`] for decimals: `fill` writes the `n` patterns into the first half of the
 /// 128-bit values buffer, which is then widened from the back (value `i` goes to words
 /// `2i` and `2i + 1`, which hold patterns already widened or pattern `i` itself, read
-/// first), so a decode allocates and writes the values once (a separate 64-bit buffer
-/// took a fifth of TPC-H Q1's samples).
+/// first), so a decode allocates one buffer, not a 64-bit one and then the decimals. Used
+/// for delta-packed decimals; frame-of-reference ones decode straight into their values
+/// (`bitpack::collect_from`).
 fn widened_in_place(n: usize, fill: impl FnOnce(&mut [u64])) -> Buffer {
     let mut out = MutableBuffer::from_len_zeroed(n * 16);
     let words = out.typed_data_mut::<u64>();
